@@ -1,0 +1,101 @@
+# trajlog developer tasks.  `make help` lists them.
+PYTHON ?= python3
+PIP ?= $(PYTHON) -m pip
+CC ?= gcc
+FUZZ_SECONDS ?= 60
+ATHERIS_RUNS ?= 100000
+CSRC := $(wildcard csrc/tl_*.c)
+CWARN := -std=c11 -Wall -Wextra -Werror -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
+SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
+FUZZ_TARGETS := scan decode roundtrip
+BUILD := build
+
+.PHONY: help demo build install-test test test-c test-python sanitize cwarn symbols lint \
+        fuzz-regress fuzz fuzz-atheris bench sdist-roundtrip ci clean
+
+help:  ## list the targets
+	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
+
+demo: build  ## install and run the demo on an embedded default database
+	$(PYTHON) -m trajlog demo
+
+build:  ## install trajlog in editable mode, compiling the C core
+	$(PIP) install --quiet --disable-pip-version-check -e .
+
+install-test:  ## install trajlog and everything the tests need
+	$(PIP) install --quiet --disable-pip-version-check -e '.[test,lint]'
+
+test: install-test  ## install, then run the whole suite under the C and the Python kernel
+	$(MAKE) test-c test-python
+
+test-c:
+	TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(PYTHON) -m pytest -q
+
+test-python:
+	TRAJLOG_BACKEND=python $(PYTHON) -m pytest -q
+
+# The suite against a copy of the package whose C core is built with
+# AddressSanitizer + UBSan; the interpreter gets libasan preloaded.
+sanitize: cwarn  ## run the test suite on an ASan+UBSan build of the C core
+	rm -rf $(BUILD)/asan && mkdir -p $(BUILD)/asan/trajlog
+	cp src/trajlog/*.py src/trajlog/py.typed $(BUILD)/asan/trajlog/
+	cd $(BUILD)/asan && TRAJLOG_SANITIZE=1 $(PYTHON) -c "import sys; sys.path.insert(0, '$(CURDIR)/csrc'); \
+		import os; os.chdir('$(CURDIR)'); from ffibuild import ffibuilder; \
+		ffibuilder.compile(tmpdir='$(BUILD)/asan', verbose=False)"
+	ls $(BUILD)/asan/trajlog/_tlcore*.so
+	PYTHONPATH=$(CURDIR)/$(BUILD)/asan TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 \
+		LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+		ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc \
+		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+		$(PYTHON) -m pytest -q -p no:cacheprovider -x tests
+
+cwarn:  ## compile the C core warning-free with gcc and clang (-Werror)
+	for f in $(CSRC); do $(CC) $(CWARN) -fvisibility=hidden -Icsrc -c $$f -o /dev/null || exit 1; done
+	@echo "$(CC): clean"
+	@if command -v clang >/dev/null; then \
+		for f in $(CSRC); do clang $(CWARN) -fvisibility=hidden -Icsrc -c $$f -o /dev/null || exit 1; done; \
+		echo "clang: clean"; fi
+
+symbols:  ## the extension exports only PyInit__tlcore
+	$(PYTHON) -m pytest -q tests/test_api_surface.py -k exported
+
+lint: cwarn  ## ruff, mypy and the C warning check
+	$(PYTHON) -m ruff check src tests benchmarks fuzz
+	$(PYTHON) -m mypy
+
+$(BUILD)/fuzz/%_replay: fuzz/fuzz_%.c fuzz/regression_driver.c $(CSRC) csrc/*.h fuzz/fuzz_helpers.h
+	@mkdir -p $(BUILD)/fuzz
+	$(CC) -std=c11 -O1 -Wall -Wextra -Werror $(SAN) -Icsrc -Ifuzz $< fuzz/regression_driver.c $(CSRC) -o $@
+
+fuzz-regress: $(addprefix $(BUILD)/fuzz/,$(addsuffix _replay,$(FUZZ_TARGETS)))  ## replay the fuzz corpus under ASan+UBSan (no fuzzer needed)
+	for t in $(FUZZ_TARGETS); do \
+		UBSAN_OPTIONS=halt_on_error=1 $(BUILD)/fuzz/$${t}_replay fuzz/corpus/$$t || exit 1; done
+
+$(BUILD)/fuzz/%_libfuzzer: fuzz/fuzz_%.c $(CSRC) csrc/*.h fuzz/fuzz_helpers.h
+	@mkdir -p $(BUILD)/fuzz
+	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Icsrc -Ifuzz $< $(CSRC) -o $@
+
+fuzz: $(addprefix $(BUILD)/fuzz/,$(addsuffix _libfuzzer,$(FUZZ_TARGETS)))  ## libFuzzer on each C target for FUZZ_SECONDS
+	for t in $(FUZZ_TARGETS); do mkdir -p $(BUILD)/fuzz/corpus-$$t; \
+		$(BUILD)/fuzz/$${t}_libfuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
+			-artifact_prefix=$(BUILD)/fuzz/$$t- $(BUILD)/fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
+
+fuzz-atheris:  ## atheris: C vs Python kernel on the same bytes
+	$(PYTHON) fuzz/fuzz_differential.py -atheris_runs=$(ATHERIS_RUNS) fuzz/corpus/scan
+
+bench:  ## every benchmark, quick mode
+	for b in benchmarks/bench_*.py; do $(PYTHON) $$b --quick || exit 1; done
+
+sdist-roundtrip:  ## build an sdist, install it in a fresh venv, run the tests against it
+	rm -rf $(BUILD)/sdist && mkdir -p $(BUILD)/sdist
+	$(PYTHON) -m build --version >/dev/null 2>&1 || $(PIP) install --quiet build
+	$(PYTHON) -m build --sdist --outdir $(BUILD)/sdist .
+	$(PYTHON) -m venv $(BUILD)/sdist/venv
+	$(BUILD)/sdist/venv/bin/pip install --quiet "$$(ls $(BUILD)/sdist/trajlog-*.tar.gz)[test]"
+	cd $(BUILD)/sdist && tar xzf trajlog-*.tar.gz && cd trajlog-*/ && \
+		TRAJLOG_REQUIRE_C=1 ../venv/bin/python -m pytest -q -p no:cacheprovider -x tests
+
+ci: test sanitize fuzz-regress lint sdist-roundtrip  ## everything .ci/run checks
+
+clean:
+	rm -rf $(BUILD) src/trajlog/_tlcore*.so src/trajlog/*.c src/trajlog/*.o *.egg-info src/*.egg-info

@@ -1,0 +1,38 @@
+"""trajlog: checksummed, append-only event logs for AI-agent sessions.
+
+The frame layer is :mod:`trajlog.codec` over one of two kernels (the C core,
+or the pure-Python reference), chosen by ``TRAJLOG_BACKEND``; every error is
+in :mod:`trajlog.errors`.
+"""
+
+from __future__ import annotations
+
+from . import codec, errors
+from ._backend import get_kernel
+from ._format import FORMAT_VERSION, Cursor, FrameHeader, FrameType, Status
+from .codec import Frame, ScanReport, Verdict, Watermark
+
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> str:
+    # ``trajlog.backend``: "c" or "python", resolved when first asked for.
+    if name == "backend":
+        return str(get_kernel().NAME)
+    raise AttributeError(f"module 'trajlog' has no attribute {name!r}")
+
+__all__ = [
+    "FORMAT_VERSION",
+    "Cursor",
+    "Frame",
+    "FrameHeader",
+    "FrameType",
+    "ScanReport",
+    "Status",
+    "Verdict",
+    "Watermark",
+    "__version__",
+    "backend",
+    "codec",
+    "errors",
+]

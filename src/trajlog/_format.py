@@ -1,0 +1,145 @@
+"""Frame format v1 constants, status codes and the tuples both kernels return.
+
+Everything here mirrors ``csrc/tl.h``; ``tests/test_api_surface.py`` checks that
+each value equals the compiled C constant, so the two kernels cannot drift.
+The normative description of the bytes is ``FORMAT.md``.
+"""
+
+from __future__ import annotations
+
+from enum import IntEnum
+from collections.abc import Sequence
+from typing import NamedTuple
+
+FORMAT_VERSION = 1
+HEADER_SIZE = 40
+ALIGN = 8
+MAX_STORED = 16 * 1024 * 1024
+MAX_RAW = 64 * 1024 * 1024
+SECTOR = 512
+MAX_SEQ = 2**63 - 1
+MASK64 = 2**64 - 1
+MAGIC = b"\xa7\xf1"
+
+
+class FrameType(IntEnum):
+    """Byte 2 of a frame.  0x80-0xFF are optional types a reader may skip."""
+
+    SESSION_HEADER = 1
+    EVENT = 2
+    MEMORY = 3
+    TOMBSTONE = 4
+    SEAL = 5
+    CHUNK = 6
+
+
+TYPE_OPTIONAL_MIN = 0x80
+FLAG_ZSTD = 1
+FLAG_ZSTD_DICT = 2
+FLAGS_KNOWN = 3
+HINT_ZERO_SECTOR = 1
+
+
+class Status(IntEnum):
+    """Status codes shared by the C and the Python kernel (tl.h ``TL_*``)."""
+
+    OK = 0
+    END = 1
+    MORE = 2
+    TRUNCATED = 3
+    ZERO_TAIL = 4
+    BAD_MAGIC = 5
+    BAD_HEADER = 6
+    BAD_FIELD = 7
+    UNSUPPORTED = 8
+    SEQ_MISMATCH = 9
+    BAD_PAYLOAD = 10
+    BAD_PADDING = 11
+    BAD_CHAIN = 12
+    TOO_LARGE = 13
+    BUFFER_TOO_SMALL = 14
+    INVALID_ARG = 15
+
+
+# tl_strerror's table, kept equal to csrc/tl_status.c by a test.
+MESSAGES: dict[int, str] = {
+    Status.OK: "ok",
+    Status.END: "clean end of log",
+    Status.MORE: "frame array full; call again to continue",
+    Status.TRUNCATED: "frame truncated by the end of the data",
+    Status.ZERO_TAIL: "zero-filled tail",
+    Status.BAD_MAGIC: "bad frame magic",
+    Status.BAD_HEADER: "header checksum mismatch",
+    Status.BAD_FIELD: "header field out of range",
+    Status.UNSUPPORTED: "unsupported frame type or flag",
+    Status.SEQ_MISMATCH: "unexpected frame seq",
+    Status.BAD_PAYLOAD: "payload checksum mismatch",
+    Status.BAD_PADDING: "non-zero padding",
+    Status.BAD_CHAIN: "chain mismatch",
+    Status.TOO_LARGE: "payload over the size limit",
+    Status.BUFFER_TOO_SMALL: "output buffer too small",
+    Status.INVALID_ARG: "invalid argument",
+}
+
+
+class Cursor(NamedTuple):
+    """Continuity state between frames and between calls (``struct tl_cursor``).
+
+    A fresh log starts at ``Cursor(0, 0, key)``; a fork's own frames start at
+    ``Cursor(0, seed_length, chain of the parent's frame seed_length - 1)``.
+    """
+
+    offset: int
+    next_seq: int
+    chain: int
+
+
+class FrameHeader(NamedTuple):
+    """One verified (or merely decoded) frame header (``struct tl_frame``)."""
+
+    offset: int
+    seq: int
+    payload_check: int
+    chain: int
+    stored_len: int
+    raw_len: int
+    type: int
+    flags: int
+
+    @property
+    def size(self) -> int:
+        """Bytes the whole frame occupies, padding included."""
+        return HEADER_SIZE + self.stored_len + (-self.stored_len & 7)
+
+    @property
+    def payload_offset(self) -> int:
+        return self.offset + HEADER_SIZE
+
+
+def frame_size(stored_len: int) -> int:
+    """Encoded size of a frame with ``stored_len`` payload bytes; 0 over the limit."""
+    if stored_len < 0 or stored_len > MAX_STORED:
+        return 0
+    return HEADER_SIZE + stored_len + (-stored_len & 7)
+
+
+def encode_args_ok(n: int, types: Sequence[int], cursor: Cursor,
+                   flags: Sequence[int] | None, raw_lens: Sequence[int] | None) -> bool:
+    """The argument check both kernels run first in ``encode_batch``.
+
+    It rejects what the C arrays cannot even hold (types and flags outside a
+    byte, raw lengths outside u32, cursor fields outside u64, arrays of the
+    wrong length), so that every remaining check happens in the same order in
+    both kernels and yields the same status.
+    """
+    if len(types) != n or (flags is not None and len(flags) != n) or (
+            raw_lens is not None and len(raw_lens) != n):
+        return False
+    if not all(isinstance(t, int) and 0 <= t <= 0xFF for t in types):
+        return False
+    if flags is not None and not all(isinstance(f, int) and 0 <= f <= 0xFF for f in flags):
+        return False
+    if raw_lens is not None and not all(isinstance(r, int) and 0 <= r <= 0xFFFFFFFF
+                                        for r in raw_lens):
+        return False
+    return all(isinstance(v, int) and 0 <= v <= MASK64 for v in cursor)

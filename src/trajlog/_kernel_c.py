@@ -1,0 +1,121 @@
+"""The C kernel: thin cffi wrappers over ``csrc/`` with the reference kernel's API.
+
+Inputs cross the boundary without copies (``ffi.from_buffer``); each call does
+a whole batch, because one cffi call costs about as much as verifying a small
+frame.  Statuses come back unchanged; nothing here raises for bad data.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from itertools import accumulate
+from typing import Any
+
+from ._format import HEADER_SIZE, Cursor, FrameHeader, Status, encode_args_ok, frame_size
+from ._tlcore import ffi, lib  # type: ignore[import-not-found]
+
+NAME = "c"
+
+# struct tl_frame in native byte order: 4 x u64, 2 x u32, 2 x u8, 6 reserved.
+_FRAME = struct.Struct("=QQQQIIBB6x")
+if ffi.sizeof("struct tl_frame") != _FRAME.size:  # pragma: no cover - build mismatch
+    raise ImportError("trajlog._tlcore: struct tl_frame layout differs from _kernel_c")
+
+
+def format_version() -> int:
+    return int(lib.tl_format_version())
+
+
+def checksum(data: Any, seed: int) -> int:
+    """XXH3-64 of ``data`` with ``seed``, from our own C implementation."""
+    buf = ffi.from_buffer(data)
+    return int(lib.tl_checksum(buf, len(buf), seed))
+
+
+def strerror(status: int) -> str:
+    return str(ffi.string(lib.tl_strerror(status)).decode("ascii"))
+
+
+def encode_batch(key: int, payloads: Sequence[Any], types: Sequence[int], cursor: Cursor,
+                 flags: Sequence[int] | None = None,
+                 raw_lens: Sequence[int] | None = None) -> tuple[int, bytes, Cursor]:
+    """Encode ``payloads`` as consecutive frames; all or nothing (tl_encode_batch)."""
+    n = len(payloads)
+    if n == 0:
+        return Status.OK, b"", cursor
+    if not encode_args_ok(n, types, cursor, flags, raw_lens):
+        return Status.INVALID_ARG, b"", cursor
+    lengths = [len(p) for p in payloads]
+    sizes = [frame_size(x) for x in lengths]
+    # A payload over the limit fails validation before anything is written,
+    # so the output buffer is not needed then.
+    total = sum(sizes) if all(sizes) else 0
+    blob = payloads[0] if n == 1 else b"".join(payloads)
+    out = bytearray(total)
+    cur = ffi.new("struct tl_cursor *", cursor)
+    written = ffi.new("size_t *")
+    status = lib.tl_encode_batch(
+        ffi.from_buffer(out) if total else ffi.NULL, total, key, ffi.from_buffer(blob), len(blob),
+        ffi.new("uint64_t[]", list(accumulate(lengths))),
+        ffi.new("uint8_t[]", list(types)),
+        ffi.NULL if flags is None else ffi.new("uint8_t[]", list(flags)),
+        ffi.NULL if raw_lens is None else ffi.new("uint32_t[]", list(raw_lens)),
+        n, cur, written)
+    if status != Status.OK:
+        return status, b"", cursor
+    assert written[0] == total
+    return status, bytes(out), Cursor(cur.offset, cur.next_seq, cur.chain)
+
+
+def decode_header(buf: Any) -> tuple[int, FrameHeader | None]:
+    """Parse the header at ``buf[0:40]`` without verifying checksums."""
+    cbuf = ffi.from_buffer(buf)
+    frame = ffi.new("struct tl_frame *")
+    status = lib.tl_decode_header(cbuf, len(cbuf), frame)
+    if status != Status.OK:
+        return status, None
+    return status, FrameHeader._make(_FRAME.unpack(ffi.buffer(frame)))
+
+
+def scan(buf: Any, key: int, cursor: Cursor, max_frames: int,
+         collect: bool) -> tuple[int, list[FrameHeader], Cursor, int]:
+    """Verify frames from ``cursor.offset`` (tl_scan); see the reference kernel."""
+    cbuf = ffi.from_buffer(buf)
+    cur = ffi.new("struct tl_cursor *", cursor)
+    n = ffi.new("size_t *")
+    hints = ffi.new("uint32_t *")
+    if collect:
+        # No more frames can verify than 40-byte headers fit in what is left.
+        cap = min(max_frames, (len(cbuf) - cursor.offset) // HEADER_SIZE + 1)
+        cap = max(cap, 0)
+        array = ffi.new("struct tl_frame[]", max(cap, 1))
+        status = lib.tl_scan(cbuf, len(cbuf), key, cur, array, cap, n, hints)
+        count = n[0]
+        frames = [FrameHeader._make(t)
+                  for t in _FRAME.iter_unpack(ffi.buffer(array, count * _FRAME.size))]
+    else:
+        status = lib.tl_scan(cbuf, len(cbuf), key, cur, ffi.NULL, max_frames, n, hints)
+        frames = []
+    return status, frames, Cursor(cur.offset, cur.next_seq, cur.chain), int(hints[0])
+
+
+def find_frame(buf: Any, key: int, start: int, min_seq: int) -> int:
+    """Offset of the first later frame whose header verifies (tl_find_frame); -1 if none."""
+    cbuf = ffi.from_buffer(buf)
+    found = ffi.new("uint64_t *")
+    if lib.tl_find_frame(cbuf, len(cbuf), key, start, min_seq, found) == Status.OK:
+        return int(found[0])
+    return -1
+
+
+__all__ = [
+    "NAME",
+    "checksum",
+    "decode_header",
+    "encode_batch",
+    "find_frame",
+    "format_version",
+    "scan",
+    "strerror",
+]

@@ -1,0 +1,296 @@
+"""The pure-Python reference kernel.
+
+It implements the same functions as the C kernel (``_kernel_c``) with the same
+arguments, results and status codes, written to be read next to FORMAT.md
+rather than to be fast.  It never raises for bad data: every outcome is a
+``Status``.  Checksums come from the ``xxhash`` package, an independent build
+of xxHash, so the known-answer tests compare two implementations.
+"""
+
+from __future__ import annotations
+
+import struct
+from collections.abc import Sequence
+from typing import Any
+
+import xxhash
+
+from ._format import (
+    ALIGN,
+    FLAG_ZSTD,
+    FLAG_ZSTD_DICT,
+    FLAGS_KNOWN,
+    FORMAT_VERSION,
+    HEADER_SIZE,
+    HINT_ZERO_SECTOR,
+    MAGIC,
+    MAX_RAW,
+    MAX_SEQ,
+    MAX_STORED,
+    MESSAGES,
+    SECTOR,
+    TYPE_OPTIONAL_MIN,
+    Cursor,
+    FrameHeader,
+    FrameType,
+    Status,
+    encode_args_ok,
+    frame_size,
+)
+
+NAME = "python"
+
+_xxh3 = xxhash.xxh3_64_intdigest
+# magic, type, flags, stored_len, raw_len, hdr_check, seq, payload_check, chain
+_HEADER = struct.Struct("<2sBBIIIQQQ")
+_PREFIX = struct.Struct("<2sBBII")  # bytes 0..12
+_MID = struct.Struct("<QQ")  # bytes 16..32
+
+
+def format_version() -> int:
+    return FORMAT_VERSION
+
+
+def checksum(data: Any, seed: int) -> int:
+    """XXH3-64 of ``data`` with ``seed`` (0 <= seed < 2**64)."""
+    return _xxh3(data, seed=seed)
+
+
+def strerror(status: int) -> str:
+    return MESSAGES.get(status, "unknown status")
+
+
+def _type_status(type_: int) -> Status:
+    if type_ == 0:
+        return Status.BAD_FIELD
+    if type_ <= FrameType.CHUNK or TYPE_OPTIONAL_MIN <= type_ <= 0xFF:
+        return Status.OK
+    return Status.UNSUPPORTED
+
+
+def _check_encode(type_: int, flags: int, raw_len: int, length: int) -> Status:
+    # Same order as check_encode() in csrc/tl_frame.c.
+    if _type_status(type_) != Status.OK:
+        return Status.INVALID_ARG
+    if flags & ~FLAGS_KNOWN:
+        return Status.INVALID_ARG
+    if flags & FLAG_ZSTD_DICT and not flags & FLAG_ZSTD:
+        return Status.INVALID_ARG
+    if length > MAX_STORED or raw_len > MAX_RAW:
+        return Status.TOO_LARGE
+    if not flags & FLAG_ZSTD and raw_len != length:
+        return Status.INVALID_ARG
+    return Status.OK
+
+
+def _header_check(header: bytes, key: int) -> int:
+    return _xxh3(header[0:12] + header[16:40], seed=key) & 0xFFFFFFFF
+
+
+def _chain_of(header: bytes, prev: int) -> int:
+    return _xxh3(header[0:12] + header[16:32], seed=prev)
+
+
+def _frame(key: int, type_: int, flags: int, raw_len: int, payload: Any, seq: int,
+           prev: int) -> tuple[bytes, int]:
+    length = len(payload)
+    prefix = _PREFIX.pack(MAGIC, type_, flags, length, raw_len)
+    mid = _MID.pack(seq, _xxh3(payload, seed=key ^ seq))
+    chain = _xxh3(prefix + mid, seed=prev)
+    tail = mid + chain.to_bytes(8, "little")
+    hcheck = _xxh3(prefix + tail, seed=key) & 0xFFFFFFFF
+    return (prefix + hcheck.to_bytes(4, "little") + tail + bytes(payload)
+            + bytes(-length & 7)), chain
+
+
+def encode_batch(key: int, payloads: Sequence[Any], types: Sequence[int], cursor: Cursor,
+                 flags: Sequence[int] | None = None,
+                 raw_lens: Sequence[int] | None = None) -> tuple[int, bytes, Cursor]:
+    """Encode ``payloads`` as consecutive frames; all or nothing.
+
+    Returns ``(status, frames, cursor)``: on ``Status.OK`` the encoded bytes and
+    the advanced cursor, otherwise ``b""`` and the cursor unchanged.
+    """
+    n = len(payloads)
+    if n == 0:
+        return Status.OK, b"", cursor
+    if not encode_args_ok(n, types, cursor, flags, raw_lens):
+        return Status.INVALID_ARG, b"", cursor
+    if cursor.next_seq > MAX_SEQ or n - 1 > MAX_SEQ - cursor.next_seq:
+        return Status.INVALID_ARG, b"", cursor
+    lengths = [len(p) for p in payloads]
+    for i, length in enumerate(lengths):
+        fl = flags[i] if flags is not None else 0
+        raw = raw_lens[i] if raw_lens is not None else length
+        status = _check_encode(types[i], fl, raw, length)
+        if status != Status.OK:
+            return status, b"", cursor
+    parts = []
+    seq, chain = cursor.next_seq, cursor.chain
+    for i, payload in enumerate(payloads):
+        fl = flags[i] if flags is not None else 0
+        raw = raw_lens[i] if raw_lens is not None else lengths[i]
+        frame, chain = _frame(key, types[i], fl, raw, payload, seq, chain)
+        parts.append(frame)
+        seq += 1
+    out = b"".join(parts)
+    total = sum(frame_size(x) for x in lengths)
+    assert len(out) == total
+    return Status.OK, out, Cursor(cursor.offset + total, seq, chain)
+
+
+def _check_fields(type_: int, flags: int, stored: int, raw: int, seq: int) -> Status:
+    status = _type_status(type_)
+    if status != Status.OK:
+        return status
+    if flags & ~FLAGS_KNOWN:
+        return Status.UNSUPPORTED
+    if flags & FLAG_ZSTD_DICT and not flags & FLAG_ZSTD:
+        return Status.BAD_FIELD
+    if stored > MAX_STORED or raw > MAX_RAW:
+        return Status.BAD_FIELD
+    if not flags & FLAG_ZSTD and raw != stored:
+        return Status.BAD_FIELD
+    if seq > MAX_SEQ:
+        return Status.BAD_FIELD
+    return Status.OK
+
+
+def _header(offset: int, fields: tuple[Any, ...]) -> FrameHeader:
+    _, type_, flags, stored, raw, _, seq, pcheck, chain = fields
+    return FrameHeader(offset, seq, pcheck, chain, stored, raw, type_, flags)
+
+
+def decode_header(buf: Any) -> tuple[int, FrameHeader | None]:
+    """Parse the header at ``buf[0:40]`` without verifying checksums."""
+    mv = memoryview(buf).cast("B")
+    if len(mv) < HEADER_SIZE:
+        return Status.TRUNCATED, None
+    fields = _HEADER.unpack(mv[:HEADER_SIZE])
+    if fields[0] != MAGIC:
+        return Status.BAD_MAGIC, None
+    status = _check_fields(fields[1], fields[2], fields[3], fields[4], fields[6])
+    if status != Status.OK:
+        return status, None
+    return Status.OK, _header(0, fields)
+
+
+def _all_zero(mv: memoryview, start: int, end: int) -> bool:
+    return bytes(mv[start:end]).count(0) == end - start
+
+
+def _has_zero_sector(mv: memoryview, start: int, end: int) -> bool:
+    """etcd's isTornEntry: a piece cut at 512-byte multiples is all zero."""
+    while start < end:
+        nxt = min(end, (start // SECTOR + 1) * SECTOR)
+        if _all_zero(mv, start, nxt):
+            return True
+        start = nxt
+    return False
+
+
+def scan(buf: Any, key: int, cursor: Cursor, max_frames: int,
+         collect: bool) -> tuple[int, list[FrameHeader], Cursor, int]:
+    """Verify frames from ``cursor.offset``; stop at the end, the cap, or a defect.
+
+    Returns ``(status, frames, cursor, hints)``.  ``frames`` holds the verified
+    headers when ``collect`` is true (else it is empty); ``max_frames`` caps
+    how many frames this call verifies.  See FORMAT.md section 5 for the order.
+    """
+    mv = memoryview(buf).cast("B")
+    length = len(mv)
+    if cursor.offset < 0 or cursor.offset > length or cursor.offset % ALIGN:
+        return Status.INVALID_ARG, [], cursor, 0
+    p, seq, chain = cursor.offset, cursor.next_seq, cursor.chain
+    frames: list[FrameHeader] = []
+    count, hints = 0, 0
+    while True:
+        left = length - p
+        if left == 0:
+            status = Status.END
+            break
+        if count == max_frames:
+            status = Status.MORE
+            break
+        if left < HEADER_SIZE:
+            status = Status.ZERO_TAIL if _all_zero(mv, p, length) else Status.TRUNCATED
+            break
+        header = bytes(mv[p:p + HEADER_SIZE])
+        fields = _HEADER.unpack(header)
+        if fields[0] != MAGIC:
+            if _all_zero(mv, p, length):
+                status = Status.ZERO_TAIL
+            else:
+                status = Status.BAD_MAGIC
+                if _has_zero_sector(mv, p, p + HEADER_SIZE):
+                    hints |= HINT_ZERO_SECTOR
+            break
+        if _header_check(header, key) != fields[5]:
+            status = Status.BAD_HEADER
+            if _has_zero_sector(mv, p, p + HEADER_SIZE):
+                hints |= HINT_ZERO_SECTOR
+            break
+        _, type_, flags, stored, raw, _, fseq, pcheck, fchain = fields
+        status = _check_fields(type_, flags, stored, raw, fseq)
+        if status != Status.OK:
+            break
+        body = stored + (-stored & 7)
+        if left - HEADER_SIZE < body:
+            status = Status.TRUNCATED
+            break
+        if fseq != seq:
+            status = Status.SEQ_MISMATCH
+            break
+        start = p + HEADER_SIZE
+        if _xxh3(mv[start:start + stored], seed=key ^ seq) != pcheck:
+            status = Status.BAD_PAYLOAD
+            if _has_zero_sector(mv, start, start + stored):
+                hints |= HINT_ZERO_SECTOR
+            break
+        if not _all_zero(mv, start + stored, start + body):
+            status = Status.BAD_PADDING
+            break
+        next_chain = _chain_of(header, chain)
+        if next_chain != fchain:
+            status = Status.BAD_CHAIN
+            break
+        if collect:
+            frames.append(_header(p, fields))
+        count += 1
+        p += HEADER_SIZE + body
+        seq += 1
+        chain = next_chain
+    return status, frames, Cursor(p, seq, chain), hints
+
+
+def find_frame(buf: Any, key: int, start: int, min_seq: int) -> int:
+    """Offset of the first 8-aligned frame at or after ``start`` whose header
+    verifies under ``key`` and whose seq is ``>= min_seq``; -1 when none."""
+    data = bytes(memoryview(buf).cast("B"))
+    length = len(data)
+    q = start + (-start & 7)
+    while q + HEADER_SIZE <= length:
+        q = data.find(MAGIC, q)
+        if q < 0 or q + HEADER_SIZE > length:
+            return -1
+        if q % ALIGN == 0:
+            header = data[q:q + HEADER_SIZE]
+            fields = _HEADER.unpack(header)
+            if _header_check(header, key) == fields[5] and fields[6] >= min_seq:
+                return q
+            q += ALIGN
+        else:
+            q += -q & 7
+    return -1
+
+
+__all__ = [
+    "NAME",
+    "checksum",
+    "decode_header",
+    "encode_batch",
+    "find_frame",
+    "format_version",
+    "scan",
+    "strerror",
+]

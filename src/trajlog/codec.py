@@ -1,0 +1,454 @@
+"""Frames: encoding, iteration, verification and the torn / corrupt rule.
+
+This module is the only one that knows the byte layout (with the kernels under
+it).  It is written once over either kernel: the kernel walks the bytes and
+reports a status; this module decides what the status means with the durable
+watermark (FORMAT.md section 6):
+
+* a defect **after** the watermark is a torn write (an append that was never
+  acknowledged): drop it;
+* a defect **at or below** the watermark is corruption: refuse, and say where;
+* with no watermark, a defect is torn only if it has the shape of an
+  interrupted write and no valid frame follows it.
+
+Every function takes an optional ``kernel`` (a module from
+``trajlog._backend.load_kernel``); by default the one ``TRAJLOG_BACKEND`` chose.
+"""
+
+from __future__ import annotations
+
+import enum
+import struct
+import uuid as uuid_mod
+from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
+from types import ModuleType
+from typing import Any
+
+from . import _backend
+from ._format import (
+    HEADER_SIZE,
+    HINT_ZERO_SECTOR,
+    MASK64,
+    MAX_SEQ,
+    Cursor,
+    FrameHeader,
+    FrameType,
+    Status,
+)
+from .errors import InvalidArgumentError, TrajlogError, error_for
+
+# Frames per kernel call when frames are collected: big enough to amortise a
+# call, small enough to bound memory whatever the log's length.
+_CHUNK = 4096
+
+
+class Verdict(str, enum.Enum):
+    """What a scan found: ``clean``, ``torn`` (drop the tail) or ``corrupt`` (refuse)."""
+
+    CLEAN = "clean"
+    TORN = "torn"
+    CORRUPT = "corrupt"
+
+
+@dataclass(frozen=True, slots=True)
+class Watermark:
+    """The durable watermark: the last seq acknowledged as durable, and
+    optionally the chain that frame must carry.
+
+    ``seq = -1`` says that nothing is durable yet (every defect is torn).
+    In SQLite it is the session head (``last_seq``, ``chain_head``); in an
+    export file, the SEAL frame.
+    """
+
+    seq: int
+    chain: int | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Frame:
+    """One verified frame.  ``payload`` is a read-only view into the scanned
+    buffer (no copy); ``bytes(frame.payload)`` makes an independent copy."""
+
+    seq: int
+    type: int
+    flags: int
+    offset: int
+    raw_len: int
+    payload_check: int
+    chain: int
+    payload: memoryview
+
+
+@dataclass(frozen=True, slots=True)
+class ScanReport:
+    """The outcome of verifying a buffer of frames.
+
+    ``valid_len`` is the offset just past the last verified frame, where a
+    torn tail would be cut; ``torn_bytes`` what lies after it.  ``status`` is
+    the kernel status at the stop (``END`` when clean) and ``reason`` a
+    sentence for people.
+    """
+
+    verdict: Verdict
+    status: Status
+    valid_len: int
+    frames: int
+    last_seq: int | None
+    cursor: Cursor
+    torn_bytes: int
+    hints: int
+    reason: str
+    watermark: Watermark | None
+
+    @property
+    def ok(self) -> bool:
+        """True unless the verdict is corrupt."""
+        return self.verdict is not Verdict.CORRUPT
+
+    def error(self, session: str | None = None) -> TrajlogError:
+        """The exception describing this report's defect (not for clean reports)."""
+        if self.verdict is Verdict.CLEAN:
+            raise ValueError("a clean scan has no error")
+        return error_for(self.status, reason=self.reason, offset=self.cursor.offset,
+                         seq=self.cursor.next_seq, session=session,
+                         corrupt=self.verdict is Verdict.CORRUPT)
+
+    def raise_for(self, session: str | None = None, *, strict: bool = False) -> None:
+        """Raise on corruption, and on a torn tail too when ``strict``."""
+        if self.verdict is Verdict.CORRUPT or (strict and self.verdict is Verdict.TORN):
+            raise self.error(session)
+
+
+def _kernel(kernel: ModuleType | None) -> ModuleType:
+    return _backend.get_kernel() if kernel is None else kernel
+
+
+def _check_key(key: int) -> None:
+    if not isinstance(key, int) or isinstance(key, bool):
+        raise TypeError(f"key must be int, not {type(key).__name__}")
+    if not 0 <= key <= MASK64:
+        raise InvalidArgumentError("key must be an unsigned 64-bit integer")
+
+
+def _buffer(buf: Any, name: str = "buf") -> memoryview:
+    if isinstance(buf, str):
+        raise TypeError(f"{name} must be bytes-like, not str")
+    try:
+        mv = memoryview(buf)
+    except TypeError:
+        raise TypeError(f"{name} must be bytes-like, not {type(buf).__name__}") from None
+    if not mv.c_contiguous:
+        raise InvalidArgumentError(f"{name} must be C-contiguous")
+    return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
+
+
+def session_key(session_uuid: uuid_mod.UUID | bytes, *, kernel: ModuleType | None = None) -> int:
+    """The 64-bit key that seeds a session's checks: XXH3-64 of its 16-byte UUID."""
+    raw = session_uuid.bytes if isinstance(session_uuid, uuid_mod.UUID) else bytes(session_uuid)
+    if len(raw) != 16:
+        raise InvalidArgumentError("a session UUID has 16 bytes")
+    return int(_kernel(kernel).checksum(raw, 0))
+
+
+def checksum(data: Any, seed: int = 0, *, kernel: ModuleType | None = None) -> int:
+    """XXH3-64 of ``data`` with ``seed``, computed by the selected kernel."""
+    _check_key(seed)
+    return int(_kernel(kernel).checksum(_buffer(data, "data"), seed))
+
+
+def start_cursor(key: int) -> Cursor:
+    """The cursor of an empty log: offset 0, seq 0, chain seeded with the key."""
+    _check_key(key)
+    return Cursor(0, 0, key)
+
+
+def encode(payloads: Sequence[Any], key: int, cursor: Cursor, *,
+           types: Sequence[int] | int = FrameType.EVENT,
+           flags: Sequence[int] | None = None, raw_lens: Sequence[int] | None = None,
+           kernel: ModuleType | None = None) -> tuple[bytes, Cursor]:
+    """Encode payloads as consecutive frames continuing ``cursor``.
+
+    Returns the frame bytes and the cursor after them.  All or nothing: an
+    invalid payload anywhere raises (:class:`PayloadTooLargeError`,
+    :class:`InvalidArgumentError`) and nothing is returned.
+    """
+    _check_key(key)
+    views = [_buffer(p, "payload") for p in payloads]
+    type_list = [int(types)] * len(views) if isinstance(types, int) else list(types)
+    status, out, new_cursor = _kernel(kernel).encode_batch(
+        key, views, type_list, Cursor(*cursor),
+        None if flags is None else list(flags), None if raw_lens is None else list(raw_lens))
+    if status != Status.OK:
+        raise error_for(status, seq=cursor.next_seq)
+    return out, new_cursor
+
+
+def decode_header(buf: Any, offset: int = 0, *, kernel: ModuleType | None = None) -> FrameHeader:
+    """Decode the header at ``buf[offset:]`` without verifying checksums.
+
+    For tools that look at damaged logs.  Raises :class:`FormatError` when
+    the bytes cannot be a header (too short, bad magic, impossible field).
+    """
+    mv = _buffer(buf)
+    if not 0 <= offset <= len(mv):
+        raise InvalidArgumentError(f"offset {offset} outside the buffer")
+    status, header = _kernel(kernel).decode_header(mv[offset:])
+    if status != Status.OK or header is None:
+        raise error_for(status, offset=offset)
+    return header._replace(offset=offset)
+
+
+def _is_torn_shape(status: int, hints: int) -> bool:
+    if status in (Status.TRUNCATED, Status.ZERO_TAIL):
+        return True
+    return status in (Status.BAD_MAGIC, Status.BAD_HEADER, Status.BAD_PAYLOAD) and bool(
+        hints & HINT_ZERO_SECTOR)
+
+
+def classify(buf: Any, key: int, status: int, stop: Cursor, hints: int,
+             watermark: Watermark | None, *, kernel: ModuleType | None = None) -> Verdict:
+    """Apply the torn / corrupt rule (FORMAT.md 6) to where a scan stopped.
+
+    ``stop`` is the cursor left by the scan (at the failing frame), ``status``
+    and ``hints`` what the kernel returned there.
+    """
+    k = _kernel(kernel)
+    last_valid = stop.next_seq - 1
+    if status == Status.END:
+        if watermark is not None and last_valid < watermark.seq:
+            return Verdict.CORRUPT  # the log ends before acknowledged data does
+        return Verdict.CLEAN
+    if status == Status.UNSUPPORTED:
+        return Verdict.CORRUPT  # a newer writer's frame is never a torn write
+    if watermark is not None:
+        return Verdict.CORRUPT if last_valid < watermark.seq else Verdict.TORN
+    if not _is_torn_shape(status, hints):
+        return Verdict.CORRUPT
+    if status in (Status.TRUNCATED, Status.ZERO_TAIL):
+        # A short header at the end, a verified header whose body runs past the
+        # end, or zeros to the end: nothing can follow, so nothing is a hole.
+        return Verdict.TORN
+    # A checksum failure over a zeroed sector is torn unless a valid later
+    # frame makes it a hole.  When the failing frame's header verified (a bad
+    # payload), its own body is trusted to end where the header says.
+    mv = _buffer(buf)
+    start = stop.offset + 8
+    if status == Status.BAD_PAYLOAD:
+        status_h, header = k.decode_header(mv[stop.offset:])
+        if status_h == Status.OK and header is not None:
+            start = stop.offset + header.size
+    if k.find_frame(mv, key, start, stop.next_seq) >= 0:
+        return Verdict.CORRUPT
+    return Verdict.TORN
+
+
+def _reason(status: int, hints: int, verdict: Verdict, watermark: Watermark | None,
+            kernel: ModuleType) -> str:
+    text = str(kernel.strerror(status))
+    if verdict is not Verdict.CORRUPT or status == Status.UNSUPPORTED:
+        return text
+    if watermark is not None:
+        return f"{text} at or below the durable watermark seq={watermark.seq}"
+    if _is_torn_shape(status, hints):
+        return f"{text}, followed by a valid frame (a hole, not a torn tail)"
+    return text
+
+
+def scan(buf: Any, key: int, cursor: Cursor | None = None, *,
+         watermark: Watermark | int | None = None,
+         kernel: ModuleType | None = None) -> ScanReport:
+    """Verify every frame of ``buf`` from ``cursor`` and classify where it stops.
+
+    Never raises for bad data: the report says clean, torn or corrupt, where
+    and why.  With a watermark that names a chain, the frame at the watermark
+    must also carry that chain.
+    """
+    k = _kernel(kernel)
+    _check_key(key)
+    mv = _buffer(buf)
+    start = start_cursor(key) if cursor is None else Cursor(*cursor)
+    wm = Watermark(watermark) if isinstance(watermark, int) else watermark
+    cur = start
+    frames = 0
+    status = Status.END
+    hints = 0
+    reason_override: str | None = None
+    # With a chain to check, verify exactly up to the watermark frame first.
+    if wm is not None and wm.chain is not None:
+        if wm.seq == start.next_seq - 1:
+            if start.chain != wm.chain:
+                status, reason_override = Status.BAD_CHAIN, "chain at the durable watermark differs"
+        elif wm.seq >= start.next_seq:
+            status, _, cur, hints = k.scan(mv, key, cur, wm.seq - start.next_seq + 1, False)
+            frames += cur.next_seq - start.next_seq
+            if status in (Status.MORE, Status.END) and cur.next_seq == wm.seq + 1:
+                if cur.chain != wm.chain:
+                    status = Status.BAD_CHAIN
+                    reason_override = (f"chain of frame seq={wm.seq} differs from the durable "
+                                       "watermark's")
+                elif status == Status.MORE:
+                    status = Status.OK
+    if status in (Status.OK, Status.END) and reason_override is None:
+        before = cur.next_seq
+        status, _, cur, hints = k.scan(mv, key, cur, MAX_SEQ, False)
+        frames += cur.next_seq - before
+    if reason_override is not None:
+        verdict = Verdict.CORRUPT
+    else:
+        verdict = classify(mv, key, status, cur, hints, wm, kernel=k)
+    if status == Status.END and verdict is Verdict.CORRUPT:
+        status = Status.TRUNCATED
+        reason_override = (f"log ends at seq={cur.next_seq - 1}, before the durable "
+                           f"watermark seq={wm.seq if wm else None}")
+    reason = reason_override or ("" if verdict is Verdict.CLEAN
+                                 else _reason(status, hints, verdict, wm, k))
+    return ScanReport(
+        verdict=verdict, status=Status(status), valid_len=cur.offset, frames=frames,
+        last_seq=cur.next_seq - 1 if cur.next_seq > 0 else None,
+        cursor=cur, torn_bytes=len(mv) - cur.offset, hints=hints, reason=reason,
+        watermark=wm)
+
+
+def verify(buf: Any, key: int, cursor: Cursor | None = None, *,
+           watermark: Watermark | int | None = None, session: str | None = None,
+           strict: bool = False, kernel: ModuleType | None = None) -> ScanReport:
+    """:func:`scan`, then raise :class:`CorruptionError` (or a subclass) on
+    corruption, and :class:`TornTailError` on a torn tail when ``strict``."""
+    report = scan(buf, key, cursor, watermark=watermark, kernel=kernel)
+    report.raise_for(session, strict=strict)
+    return report
+
+
+def iter_frames(buf: Any, key: int, cursor: Cursor | None = None, *,
+                watermark: Watermark | int | None = None, strict: bool = False,
+                session: str | None = None,
+                kernel: ModuleType | None = None) -> Iterator[Frame]:
+    """Yield every verified frame of ``buf`` in order, in bounded memory.
+
+    At the first defect: a torn tail ends the iteration quietly (or raises
+    :class:`TornTailError` when ``strict``); corruption raises.  Frames before
+    the defect have been yielded by then -- they verified, including their
+    chain, so they are exactly what was written.
+    """
+    k = _kernel(kernel)
+    _check_key(key)
+    mv = _buffer(buf)
+    cur = start_cursor(key) if cursor is None else Cursor(*cursor)
+    wm = Watermark(watermark) if isinstance(watermark, int) else watermark
+    while True:
+        status, headers, cur, hints = k.scan(mv, key, cur, _CHUNK, True)
+        for h in headers:
+            if wm is not None and wm.chain is not None and h.seq == wm.seq and h.chain != wm.chain:
+                raise error_for(Status.BAD_CHAIN, reason="chain differs from the durable watermark's",
+                                offset=h.offset, seq=h.seq, session=session, corrupt=True)
+            start = h.offset + HEADER_SIZE
+            yield Frame(h.seq, h.type, h.flags, h.offset, h.raw_len, h.payload_check, h.chain,
+                        mv[start:start + h.stored_len].toreadonly())
+        if status == Status.MORE:
+            continue
+        verdict = classify(mv, key, status, cur, hints, wm, kernel=k)
+        if verdict is Verdict.CLEAN:
+            return
+        if verdict is Verdict.TORN and not strict:
+            return
+        if status == Status.END:
+            raise error_for(Status.TRUNCATED, reason=(
+                f"log ends at seq={cur.next_seq - 1}, before the durable watermark "
+                f"seq={wm.seq if wm else None}"), offset=cur.offset, seq=cur.next_seq,
+                session=session, corrupt=True)
+        raise error_for(status, reason=_reason(status, hints, verdict, wm, k), offset=cur.offset,
+                        seq=cur.next_seq, session=session, corrupt=verdict is Verdict.CORRUPT)
+
+
+# ---------------------------------------------------------------------------
+# Special frames: payload layouts of SESSION_HEADER and SEAL (FORMAT.md 4).
+
+_SESSION_HEADER = struct.Struct("<HHI16sQIIII")  # 48 bytes, then ext
+_SEAL = struct.Struct("<QQQQB7x32s")  # 72 bytes
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeaderPayload:
+    """Payload of a SESSION_HEADER frame (type 1), the first frame of a file."""
+
+    session_uuid: uuid_mod.UUID
+    created_ms: int
+    ext: bytes = b""
+    format_version: int = 1
+    min_reader_version: int = 1
+    flags: int = 0
+    max_frame: int = 16 * 1024 * 1024
+    max_raw: int = 64 * 1024 * 1024
+    zstd_dict_id: int = 0
+
+    def pack(self) -> bytes:
+        return _SESSION_HEADER.pack(
+            self.format_version, self.min_reader_version, self.flags, self.session_uuid.bytes,
+            self.created_ms, self.max_frame, self.max_raw, self.zstd_dict_id,
+            len(self.ext)) + self.ext
+
+    @classmethod
+    def unpack(cls, payload: Any) -> SessionHeaderPayload:
+        """Parse and bound-check a SESSION_HEADER payload (lengths distrusted)."""
+        data = bytes(payload)
+        if len(data) < _SESSION_HEADER.size:
+            raise error_for(Status.BAD_FIELD, reason="session header payload too short")
+        (version, min_reader, flags, raw_uuid, created, max_frame, max_raw, dict_id,
+         ext_len) = _SESSION_HEADER.unpack_from(data)
+        if ext_len != len(data) - _SESSION_HEADER.size:
+            raise error_for(Status.BAD_FIELD, reason="session header ext length mismatch")
+        if min_reader > 1:
+            raise error_for(Status.UNSUPPORTED,
+                            reason=f"file needs reader version {min_reader}, this is 1")
+        return cls(uuid_mod.UUID(bytes=raw_uuid), created, data[_SESSION_HEADER.size:], version,
+                   min_reader, flags, max_frame, max_raw, dict_id)
+
+
+@dataclass(frozen=True, slots=True)
+class SealPayload:
+    """Payload of a SEAL frame (type 5), the last frame of a complete file:
+    the durable watermark of everything before it."""
+
+    first_event_seq: int
+    event_count: int
+    last_event_chain: int
+    body_bytes: int
+    digest_alg: int = 0  # 0 none, 1 SHA-256 of every byte before the SEAL
+    digest: bytes = bytes(32)
+
+    def pack(self) -> bytes:
+        return _SEAL.pack(self.first_event_seq, self.event_count, self.last_event_chain,
+                          self.body_bytes, self.digest_alg, self.digest)
+
+    @classmethod
+    def unpack(cls, payload: Any) -> SealPayload:
+        data = bytes(payload)
+        if len(data) != _SEAL.size:
+            raise error_for(Status.BAD_FIELD, reason="seal payload has the wrong length")
+        first, count, chain, body, alg, digest = _SEAL.unpack(data)
+        if alg not in (0, 1):
+            raise error_for(Status.UNSUPPORTED, reason=f"unknown digest algorithm {alg}")
+        return cls(first, count, chain, body, alg, digest)
+
+
+__all__ = [
+    "Cursor",
+    "Frame",
+    "FrameHeader",
+    "FrameType",
+    "ScanReport",
+    "SealPayload",
+    "SessionHeaderPayload",
+    "Verdict",
+    "Watermark",
+    "checksum",
+    "classify",
+    "decode_header",
+    "encode",
+    "iter_frames",
+    "scan",
+    "session_key",
+    "start_cursor",
+    "verify",
+]

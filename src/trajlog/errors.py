@@ -1,0 +1,146 @@
+"""Every exception trajlog raises, and the one function that builds codec errors.
+
+The kernels (C and pure Python) return status codes and never raise for bad
+data; :func:`error_for` turns a status into an exception through one table, so
+the type and the message of an error cannot depend on the kernel.  Errors carry
+where they happened (``offset``, ``seq``, ``session``) as attributes and in
+their message, e.g. ``payload checksum mismatch in frame seq=17 at offset 4096
+(session 1b4e28ba)``.
+"""
+
+from __future__ import annotations
+
+from ._format import MESSAGES, Status
+
+
+class TrajlogError(Exception):
+    """Base class of everything this package raises on purpose."""
+
+
+class InvalidArgumentError(TrajlogError, ValueError):
+    """An argument has an acceptable type but an unacceptable value."""
+
+
+class PayloadTooLargeError(InvalidArgumentError):
+    """A payload or its decompressed size is over the format's limit."""
+
+
+class BackendUnavailableError(TrajlogError, ImportError):
+    """The requested kernel cannot be loaded (e.g. the C core was not built)."""
+
+
+class FormatError(TrajlogError, ValueError):
+    """Bytes that are not a valid trajlog log.
+
+    Attributes give the location: ``status`` (a :class:`~trajlog.Status`),
+    ``offset`` (byte offset of the failing frame), ``seq`` (the seq that frame
+    should have carried), ``session`` (id, when known) and ``reason``.
+    """
+
+    status: Status
+    offset: int | None
+    seq: int | None
+    session: str | None
+    reason: str
+
+    def __init__(self, status: int, reason: str, *, offset: int | None = None,
+                 seq: int | None = None, session: str | None = None) -> None:
+        self.status = Status(status)
+        self.reason = reason
+        self.offset = offset
+        self.seq = seq
+        self.session = session
+        where = []
+        if seq is not None:
+            where.append(f"frame seq={seq}")
+        if offset is not None:
+            where.append(f"at offset {offset}")
+        text = reason + (" in " + " ".join(where) if where else "")
+        if session is not None:
+            text += f" (session {session})"
+        super().__init__(text)
+
+
+class TornTailError(FormatError):
+    """The log ends in an incomplete write above its durable watermark.
+
+    Raised only when the caller asked for strict reading; by default a torn
+    tail is reported (``ScanReport.verdict == "torn"``) and dropped.
+    """
+
+
+class CorruptionError(FormatError):
+    """A defect inside data that was acknowledged as durable: refuse, never repair."""
+
+
+class ChecksumError(CorruptionError):
+    """A complete frame whose magic, header check or payload check is wrong."""
+
+
+class ChainError(CorruptionError):
+    """A frame that does not follow the previous one (dropped, swapped, spliced)."""
+
+
+class SequenceError(CorruptionError):
+    """A frame whose seq is not the expected next one (gap, duplicate, regression)."""
+
+
+class UnsupportedFormatError(FormatError):
+    """A frame type or flag from a newer format version than this reader's."""
+
+
+# The table: what a status means on its own.  error_for() may escalate a
+# torn-looking status to CorruptionError when the watermark says so.
+_CLASSES: dict[Status, type[TrajlogError]] = {
+    Status.TRUNCATED: TornTailError,
+    Status.ZERO_TAIL: TornTailError,
+    Status.BAD_MAGIC: ChecksumError,
+    Status.BAD_HEADER: ChecksumError,
+    Status.BAD_PAYLOAD: ChecksumError,
+    Status.BAD_CHAIN: ChainError,
+    Status.SEQ_MISMATCH: SequenceError,
+    Status.BAD_FIELD: CorruptionError,
+    Status.BAD_PADDING: CorruptionError,
+    Status.UNSUPPORTED: UnsupportedFormatError,
+    Status.TOO_LARGE: PayloadTooLargeError,
+    Status.BUFFER_TOO_SMALL: InvalidArgumentError,
+    Status.INVALID_ARG: InvalidArgumentError,
+}
+
+
+def error_for(status: int, *, reason: str | None = None, offset: int | None = None,
+              seq: int | None = None, session: str | None = None,
+              corrupt: bool = False) -> TrajlogError:
+    """Build the exception for a failing kernel status.
+
+    ``corrupt=True`` marks a defect that classification placed at or below the
+    durable watermark (or before a later valid frame): a torn-looking status
+    then becomes :class:`CorruptionError`, because acknowledged data is gone.
+    ``reason`` overrides the status's standard sentence.
+    """
+    st = Status(status)
+    if st in (Status.OK, Status.END, Status.MORE):
+        raise ValueError(f"status {st.name} is not an error")
+    cls = _CLASSES[st]
+    text = reason or MESSAGES[st]
+    if corrupt and not issubclass(cls, (CorruptionError, UnsupportedFormatError)):
+        cls = CorruptionError
+    if issubclass(cls, FormatError):
+        return cls(st, text, offset=offset, seq=seq, session=session)
+    return cls(text)
+
+
+__all__ = [
+    "BackendUnavailableError",
+    "ChainError",
+    "ChecksumError",
+    "CorruptionError",
+    "FormatError",
+    "InvalidArgumentError",
+    "PayloadTooLargeError",
+    "SequenceError",
+    "TornTailError",
+    "TrajlogError",
+    "UnsupportedFormatError",
+    "error_for",
+]
