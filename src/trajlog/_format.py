@@ -130,16 +130,24 @@ def encode_args_ok(n: int, types: Sequence[int], cursor: Cursor,
     It rejects what the C arrays cannot even hold (types and flags outside a
     byte, raw lengths outside u32, cursor fields outside u64, arrays of the
     wrong length), so that every remaining check happens in the same order in
-    both kernels and yields the same status.
+    both kernels and yields the same status.  Distinct values are checked
+    once each: batches usually repeat one type.
     """
     if len(types) != n or (flags is not None and len(flags) != n) or (
             raw_lens is not None and len(raw_lens) != n):
         return False
-    if not all(isinstance(t, int) and 0 <= t <= 0xFF for t in types):
+    if not _all_ints_within(types, 0xFF):
         return False
-    if flags is not None and not all(isinstance(f, int) and 0 <= f <= 0xFF for f in flags):
+    if flags is not None and not _all_ints_within(flags, 0xFF):
         return False
-    if raw_lens is not None and not all(isinstance(r, int) and 0 <= r <= 0xFFFFFFFF
-                                        for r in raw_lens):
+    if raw_lens is not None and not _all_ints_within(raw_lens, 0xFFFFFFFF):
         return False
-    return all(isinstance(v, int) and 0 <= v <= MASK64 for v in cursor)
+    return _all_ints_within(cursor, MASK64)
+
+
+def _all_ints_within(values: Sequence[int], top: int) -> bool:
+    try:
+        distinct = set(values)
+    except TypeError:  # unhashable: certainly not ints
+        return False
+    return all(isinstance(v, int) and 0 <= v <= top for v in distinct)

@@ -12,7 +12,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
-from ._format import HEADER_SIZE, Cursor, FrameHeader, Status, encode_args_ok, frame_size
+from ._format import HEADER_SIZE, Cursor, FrameHeader, Status, encode_args_ok
 from ._tlcore import ffi, lib  # type: ignore[import-not-found]
 
 NAME = "c"
@@ -46,26 +46,23 @@ def encode_batch(key: int, payloads: Sequence[Any], types: Sequence[int], cursor
         return Status.OK, b"", cursor
     if not encode_args_ok(n, types, cursor, flags, raw_lens):
         return Status.INVALID_ARG, b"", cursor
-    lengths = [len(p) for p in payloads]
-    sizes = [frame_size(x) for x in lengths]
-    # A payload over the limit fails validation before anything is written,
-    # so the output buffer is not needed then.
-    total = sum(sizes) if all(sizes) else 0
     blob = payloads[0] if n == 1 else b"".join(payloads)
-    out = bytearray(total)
+    ends = list(accumulate(map(len, payloads)))
+    # Frames need at most 47 bytes beyond their payload; C validates the whole
+    # batch (limits included) before it writes, and reports the exact size.
+    out = bytearray(ends[-1] + 47 * n)
     cur = ffi.new("struct tl_cursor *", cursor)
     written = ffi.new("size_t *")
     status = lib.tl_encode_batch(
-        ffi.from_buffer(out) if total else ffi.NULL, total, key, ffi.from_buffer(blob), len(blob),
-        ffi.new("uint64_t[]", list(accumulate(lengths))),
-        ffi.new("uint8_t[]", list(types)),
-        ffi.NULL if flags is None else ffi.new("uint8_t[]", list(flags)),
-        ffi.NULL if raw_lens is None else ffi.new("uint32_t[]", list(raw_lens)),
+        ffi.from_buffer(out), len(out), key, ffi.from_buffer(blob), len(blob),
+        ffi.new("uint64_t[]", ends), ffi.new("uint8_t[]", types),
+        ffi.NULL if flags is None else ffi.new("uint8_t[]", flags),
+        ffi.NULL if raw_lens is None else ffi.new("uint32_t[]", raw_lens),
         n, cur, written)
     if status != Status.OK:
         return status, b"", cursor
-    assert written[0] == total
-    return status, bytes(out), Cursor(cur.offset, cur.next_seq, cur.chain)
+    return status, bytes(memoryview(out)[:written[0]]), Cursor(cur.offset, cur.next_seq,
+                                                                 cur.chain)
 
 
 def decode_header(buf: Any) -> tuple[int, FrameHeader | None]:
