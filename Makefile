@@ -8,6 +8,8 @@ CSRC := $(wildcard csrc/tl_*.c)
 CWARN := -std=c11 -Wall -Wextra -Werror -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
 FUZZ_TARGETS := scan decode roundtrip
+SAN_ENV = LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
+	ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 BUILD := build
 
 .PHONY: help demo build install-test test test-c test-python sanitize cwarn symbols lint \
@@ -39,14 +41,11 @@ test-python:
 sanitize: cwarn  ## run the test suite on an ASan+UBSan build of the C core
 	rm -rf $(BUILD)/asan && mkdir -p $(BUILD)/asan/trajlog
 	cp src/trajlog/*.py src/trajlog/py.typed $(BUILD)/asan/trajlog/
-	cd $(BUILD)/asan && TRAJLOG_SANITIZE=1 $(PYTHON) -c "import sys; sys.path.insert(0, '$(CURDIR)/csrc'); \
-		import os; os.chdir('$(CURDIR)'); from ffibuild import ffibuilder; \
-		ffibuilder.compile(tmpdir='$(BUILD)/asan', verbose=False)"
-	ls $(BUILD)/asan/trajlog/_tlcore*.so
-	PYTHONPATH=$(CURDIR)/$(BUILD)/asan TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 \
-		LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
-		ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc \
-		UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+	TRAJLOG_SANITIZE=1 TRAJLOG_ABS_SOURCES=1 $(PYTHON) -c "import sys; sys.path.insert(0, 'csrc'); \
+		from ffibuild import ffibuilder; ffibuilder.compile(tmpdir='$(BUILD)/asan')"
+	PYTHONPATH=$(CURDIR)/$(BUILD)/asan $(SAN_ENV) $(PYTHON) -c "import trajlog._tlcore as t; \
+		assert '/$(BUILD)/asan/' in t.__file__, t.__file__; print('sanitized core:', t.__file__)"
+	PYTHONPATH=$(CURDIR)/$(BUILD)/asan TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(SAN_ENV) \
 		$(PYTHON) -m pytest -q -p no:cacheprovider -x tests
 
 cwarn:  ## compile the C core warning-free with gcc and clang (-Werror)

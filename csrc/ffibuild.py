@@ -6,6 +6,7 @@ checks every constant and struct layout against the compiled code.
 
 Environment:
     TRAJLOG_SANITIZE=1   build with AddressSanitizer + UndefinedBehaviorSanitizer
+    TRAJLOG_ABS_SOURCES=1  absolute source paths, for ffibuilder.compile(tmpdir=...)
     TRAJLOG_CFLAGS       extra compiler flags (appended)
 """
 
@@ -28,7 +29,10 @@ def _cdef() -> str:
 
 
 def _rel(path: Path) -> str:
-    # setuptools wants sources relative to the project root (the cwd of a build).
+    # setuptools wants sources relative to the project root (the cwd of a build);
+    # ffibuilder.compile() compiles inside its tmpdir and needs absolute ones.
+    if os.environ.get("TRAJLOG_ABS_SOURCES") == "1":
+        return str(path)
     try:
         return str(path.relative_to(Path.cwd()))
     except ValueError:

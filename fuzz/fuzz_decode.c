@@ -7,7 +7,7 @@
 int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     struct tl_frame f;
     size_t n = size < TL_HEADER_SIZE ? size : TL_HEADER_SIZE;
-    uint8_t *copy = (uint8_t *)malloc(n ? n : 1);
+    uint8_t *copy = (uint8_t *)calloc(1, n ? n : 1);
     int rc;
     FUZZ_ASSERT(copy != NULL);
     if (n) memcpy(copy, data, n);

@@ -17,7 +17,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
 
     if (size) { data++; size--; }
     /* A private copy, so AddressSanitizer catches any read past its end. */
-    copy = (uint8_t *)malloc(size ? size : 1);
+    copy = (uint8_t *)calloc(1, size ? size : 1);
     FUZZ_ASSERT(copy != NULL);
     if (size) memcpy(copy, data, size);
 

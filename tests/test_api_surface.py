@@ -8,11 +8,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import kernel_or_skip
 
 import trajlog
 from trajlog import _format, codec, errors
 from trajlog._format import MESSAGES, Status
+
+from conftest import kernel_or_skip
 
 
 def test_api_status_codes_equal_c_constants():
@@ -20,7 +21,7 @@ def test_api_status_codes_equal_c_constants():
     lib = c.lib if hasattr(c, "lib") else __import__("trajlog._tlcore", fromlist=["lib"]).lib
     for status in Status:
         assert getattr(lib, f"TL_{status.name}") == status.value, status
-    assert lib.TL_STATUS_COUNT == len(Status)
+    assert len(Status) == lib.TL_STATUS_COUNT
     pairs = {
         "TL_FORMAT_VERSION": _format.FORMAT_VERSION, "TL_HEADER_SIZE": _format.HEADER_SIZE,
         "TL_ALIGN": _format.ALIGN, "TL_MAX_STORED": _format.MAX_STORED,

@@ -8,6 +8,7 @@ import subprocess
 import sys
 
 import pytest
+
 from conftest import kernel_or_skip
 
 CODE = "import trajlog; print(trajlog.backend); trajlog.codec.session_key(bytes(16))"

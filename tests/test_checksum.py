@@ -43,10 +43,8 @@ def test_checksum_random_cases_every_size_class(kernel):
     cases = 0
     big = _data(300_001, rng)
     for lo, hi in SIZE_CLASSES:
-        if hi <= 1024:
-            count = 1300
-        else:  # long inputs cost more; the reference kernel is xxhash itself
-            count = 600 if kernel.NAME == "c" else 20
+        # long inputs cost more; the reference kernel is xxhash itself
+        count = 1300 if hi <= 1024 else 600 if kernel.NAME == "c" else 20
         for _ in range(count):
             n = rng.randint(lo, hi)
             start = rng.randint(0, len(big) - n)

@@ -5,13 +5,14 @@ random bytes and on valid logs damaged every way a disk or a bug damages them.""
 from __future__ import annotations
 
 import pytest
-from framekit import KEY, OTHER_KEY
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import frame_offsets, keys, payload_lists
 
 from trajlog import codec
 from trajlog._format import MAX_SEQ, Cursor
+
+from framekit import KEY, OTHER_KEY
+from strategies import frame_offsets, keys, payload_lists
 
 cursors = st.builds(Cursor, st.just(0), st.integers(0, MAX_SEQ), keys)
 
@@ -84,7 +85,7 @@ def test_diff_scan_random_bytes_behind_magic(both, buf):
 @given(items=payload_lists, data=st.data())
 def test_diff_scan_damaged_logs(both, items, data):
     c, _ = both
-    status, log, _ = c.encode_batch(KEY, items, [2] * len(items), codec.start_cursor(KEY))
+    _, log, _ = c.encode_batch(KEY, items, [2] * len(items), codec.start_cursor(KEY))
     offs = frame_offsets(items)
     n = len(items)
     kind = data.draw(st.sampled_from(

@@ -5,11 +5,12 @@ from __future__ import annotations
 
 import pytest
 import xxhash
-from framekit import KEY, OTHER_KEY, forge, make_log, payloads, reseal_header
 
 from trajlog import codec, errors
 from trajlog._format import HEADER_SIZE, MAX_RAW, MAX_STORED, Cursor, FrameType, Status
 from trajlog.codec import Verdict, Watermark
+
+from framekit import KEY, OTHER_KEY, forge, make_log, payloads, reseal_header
 
 
 def scan(kernel, buf, **kw):
@@ -61,7 +62,7 @@ def test_frame_encode_continues_cursor(kernel):
 
 def test_frame_fork_cursor_starts_mid_log(kernel):
     items = payloads(5)
-    log, offsets = make_log(kernel, items)
+    log, _ = make_log(kernel, items)
     parent = list(codec.iter_frames(log, KEY, kernel=kernel))
     child_cursor = Cursor(0, 3, parent[2].chain)
     child, _ = codec.encode([b"own"], OTHER_KEY, child_cursor, kernel=kernel)
@@ -120,7 +121,7 @@ def test_frame_encode_rejects_str_and_bad_key(kernel):
 
 def test_frame_encode_seq_limit(kernel):
     top = Cursor(0, 2**63 - 1, KEY)
-    log, cur = codec.encode([b"last"], KEY, top, kernel=kernel)
+    _, cur = codec.encode([b"last"], KEY, top, kernel=kernel)
     assert cur.next_seq == 2**63
     with pytest.raises(errors.InvalidArgumentError):
         codec.encode([b"one more"], KEY, cur, kernel=kernel)
@@ -232,7 +233,7 @@ def test_frame_chain_mismatch(kernel):
     """A frame from another log of the same session, at the right seq, but
     written after a different history."""
     log_a, offsets_a = make_log(kernel, payloads(3))
-    log_b, offsets_b = make_log(kernel, [b"other"] + payloads(3)[1:])
+    log_b, offsets_b = make_log(kernel, [b"other", *payloads(3)[1:]])
     spliced = log_a[:offsets_a[1]] + log_b[offsets_b[1]:]
     report = scan(kernel, spliced)
     assert (report.verdict, report.status, report.valid_len) == (
@@ -332,7 +333,7 @@ def test_frame_corrupt_stops_iteration_after_good_frames(kernel):
 # --- resumable scanning ---------------------------------------------------------
 
 def test_frame_scan_resumes_with_more(kernel):
-    log, offsets = make_log(kernel, payloads(5))
+    log, _ = make_log(kernel, payloads(5))
     cur = codec.start_cursor(KEY)
     seen = []
     while True:

@@ -4,15 +4,16 @@ a bit flip at or below it is always corruption; random bytes never crash."""
 
 from __future__ import annotations
 
-from framekit import KEY
 from hypothesis import given
 from hypothesis import strategies as st
-from strategies import frame_offsets, keys, payload_lists
 
 from trajlog import codec
 from trajlog._format import Cursor
 from trajlog.codec import Verdict
 from trajlog.errors import TrajlogError
+
+from framekit import KEY
+from strategies import frame_offsets, keys, payload_lists
 
 
 def _log(kernel, items):

@@ -10,18 +10,19 @@ from __future__ import annotations
 
 import importlib
 import os
-from types import ModuleType
+from typing import cast
 
+from ._format import Kernel
 from .errors import BackendUnavailableError
 
 _CHOICES = ("auto", "c", "python")
 
 
-def load_kernel(name: str) -> ModuleType:
+def load_kernel(name: str) -> Kernel:
     """Import and return the kernel module for ``"c"`` or ``"python"``."""
     if name == "c":
         try:
-            return importlib.import_module("trajlog._kernel_c")
+            return cast(Kernel, importlib.import_module("trajlog._kernel_c"))
         except ImportError as exc:
             raise BackendUnavailableError(
                 "the trajlog C core (trajlog._tlcore) is not built or failed to load "
@@ -30,7 +31,7 @@ def load_kernel(name: str) -> ModuleType:
             ) from exc
     if name == "python":
         try:
-            return importlib.import_module("trajlog._kernel_py")
+            return cast(Kernel, importlib.import_module("trajlog._kernel_py"))
         except ImportError as exc:
             raise BackendUnavailableError(
                 f"the pure-Python kernel needs the xxhash package ({exc}); "
@@ -39,7 +40,7 @@ def load_kernel(name: str) -> ModuleType:
     raise BackendUnavailableError(f"unknown kernel {name!r}; choose 'c' or 'python'")
 
 
-def select_kernel() -> ModuleType:
+def select_kernel() -> Kernel:
     """The kernel named by ``TRAJLOG_BACKEND`` (default ``auto`` = C, required)."""
     choice = os.environ.get("TRAJLOG_BACKEND", "auto").strip().lower() or "auto"
     if choice not in _CHOICES:
@@ -48,10 +49,10 @@ def select_kernel() -> ModuleType:
     return load_kernel("c" if choice == "auto" else choice)
 
 
-_selected: ModuleType | None = None
+_selected: Kernel | None = None
 
 
-def get_kernel() -> ModuleType:
+def get_kernel() -> Kernel:
     """The selected kernel, loaded on first use (so that importing trajlog never
     fails; the first operation that needs a kernel raises the clear error)."""
     global _selected

@@ -7,9 +7,9 @@ The normative description of the bytes is ``FORMAT.md``.
 
 from __future__ import annotations
 
-from enum import IntEnum
 from collections.abc import Sequence
-from typing import NamedTuple
+from enum import IntEnum
+from typing import Any, NamedTuple, Protocol
 
 FORMAT_VERSION = 1
 HEADER_SIZE = 40
@@ -151,3 +151,28 @@ def _all_ints_within(values: Sequence[int], top: int) -> bool:
     except TypeError:  # unhashable: certainly not ints
         return False
     return all(isinstance(v, int) and 0 <= v <= top for v in distinct)
+
+
+class Kernel(Protocol):
+    """What both kernels (``_kernel_c``, ``_kernel_py``) provide: the same
+    functions, arguments, results and status codes.  See ``_kernel_py`` for
+    each function's contract."""
+
+    NAME: str
+
+    def format_version(self) -> int: ...
+
+    def checksum(self, data: Any, seed: int) -> int: ...
+
+    def strerror(self, status: int) -> str: ...
+
+    def encode_batch(self, key: int, payloads: Sequence[Any], types: Sequence[int],
+                     cursor: Cursor, flags: Sequence[int] | None = None,
+                     raw_lens: Sequence[int] | None = None) -> tuple[int, bytes, Cursor]: ...
+
+    def decode_header(self, buf: Any) -> tuple[int, FrameHeader | None]: ...
+
+    def scan(self, buf: Any, key: int, cursor: Cursor, max_frames: int,
+             collect: bool) -> tuple[int, list[FrameHeader], Cursor, int]: ...
+
+    def find_frame(self, buf: Any, key: int, start: int, min_seq: int) -> int: ...

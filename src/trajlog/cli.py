@@ -7,6 +7,7 @@ import json
 import sys
 import uuid
 from collections.abc import Sequence
+from typing import TextIO
 
 from . import __version__, codec
 from ._backend import get_kernel
@@ -55,9 +56,9 @@ def _damage_cases(log: bytes, key: int) -> list[tuple[str, bytes]]:
     ]
 
 
-def demo(out: object = None) -> int:
+def demo(out: TextIO | None = None) -> int:
     """Encode a session, damage it in several ways, and print each scan verdict."""
-    write = (out or sys.stdout).write  # type: ignore[attr-defined]
+    write = (out or sys.stdout).write
     log, key, payloads = _demo_frames()
     write(f"trajlog {__version__} demo  (kernel: {get_kernel().NAME})\n\n")
     write(f"encoded {len(payloads)} events into {len(log)} bytes of frames "

@@ -22,7 +22,6 @@ import struct
 import uuid as uuid_mod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
-from types import ModuleType
 from typing import Any
 
 from . import _backend
@@ -34,6 +33,7 @@ from ._format import (
     Cursor,
     FrameHeader,
     FrameType,
+    Kernel,
     Status,
 )
 from .errors import InvalidArgumentError, TrajlogError, error_for
@@ -120,7 +120,7 @@ class ScanReport:
             raise self.error(session)
 
 
-def _kernel(kernel: ModuleType | None) -> ModuleType:
+def _kernel(kernel: Kernel | None) -> Kernel:
     return _backend.get_kernel() if kernel is None else kernel
 
 
@@ -143,7 +143,7 @@ def _buffer(buf: Any, name: str = "buf") -> memoryview:
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
 
 
-def session_key(session_uuid: uuid_mod.UUID | bytes, *, kernel: ModuleType | None = None) -> int:
+def session_key(session_uuid: uuid_mod.UUID | bytes, *, kernel: Kernel | None = None) -> int:
     """The 64-bit key that seeds a session's checks: XXH3-64 of its 16-byte UUID."""
     raw = session_uuid.bytes if isinstance(session_uuid, uuid_mod.UUID) else bytes(session_uuid)
     if len(raw) != 16:
@@ -151,7 +151,7 @@ def session_key(session_uuid: uuid_mod.UUID | bytes, *, kernel: ModuleType | Non
     return int(_kernel(kernel).checksum(raw, 0))
 
 
-def checksum(data: Any, seed: int = 0, *, kernel: ModuleType | None = None) -> int:
+def checksum(data: Any, seed: int = 0, *, kernel: Kernel | None = None) -> int:
     """XXH3-64 of ``data`` with ``seed``, computed by the selected kernel."""
     _check_key(seed)
     return int(_kernel(kernel).checksum(_buffer(data, "data"), seed))
@@ -166,7 +166,7 @@ def start_cursor(key: int) -> Cursor:
 def encode(payloads: Sequence[Any], key: int, cursor: Cursor, *,
            types: Sequence[int] | int = FrameType.EVENT,
            flags: Sequence[int] | None = None, raw_lens: Sequence[int] | None = None,
-           kernel: ModuleType | None = None) -> tuple[bytes, Cursor]:
+           kernel: Kernel | None = None) -> tuple[bytes, Cursor]:
     """Encode payloads as consecutive frames continuing ``cursor``.
 
     Returns the frame bytes and the cursor after them.  All or nothing: an
@@ -184,7 +184,7 @@ def encode(payloads: Sequence[Any], key: int, cursor: Cursor, *,
     return out, new_cursor
 
 
-def decode_header(buf: Any, offset: int = 0, *, kernel: ModuleType | None = None) -> FrameHeader:
+def decode_header(buf: Any, offset: int = 0, *, kernel: Kernel | None = None) -> FrameHeader:
     """Decode the header at ``buf[offset:]`` without verifying checksums.
 
     For tools that look at damaged logs.  Raises :class:`FormatError` when
@@ -207,7 +207,7 @@ def _is_torn_shape(status: int, hints: int) -> bool:
 
 
 def classify(buf: Any, key: int, status: int, stop: Cursor, hints: int,
-             watermark: Watermark | None, *, kernel: ModuleType | None = None) -> Verdict:
+             watermark: Watermark | None, *, kernel: Kernel | None = None) -> Verdict:
     """Apply the torn / corrupt rule (FORMAT.md 6) to where a scan stopped.
 
     ``stop`` is the cursor left by the scan (at the failing frame), ``status``
@@ -244,7 +244,7 @@ def classify(buf: Any, key: int, status: int, stop: Cursor, hints: int,
 
 
 def _reason(status: int, hints: int, verdict: Verdict, watermark: Watermark | None,
-            kernel: ModuleType) -> str:
+            kernel: Kernel) -> str:
     text = str(kernel.strerror(status))
     if verdict is not Verdict.CORRUPT or status == Status.UNSUPPORTED:
         return text
@@ -257,7 +257,7 @@ def _reason(status: int, hints: int, verdict: Verdict, watermark: Watermark | No
 
 def scan(buf: Any, key: int, cursor: Cursor | None = None, *,
          watermark: Watermark | int | None = None,
-         kernel: ModuleType | None = None) -> ScanReport:
+         kernel: Kernel | None = None) -> ScanReport:
     """Verify every frame of ``buf`` from ``cursor`` and classify where it stops.
 
     Never raises for bad data: the report says clean, torn or corrupt, where
@@ -271,7 +271,7 @@ def scan(buf: Any, key: int, cursor: Cursor | None = None, *,
     wm = Watermark(watermark) if isinstance(watermark, int) else watermark
     cur = start
     frames = 0
-    status = Status.END
+    status: int = Status.END
     hints = 0
     reason_override: str | None = None
     # With a chain to check, verify exactly up to the watermark frame first.
@@ -312,7 +312,7 @@ def scan(buf: Any, key: int, cursor: Cursor | None = None, *,
 
 def verify(buf: Any, key: int, cursor: Cursor | None = None, *,
            watermark: Watermark | int | None = None, session: str | None = None,
-           strict: bool = False, kernel: ModuleType | None = None) -> ScanReport:
+           strict: bool = False, kernel: Kernel | None = None) -> ScanReport:
     """:func:`scan`, then raise :class:`CorruptionError` (or a subclass) on
     corruption, and :class:`TornTailError` on a torn tail when ``strict``."""
     report = scan(buf, key, cursor, watermark=watermark, kernel=kernel)
@@ -323,7 +323,7 @@ def verify(buf: Any, key: int, cursor: Cursor | None = None, *,
 def iter_frames(buf: Any, key: int, cursor: Cursor | None = None, *,
                 watermark: Watermark | int | None = None, strict: bool = False,
                 session: str | None = None,
-                kernel: ModuleType | None = None) -> Iterator[Frame]:
+                kernel: Kernel | None = None) -> Iterator[Frame]:
     """Yield every verified frame of ``buf`` in order, in bounded memory.
 
     At the first defect: a torn tail ends the iteration quietly (or raises
@@ -340,7 +340,8 @@ def iter_frames(buf: Any, key: int, cursor: Cursor | None = None, *,
         status, headers, cur, hints = k.scan(mv, key, cur, _CHUNK, True)
         for h in headers:
             if wm is not None and wm.chain is not None and h.seq == wm.seq and h.chain != wm.chain:
-                raise error_for(Status.BAD_CHAIN, reason="chain differs from the durable watermark's",
+                raise error_for(Status.BAD_CHAIN,
+                                reason="chain differs from the durable watermark's",
                                 offset=h.offset, seq=h.seq, session=session, corrupt=True)
             start = h.offset + HEADER_SIZE
             yield Frame(h.seq, h.type, h.flags, h.offset, h.raw_len, h.payload_check, h.chain,
