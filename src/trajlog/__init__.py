@@ -11,6 +11,8 @@ from . import codec, errors
 from ._backend import get_kernel
 from ._format import FORMAT_VERSION, Cursor, FrameHeader, FrameType, Status
 from .codec import Frame, ScanReport, Verdict, Watermark
+from .events import Event
+from .store import Session, SessionHeader, Store, VerifyReport, open
 
 __version__ = "0.1.0"
 
@@ -23,6 +25,12 @@ def __getattr__(name: str) -> str:
 
 __all__ = [
     "FORMAT_VERSION",
+    "Event",
+    "Session",
+    "SessionHeader",
+    "Store",
+    "VerifyReport",
+    "open",
     "Cursor",
     "Frame",
     "FrameHeader",

@@ -89,6 +89,58 @@ class UnsupportedFormatError(FormatError):
     """A frame type or flag from a newer format version than this reader's."""
 
 
+class SerializationError(InvalidArgumentError):
+    """Event data that is not JSON-compatible: a value of another type, a
+    non-string key, NaN or an infinity, a lone surrogate, an integer outside
+    64 bits, or nesting deeper than the limit.  ``path`` says where."""
+
+    def __init__(self, message: str, path: str = "$") -> None:
+        self.path = path
+        super().__init__(f"{message} at {path}")
+
+
+class ValidationError(InvalidArgumentError):
+    """An event of a known type whose shape or place in the log is wrong, e.g.
+    a ``tool/result`` for a call that never started."""
+
+
+class InvalidStateError(TrajlogError):
+    """An operation that the session's current state does not allow, e.g. a
+    turn opened inside another turn."""
+
+
+class StoreError(TrajlogError):
+    """Storage failed; the underlying apsw exception, if any, is ``__cause__``."""
+
+
+class StoreClosedError(StoreError):
+    """The store (or session handle) was closed."""
+
+
+class StoreBusyError(StoreError):
+    """The database stayed locked by another connection past the busy timeout."""
+
+
+class SchemaError(StoreError):
+    """The database file is not a trajlog store this version can open (unknown
+    schema version, failed pragma read-back, SQLite too old)."""
+
+
+class SessionNotFoundError(StoreError, KeyError):
+    """No session with that id in this store."""
+
+    def __str__(self) -> str:  # KeyError would repr() the message
+        return str(self.args[0]) if self.args else "session not found"
+
+
+class LeaseHeldError(StoreError):
+    """Another live writer holds the session's writer lease."""
+
+
+class IdempotencyConflictError(InvalidArgumentError):
+    """An idempotency key reused for a different event."""
+
+
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
 _CLASSES: dict[Status, type[TrajlogError]] = {
@@ -132,6 +184,16 @@ def error_for(status: int, *, reason: str | None = None, offset: int | None = No
 
 __all__ = [
     "BackendUnavailableError",
+    "IdempotencyConflictError",
+    "InvalidStateError",
+    "LeaseHeldError",
+    "SchemaError",
+    "SerializationError",
+    "SessionNotFoundError",
+    "StoreBusyError",
+    "StoreClosedError",
+    "StoreError",
+    "ValidationError",
     "ChainError",
     "ChecksumError",
     "CorruptionError",

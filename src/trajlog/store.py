@@ -1,0 +1,979 @@
+"""The public API: :func:`open` a :class:`Store`, create and read :class:`Session` logs.
+
+Writes go through one group-commit path: every append becomes a request;
+whichever calling thread finds no commit in progress becomes the leader, takes
+every queued request into one ``BEGIN IMMEDIATE`` transaction, commits it
+(``synchronous=FULL``: durable when COMMIT returns) and wakes the callers.  A
+lone thread pays no hand-off; concurrent threads share one fsync.  Other
+processes serialize on SQLite's write lock, and each transaction reads the
+session head afresh, so seqs stay contiguous across processes.
+
+Work that does not depend on the seq -- validation, serialization,
+compression -- happens in the caller's thread before the request is queued;
+only frame encoding (C, ~1 us) and the inserts happen under the write lock.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time as time_mod
+import uuid as uuid_mod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import apsw
+import msgspec
+import zstandard
+
+from . import _backend, codec, storage
+from ._format import FLAG_ZSTD, Cursor, FrameType, Status
+from .codec import ScanReport, Verdict, Watermark
+from .errors import (
+    CorruptionError,
+    IdempotencyConflictError,
+    InvalidArgumentError,
+    InvalidStateError,
+    LeaseHeldError,
+    PayloadTooLargeError,
+    SerializationError,
+    SessionNotFoundError,
+    StoreClosedError,
+    StoreError,
+    TrajlogError,
+    ValidationError,
+    error_for,
+)
+from .events import (
+    Event,
+    check_envelope,
+    check_json,
+    check_shape,
+    check_type,
+    decode_event,
+    encode_event,
+    with_seq,
+)
+
+DURABILITY = ("full", "normal")
+LEASE_TTL_MS = 30_000
+COMPRESS_THRESHOLD = 512   # payloads at least this long are zstd-compressed, if it pays
+COMPRESS_LEVEL = 3
+MAX_PAYLOAD = 16 * 1024 * 1024
+_READ_CHUNK = 512           # events per query when streaming
+_TOOL_TYPES = ("assistant/message", "tool/call", "tool/result", "turn/start", "turn/end",
+               "step/start", "step/end")
+_HOST = socket.gethostname()
+_HEADER_ENCODER = msgspec.msgpack.Encoder()
+_META_DECODER = msgspec.msgpack.Decoder()
+
+
+def open(path: str = "trajlog.db", durability: str = "full", *,  # noqa: A001 - the API name
+         busy_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS) -> Store:
+    """Open (creating if needed) the store at ``path``.
+
+    ``durability="full"`` (default): an append returns only once it is durable,
+    also across power loss.  ``"normal"``: commits survive a crash of the
+    process, but the last ones may be lost on power loss or an OS crash
+    (SQLite WAL with ``synchronous=NORMAL``); roughly 7x more single appends/s.
+    ``":memory:"`` gives a private in-memory store for tests.
+    """
+    return Store(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
+                 lease_ttl_ms=lease_ttl_ms)
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeader:
+    """The immutable header of a session, written once at creation."""
+
+    id: str
+    cwd: str
+    parent_session: str | None
+    seed_length: int
+    origin: str | None
+    delegation_depth: int
+    agent_preset: str | None
+    created_at: int
+    metadata: Mapping[str, Any]
+
+
+@dataclass(frozen=True, slots=True)
+class VerifyReport:
+    """What :meth:`Session.verify` found: every frame and the chain checked
+    against the session head (the durable watermark)."""
+
+    session: str
+    events: int
+    last_seq: int
+    chain_head: int
+    scan: ScanReport
+
+    @property
+    def ok(self) -> bool:
+        return self.scan.verdict is Verdict.CLEAN
+
+
+@dataclass(slots=True)
+class _Row:
+    """An event ready to be framed: everything but its seq and chain."""
+
+    event: Event
+    stored: bytes
+    flags: int
+    raw_len: int
+
+
+@dataclass(slots=True)
+class _Request:
+    session: Session
+    rows: list[_Row]
+    done: bool = False
+    result: list[Event] | None = None
+    error: BaseException | None = None
+
+
+@dataclass(slots=True)
+class _ToolState:
+    """What validation needs to know of a session's log, kept in step with it."""
+
+    synced_seq: int
+    requested: set[str] = field(default_factory=set)
+    started: set[str] = field(default_factory=set)
+    finished: set[str] = field(default_factory=set)
+    turn_open: bool = False
+    step_open: bool = False
+
+    def copy(self) -> _ToolState:
+        return _ToolState(self.synced_seq, set(self.requested), set(self.started),
+                          set(self.finished), self.turn_open, self.step_open)
+
+    def apply(self, type_: str, data: Any, check: bool) -> None:
+        """Advance over one event; with ``check``, refuse what cannot follow."""
+        if type_ == "assistant/message" and isinstance(data, dict):
+            for call in data.get("tool_calls") or ():
+                call_id = call.get("id") if isinstance(call, dict) else None
+                if not isinstance(call_id, str):
+                    continue
+                if check and (call_id in self.requested or call_id in self.started
+                              or call_id in self.finished):
+                    raise ValidationError(f"tool call id {call_id!r} was already used")
+                self.requested.add(call_id)
+        elif type_ == "tool/call" and isinstance(data, dict):
+            call_id = data.get("call_id")
+            if check and call_id not in self.requested:
+                state = ("already started" if call_id in self.started or call_id in
+                         self.finished else "never requested by an assistant/message")
+                raise ValidationError(f"tool/call {call_id!r}: the call was {state}")
+            self.requested.discard(call_id)
+            self.started.add(call_id)
+        elif type_ == "tool/result" and isinstance(data, dict):
+            call_id = data.get("call_id")
+            if check and call_id not in self.started:
+                state = ("already finished" if call_id in self.finished else
+                         "requested but never started" if call_id in self.requested
+                         else "unknown")
+                raise ValidationError(f"tool/result {call_id!r}: the call is {state}")
+            self.started.discard(call_id)
+            self.requested.discard(call_id)  # a synthetic closer may end a requested call
+            self.finished.add(call_id)
+        elif type_ == "turn/start":
+            self.turn_open = True
+        elif type_ == "turn/end":
+            self.turn_open = False
+            self.step_open = False
+        elif type_ == "step/start":
+            self.step_open = True
+        elif type_ == "step/end":
+            self.step_open = False
+
+
+class _Compressor:
+    """Per-thread zstd contexts (zstandard's objects are not thread-safe)."""
+
+    def __init__(self, level: int) -> None:
+        self._level = level
+        self._local = threading.local()
+
+    def compress(self, raw: bytes) -> bytes:
+        c = getattr(self._local, "c", None)
+        if c is None:
+            c = self._local.c = zstandard.ZstdCompressor(level=self._level)
+        return c.compress(raw)  # type: ignore[no-any-return]
+
+    def decompress(self, stored: Any, raw_len: int) -> bytes:
+        d = getattr(self._local, "d", None)
+        if d is None:
+            d = self._local.d = zstandard.ZstdDecompressor()
+        size = zstandard.frame_content_size(stored)
+        if size != raw_len:
+            raise error_for(Status.BAD_FIELD, reason=f"zstd content size {size} != raw_len "
+                            f"{raw_len}", corrupt=True)
+        out = d.decompress(stored, max_output_size=raw_len)
+        if len(out) != raw_len:
+            raise error_for(Status.BAD_FIELD, reason="decompressed length differs from raw_len",
+                            corrupt=True)
+        return out  # type: ignore[no-any-return]
+
+
+class Store:
+    """One trajlog database.  Thread-safe; open one per process and share it.
+
+    Use :func:`trajlog.open`.  Close it (or use it as a context manager) to
+    release its connections; a closed store raises :class:`StoreClosedError`.
+    """
+
+    def __init__(self, path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000,
+                 lease_ttl_ms: int = LEASE_TTL_MS) -> None:
+        if not isinstance(path, (str, os.PathLike)):
+            raise TypeError(f"path must be str or PathLike, not {type(path).__name__}")
+        if durability not in DURABILITY:
+            raise InvalidArgumentError(f"durability must be 'full' or 'normal', "
+                                       f"not {durability!r}")
+        path = os.fspath(path)
+        self._memory = path == ":memory:"
+        if self._memory:
+            # One private database shared by this store's connections.
+            path = f"file:trajlog-{uuid_mod.uuid4().hex}?mode=memory&cache=shared"
+        self.path = path
+        self.durability = durability
+        self._busy = busy_timeout_ms
+        self.lease_ttl_ms = lease_ttl_ms
+        self._kernel = _backend.get_kernel()
+        self._compressor = _Compressor(COMPRESS_LEVEL)
+        self._keeper: apsw.Connection | None = None
+        if self._memory:  # keeps the shared in-memory database alive
+            self._keeper = storage.open_connection(path, migrations=True)
+        storage.migrate(path, durability=durability, busy_timeout_ms=busy_timeout_ms)
+        self._write = self._connect()
+        self._local = threading.local()
+        self._readers: list[apsw.Connection] = []
+        self._readers_lock = threading.Lock()
+        self._cond = threading.Condition()
+        self._queue: list[_Request] = []
+        self._leader = False
+        self._states: dict[int, _ToolState] = {}
+        self._closed = False
+        self.writer_id = f"{_HOST}:{os.getpid()}:{uuid_mod.uuid4().hex[:12]}"
+
+    # -- connections --------------------------------------------------------
+
+    def _connect(self) -> apsw.Connection:
+        return storage.open_connection(self.path, durability=self.durability,
+                                       busy_timeout_ms=self._busy)
+
+    def _reader(self) -> apsw.Connection:
+        self._check_open()
+        if self._memory:
+            return self._write
+        conn = getattr(self._local, "conn", None)
+        if conn is None:
+            conn = self._local.conn = self._connect()
+            with self._readers_lock:
+                self._readers.append(conn)
+        return conn
+
+    def _check_open(self) -> None:
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+
+    def close(self) -> None:
+        """Close every connection.  Idempotent."""
+        if self._closed:
+            return
+        with self._cond:
+            self._closed = True
+        for conn in [*self._readers, self._write, self._keeper]:
+            if conn is not None:
+                with contextlib.suppress(apsw.Error):
+                    conn.close()
+        self._readers.clear()
+
+    def __enter__(self) -> Store:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- sessions -----------------------------------------------------------
+
+    def create_session(self, cwd: str = ".", agent_preset: str | None = None,
+                       metadata: Mapping[str, Any] | None = None, *,
+                       session_id: str | None = None) -> Session:
+        """Create an ordinary session with an empty log and return it."""
+        return self._create(cwd=cwd, agent_preset=agent_preset, metadata=metadata,
+                            session_id=session_id)
+
+    def _create(self, *, cwd: str, agent_preset: str | None, metadata: Mapping[str, Any] | None,
+                session_id: str | None = None, parent: Session | None = None,
+                seed_length: int = 0, origin: str | None = None,
+                delegation_depth: int = 0) -> Session:
+        self._check_open()
+        if not isinstance(cwd, str) or not cwd:
+            raise TypeError("cwd must be a non-empty str")
+        if agent_preset is not None and not isinstance(agent_preset, str):
+            raise TypeError("agent_preset must be str or None")
+        meta = dict(metadata or {})
+        check_json(meta, "metadata")
+        sid_uuid = uuid_mod.UUID(session_id) if session_id is not None else uuid_mod.uuid4()
+        key = codec.session_key(sid_uuid, kernel=self._kernel)
+        created = storage.now_ms()
+        if parent is None:
+            seed_chain = key
+        else:
+            seed_chain = parent._chain_at(seed_length - 1) if seed_length else key
+        header = SessionHeader(str(sid_uuid), cwd, parent.id if parent else None, seed_length,
+                               origin, delegation_depth, agent_preset, created,
+                               MappingProxyType(meta))
+        meta_bytes = _HEADER_ENCODER.encode(meta)
+        row = (header.id, _signed(key), created, cwd, parent._sid if parent else None,
+               seed_length, seed_chain.to_bytes(8, "little"), origin, delegation_depth,
+               agent_preset, meta_bytes, _signed(self._header_check(header, key)))
+        with self._write_txn() as conn:
+            sid = storage.insert_session(conn, row, seed_length - 1,
+                                         seed_chain.to_bytes(8, "little"))
+        return Session(self, sid, header, key, parent)
+
+    def _header_check(self, header: SessionHeader, key: int) -> int:
+        blob = _HEADER_ENCODER.encode([header.id, header.cwd, header.parent_session,
+                                       header.seed_length, header.origin,
+                                       header.delegation_depth, header.agent_preset,
+                                       header.created_at, dict(header.metadata)])
+        return codec.checksum(blob, key, kernel=self._kernel)
+
+    def session(self, session_id: str) -> Session:
+        """The session with this id (:class:`SessionNotFoundError` if none)."""
+        if not isinstance(session_id, str):
+            raise TypeError(f"session id must be str, not {type(session_id).__name__}")
+        with storage.translate():
+            row = storage.session_by_id(self._reader(), session_id)
+        if row is None:
+            raise SessionNotFoundError(f"no session {session_id!r} in {self.path}")
+        return self._session_from_row(row)
+
+    def _session_by_sid(self, sid: int) -> Session:
+        with storage.translate():
+            row = storage.session_by_sid(self._reader(), sid)
+        if row is None:
+            raise SessionNotFoundError(f"no session with internal id {sid}")
+        return self._session_from_row(row)
+
+    def _session_from_row(self, row: Sequence[Any]) -> Session:
+        (sid, sid_text, key, created, cwd, parent_sid, seed_length, _seed_chain, origin, depth,
+         preset, meta, _check) = row
+        parent = self._session_by_sid(parent_sid) if parent_sid is not None else None
+        header = SessionHeader(sid_text, cwd, parent.id if parent else None, seed_length, origin,
+                               depth, preset, created,
+                               MappingProxyType(_META_DECODER.decode(meta)))
+        return Session(self, sid, header, key & 0xFFFFFFFFFFFFFFFF, parent)
+
+    def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:
+        """Headers of the store's sessions, oldest first; subagent sessions
+        only when ``include_subagents``."""
+        with storage.translate():
+            rows = storage.list_sessions(self._reader(), include_subagents)
+        return [self._session_from_row(r).header for r in rows]
+
+    # -- the write path -------------------------------------------------------
+
+    @contextlib.contextmanager
+    def _write_txn(self) -> Iterator[apsw.Connection]:
+        """A write transaction outside group commit (session creation, leases)."""
+        with self._cond:
+            while self._leader:
+                self._cond.wait()
+            self._check_open()
+            self._leader = True
+        try:
+            with storage.translate():
+                storage.begin(self._write)
+                try:
+                    yield self._write
+                    storage.commit(self._write)
+                except BaseException:
+                    storage.rollback(self._write)
+                    self._states.clear()
+                    raise
+        finally:
+            with self._cond:
+                self._leader = False
+                self._cond.notify_all()
+
+    def _submit(self, request: _Request) -> list[Event]:
+        """Queue a request; lead a group commit or wait for one to carry it."""
+        with self._cond:
+            self._check_open()
+            self._queue.append(request)
+            while not request.done and self._leader:
+                self._cond.wait()
+            if not request.done:
+                self._leader = True
+        if not request.done:
+            try:
+                while True:
+                    with self._cond:
+                        batch, self._queue = self._queue, []
+                    if not batch:
+                        break
+                    self._commit(batch)
+                    with self._cond:
+                        self._cond.notify_all()
+                    if request.done:
+                        break  # hand leadership to a waiting thread
+            finally:
+                with self._cond:
+                    self._leader = False
+                    self._cond.notify_all()
+        if request.error is not None:
+            raise request.error
+        assert request.result is not None
+        return request.result
+
+    def _commit(self, batch: list[_Request]) -> None:
+        conn = self._write
+        single = len(batch) == 1
+        try:
+            with storage.translate():
+                storage.begin(conn)
+                try:
+                    for i, req in enumerate(batch):
+                        if not single:
+                            storage.savepoint(conn, f"r{i}")
+                        try:
+                            req.result = req.session._apply(conn, req.rows)
+                        except TrajlogError as exc:
+                            if single:
+                                raise
+                            storage.rollback_to(conn, f"r{i}")
+                            req.error = exc
+                            req.result = None
+                        else:
+                            if not single:
+                                storage.release(conn, f"r{i}")
+                    storage.commit(conn)
+                except BaseException:
+                    storage.rollback(conn)
+                    raise
+        except BaseException as exc:
+            if not isinstance(exc, TrajlogError) or isinstance(exc, StoreError):
+                self._states.clear()  # the transaction failed: caches may be ahead
+            for req in batch:
+                if req.error is None:
+                    req.error = exc
+                req.result = None
+        for req in batch:
+            req.done = True
+
+    # -- derived state --------------------------------------------------------
+
+    def _tool_state(self, conn: apsw.Connection, session: Session, last_seq: int) -> _ToolState:
+        """The session's validation state, caught up with its log to last_seq."""
+        state = self._states.get(session._sid)
+        if state is None or state.synced_seq > last_seq:
+            state = _ToolState(session.header.seed_length - 1)
+        if state.synced_seq < last_seq:
+            for seq, frame in storage.frames_of_types(conn, session._sid, state.synced_seq,
+                                                      _TOOL_TYPES):
+                event = session._decode_frame(frame, seq)
+                state.apply(event.type, event.data, check=False)
+            state.synced_seq = last_seq
+        self._states[session._sid] = state
+        return state
+
+    def _prepare(self, type_: Any, data: Any, time: int | None, envelope: Mapping[str, Any],
+                 ) -> _Row:
+        """Validate and serialize one event outside the write lock."""
+        check_type(type_)
+        if data is None:
+            data = {}
+        check_json(data, "data")
+        check_shape(type_, data)
+        unknown = set(envelope) - {"source", "causal_parent", "workspace_revision",
+                                   "data_class", "idempotency_key"}
+        if unknown:
+            raise TypeError(f"unknown envelope field(s): {', '.join(sorted(unknown))}")
+        check_envelope(envelope.get("source"), envelope.get("causal_parent"),
+                       envelope.get("workspace_revision"), envelope.get("data_class"),
+                       envelope.get("idempotency_key"))
+        if time is None:
+            time = storage.now_ms()
+        elif not isinstance(time, int) or isinstance(time, bool) or not 0 <= time < 2**63:
+            raise InvalidArgumentError("time must be epoch milliseconds (a non-negative int)")
+        event = Event(type_, time, data, envelope.get("source"), envelope.get("causal_parent"),
+                      envelope.get("workspace_revision"), envelope.get("data_class"),
+                      envelope.get("idempotency_key"))
+        try:
+            raw = encode_event(event)
+        except (UnicodeEncodeError, OverflowError, TypeError) as exc:
+            raise SerializationError(f"cannot serialize the event: {exc}") from exc
+        if len(raw) > MAX_PAYLOAD:
+            raise PayloadTooLargeError(f"event payload is {len(raw)} bytes; the limit is "
+                                       f"{MAX_PAYLOAD}")
+        if len(raw) >= COMPRESS_THRESHOLD:
+            packed = self._compressor.compress(raw)
+            if len(packed) < len(raw) - len(raw) // 16:  # keep it only if it saves > 6 %
+                return _Row(event, packed, FLAG_ZSTD, len(raw))
+        return _Row(event, raw, 0, len(raw))
+
+
+class Session:
+    """One session: its immutable header and its append-only log.
+
+    Get one from :meth:`Store.create_session` or :meth:`Store.session`.
+    Handles are cheap; several handles of one session may coexist.
+    """
+
+    def __init__(self, store: Store, sid: int, header: SessionHeader, key: int,
+                 parent: Session | None) -> None:
+        self._store = store
+        self._sid = sid
+        self.header = header
+        self._key = key
+        self._parent = parent
+        self._lease_depth = 0
+        self._turn_depth = 0
+        self._step_depth = 0
+        self._lease_wait: float | bool = False
+
+    @property
+    def id(self) -> str:
+        return self.header.id
+
+    def __repr__(self) -> str:
+        return f"<trajlog.Session {self.id} cwd={self.header.cwd!r}>"
+
+    # -- appending ----------------------------------------------------------
+
+    def append(self, type: str, data: Any = None, *, time: int | None = None,  # noqa: A002
+               source: str | None = None, causal_parent: int | None = None,
+               workspace_revision: str | None = None, data_class: str | None = None,
+               idempotency_key: str | None = None) -> Event:
+        """Append one event; return it with its seq once it is durable.
+
+        ``data`` must be JSON-compatible.  With an ``idempotency_key`` already
+        used in this session for the same event, nothing is written and the
+        original event is returned (also across processes); for a different
+        event, :class:`IdempotencyConflictError`.
+        """
+        envelope = {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
+                                      ("workspace_revision", workspace_revision),
+                                      ("data_class", data_class),
+                                      ("idempotency_key", idempotency_key)) if v is not None}
+        row = self._store._prepare(type, data, time, envelope)
+        return self._store._submit(_Request(self, [row]))[0]
+
+    def append_batch(self, items: Iterable[Any]) -> list[Event]:
+        """Append several events in one transaction: all of them or none.
+
+        Each item is ``(type, data)`` or ``(type, data, envelope)``, where
+        ``envelope`` is a dict of ``time`` and the envelope fields.
+        """
+        rows = []
+        for item in items:
+            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
+                raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
+            env = dict(item[2]) if len(item) == 3 else {}
+            when = env.pop("time", None)
+            rows.append(self._store._prepare(item[0], item[1], when, env))
+        if not rows:
+            return []
+        keys = [r.event.idempotency_key for r in rows if r.event.idempotency_key is not None]
+        if len(keys) != len(set(keys)):
+            raise IdempotencyConflictError("the batch repeats an idempotency key")
+        return self._store._submit(_Request(self, rows))
+
+    def _apply(self, conn: apsw.Connection, rows: list[_Row]) -> list[Event]:
+        """Inside the write transaction: check, frame and insert ``rows``."""
+        store = self._store
+        head = conn.execute(
+            "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, "
+            "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (self._sid,)).fetchall()
+        last_seq, chain_head, *lease = head[0]
+        self._check_lease(conn, lease)
+        first_key = rows[0].event.idempotency_key
+        if first_key is not None:
+            found = storage.event_by_idempotency_key(conn, self._sid, first_key)
+            if found is not None:
+                return self._replay(conn, rows, found[0])
+        state = store._tool_state(conn, self, last_seq).copy()
+        for row in rows:
+            state.apply(row.event.type, row.event.data, check=True)
+        status, blob, _ = store._kernel.encode_batch(
+            self._key, [r.stored for r in rows], [FrameType.EVENT] * len(rows),
+            Cursor(0, last_seq + 1, int.from_bytes(chain_head, "little")),
+            [r.flags for r in rows], [r.raw_len for r in rows])
+        if status != Status.OK:
+            raise error_for(status, seq=last_seq + 1, session=self.id)
+        out, pos, db_rows = [], 0, []
+        for i, row in enumerate(rows):
+            size = 40 + len(row.stored) + (-len(row.stored) & 7)
+            ev = row.event
+            seq = last_seq + 1 + i
+            db_rows.append((self._sid, seq, ev.type, ev.time, ev.source, ev.causal_parent,
+                            ev.workspace_revision, ev.data_class, ev.idempotency_key,
+                            blob[pos:pos + size]))
+            pos += size
+            out.append(with_seq(ev, seq))
+        try:
+            storage.insert_events(conn, db_rows)
+        except apsw.ConstraintError as exc:
+            if "idempotency" in str(exc) or "UNIQUE" in str(exc):
+                raise IdempotencyConflictError(
+                    "an idempotency key of this batch was already used") from exc
+            raise
+        state.synced_seq = last_seq + len(rows)
+        store._states[self._sid] = state
+        return out
+
+    def _replay(self, conn: apsw.Connection, rows: list[_Row], first_seq: int) -> list[Event]:
+        """An idempotent retry: the original events, if they are the same events."""
+        originals = []
+        for i, row in enumerate(rows):
+            frames = storage.frames(conn, self._sid, first_seq + i, first_seq + i)
+            if not frames:
+                raise IdempotencyConflictError("the retried batch is longer than the original")
+            original = self._decode_frame(frames[0], first_seq + i)
+            mine = with_seq(msgspec.structs.replace(row.event, time=original.time),
+                            original.seq)
+            if mine != original:
+                raise IdempotencyConflictError(
+                    f"idempotency key {row.event.idempotency_key!r} was used for a different "
+                    f"event (seq {original.seq})")
+            originals.append(original)
+        return originals
+
+    # -- the writer lease ---------------------------------------------------
+
+    def _lease_live(self, owner: str | None, host: str | None, pid: int | None,
+                    heartbeat_ms: int | None) -> bool:
+        if owner is None or owner == self._store.writer_id:
+            return False
+        return lease_is_live(host, pid, heartbeat_ms, self._store.lease_ttl_ms)
+
+    def _check_lease(self, conn: apsw.Connection, lease: Sequence[Any]) -> None:
+        owner, host, pid, heartbeat_ms = lease
+        if self._lease_live(owner, host, pid, heartbeat_ms):
+            raise LeaseHeldError(
+                f"session {self.id} is being written by {owner} (pid {pid} on {host}); "
+                "wait for its lease or let it expire")
+        if owner == self._store.writer_id and self._lease_depth:
+            now = storage.now_ms()
+            if heartbeat_ms is None or now - heartbeat_ms > self._store.lease_ttl_ms // 4:
+                storage.heartbeat(conn, self._sid, owner, now)
+
+    @contextlib.contextmanager
+    def lease(self, wait: float | bool = False) -> Iterator[Session]:
+        """Hold the session's writer lease: no other writer may append meanwhile.
+
+        A second writer gets :class:`LeaseHeldError` at once, or, with ``wait``
+        (seconds, or True for no limit), polls until the lease is free.  A
+        lease whose holder died (same host: its process is gone; other hosts:
+        no heartbeat for ``lease_ttl_ms``) is taken over.  Re-entrant.
+        """
+        self._acquire(wait)
+        try:
+            yield self
+        finally:
+            self._release()
+
+    def _acquire(self, wait: float | bool) -> None:
+        if self._lease_depth:
+            self._lease_depth += 1
+            return
+        deadline = None if wait is True else time_mod.monotonic() + float(wait or 0)
+        delay = 0.005
+        while True:
+            try:
+                with self._store._write_txn() as conn:
+                    owner, host, pid, _started, heartbeat_ms = storage.lease(conn, self._sid)
+                    if self._lease_live(owner, host, pid, heartbeat_ms):
+                        raise LeaseHeldError(
+                            f"session {self.id} is being written by {owner} "
+                            f"(pid {pid} on {host})")
+                    now = storage.now_ms()
+                    storage.set_lease(conn, self._sid, self._store.writer_id, _HOST,
+                                      os.getpid(), now, now)
+                self._lease_depth = 1
+                return
+            except LeaseHeldError:
+                if deadline is not None and time_mod.monotonic() >= deadline:
+                    raise
+                time_mod.sleep(delay)
+                delay = min(delay * 2, 0.25)
+
+    def _release(self) -> None:
+        self._lease_depth -= 1
+        if self._lease_depth:
+            return
+        with contextlib.suppress(StoreClosedError), self._store._write_txn() as conn:
+            owner = storage.lease(conn, self._sid)[0]
+            if owner == self._store.writer_id:
+                storage.set_lease(conn, self._sid, None, None, None, None, None)
+
+    # -- turns and steps ----------------------------------------------------
+
+    @contextlib.contextmanager
+    def turn(self, *, wait: float | bool = False) -> Iterator[Session]:
+        """Append ``turn/start`` ... ``turn/end``, holding the writer lease.
+
+        An exception escaping the block ends the turn with
+        ``{"interrupted": true}`` and propagates.
+        """
+        if self._turn_depth:
+            raise InvalidStateError("a turn is already open on this handle")
+        with self.lease(wait):
+            self.append("turn/start", {})
+            self._turn_depth = 1
+            try:
+                yield self
+            except BaseException:
+                self._turn_depth = 0
+                with contextlib.suppress(TrajlogError):
+                    if self._step_depth:
+                        self._step_depth = 0
+                        self.append("step/end", {"interrupted": True})
+                    self.append("turn/end", {"interrupted": True})
+                raise
+            self._turn_depth = 0
+            self.append("turn/end", {"interrupted": False})
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[Session]:
+        """Append ``step/start`` ... ``step/end`` inside a turn."""
+        if not self._turn_depth:
+            raise InvalidStateError("a step belongs inside a turn: use session.turn()")
+        if self._step_depth:
+            raise InvalidStateError("a step is already open on this handle")
+        self.append("step/start", {})
+        self._step_depth = 1
+        try:
+            yield self
+        except BaseException:
+            if self._step_depth:
+                self._step_depth = 0
+                with contextlib.suppress(TrajlogError):
+                    self.append("step/end", {"interrupted": True})
+            raise
+        self._step_depth = 0
+        self.append("step/end", {})
+
+    # -- reading --------------------------------------------------------------
+
+    def _decode_frame(self, frame: Any, seq: int) -> Event:
+        """Decode one frame whose verification happened elsewhere (or is not needed)."""
+        header = codec.decode_header(frame, kernel=self._store._kernel)
+        payload = memoryview(frame)[40:40 + header.stored_len]
+        return self._decode_payload(header.flags, header.raw_len, payload, seq)
+
+    def _decode_payload(self, flags: int, raw_len: int, payload: Any, seq: int) -> Event:
+        if flags & FLAG_ZSTD:
+            payload = self._store._compressor.decompress(payload, raw_len)
+        try:
+            return decode_event(payload, seq)
+        except msgspec.DecodeError as exc:
+            raise error_for(Status.BAD_FIELD, reason=f"undecodable event payload: {exc}",
+                            seq=seq, session=self.id, corrupt=True) from exc
+
+    def _head(self, conn: apsw.Connection | None = None) -> tuple[int, int]:
+        with storage.translate():
+            last_seq, chain = storage.head(conn or self._store._reader(), self._sid)
+        return last_seq, int.from_bytes(chain, "little")
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the last durable event (-1 for an empty log)."""
+        return self._head()[0]
+
+    def _chain_at(self, seq: int) -> int:
+        """The chain value stored in frame ``seq`` (this log or an ancestor's)."""
+        if seq < 0:
+            return self._key
+        if seq < self.header.seed_length:
+            assert self._parent is not None
+            return self._parent._chain_at(seq)
+        with storage.translate():
+            rows = storage.frames(self._store._reader(), self._sid, seq, seq)
+        if not rows:
+            raise InvalidArgumentError(f"session {self.id} has no event {seq}")
+        return codec.decode_header(rows[0], kernel=self._store._kernel).chain
+
+    def _stream(self, first: int, last: int, cursor: Cursor,
+                watermark: Watermark | None) -> Iterator[Event]:
+        """Verified events first..last of this session's own log (>= seed)."""
+        kernel = self._store._kernel
+        conn = self._store._reader()
+        seq = first
+        while seq <= last:
+            upto = min(last, seq + _READ_CHUNK - 1)
+            with storage.translate():
+                chunk = storage.frames(conn, self._sid, seq, upto)
+            buf = b"".join(chunk)
+            start = Cursor(0, seq, cursor.chain)
+            count = 0
+            for frame in codec.iter_frames(buf, self._key, start, watermark=upto,
+                                           session=self.id, strict=True, kernel=kernel):
+                yield self._decode_payload(frame.flags, frame.raw_len, frame.payload, frame.seq)
+                cursor = Cursor(0, frame.seq + 1, frame.chain)
+                count += 1
+            if count != upto - seq + 1:
+                raise error_for(Status.SEQ_MISMATCH, reason=(
+                    f"events {seq}..{upto} are missing from the log"), seq=seq + count,
+                    session=self.id, corrupt=True)
+            seq = upto + 1
+        if watermark is not None and watermark.chain is not None and cursor.chain != (
+                watermark.chain) and last == watermark.seq:
+            raise error_for(Status.BAD_CHAIN, reason="the log's chain does not reach the "
+                            "session head", seq=last, session=self.id, corrupt=True)
+
+    def events(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Event]:
+        """Stream events ``from_seq`` .. ``to_seq`` (default: the last durable
+        one), verified as they are read, in bounded memory.
+
+        From seq 0 every frame and the whole chain are checked, and the chain
+        must end at the session head.  From a later seq the chain is checked
+        from that point on, seeded by the stored chain of the event before it.
+        Corruption raises :class:`CorruptionError` (or a subclass).
+        """
+        last_seq, chain_head = self._head()
+        if to_seq is None:
+            to_seq = last_seq
+        if not isinstance(from_seq, int) or not isinstance(to_seq, int):
+            raise TypeError("seqs must be int")
+        if from_seq < 0:
+            raise InvalidArgumentError("from_seq must be >= 0")
+        to_seq = min(to_seq, last_seq)
+        if from_seq > to_seq:
+            return
+        seed = self.header.seed_length
+        if from_seq < seed:
+            assert self._parent is not None
+            yield from self._parent.events(from_seq, min(to_seq, seed - 1))
+            from_seq = seed
+            if to_seq < seed:
+                return
+        chain = self._chain_at(from_seq - 1)
+        yield from self._stream(from_seq, to_seq, Cursor(0, from_seq, chain),
+                                Watermark(last_seq, chain_head))
+
+    def get(self, seq: int) -> Event:
+        """The event at ``seq`` (verified against the frame before it)."""
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise TypeError(f"seq must be int, not {type(seq).__name__}")
+        for event in self.events(seq, seq):
+            return event
+        raise InvalidArgumentError(f"session {self.id} has no event {seq} "
+                                   f"(last seq {self.last_seq})")
+
+    def tail(self, n: int = 50) -> list[Event]:
+        """The last ``n`` events, oldest first.  Costs O(n) whatever the log's length."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise InvalidArgumentError("n must be a non-negative int")
+        last_seq = self._head()[0]
+        return list(self.events(max(0, last_seq - n + 1))) if n else []
+
+    def verify(self) -> VerifyReport:
+        """Recompute every frame check and the whole chain, and compare the end
+        of the chain with the session head (the durable watermark).
+
+        Never repairs.  Returns a report whose ``scan`` says clean or names the
+        first defect (seq, byte offset in the log stream, reason); a defect
+        raises nothing -- call ``report.scan.raise_for()`` to raise it.
+        """
+        kernel = self._store._kernel
+        conn = self._store._reader()
+        with storage.translate():
+            hrows = conn.execute("SELECT header_check FROM sessions WHERE sid = ?",
+                                 (self._sid,)).fetchall()
+        if _signed(self._store._header_check(self.header, self._key)) != hrows[0][0]:
+            raise CorruptionError(Status.BAD_HEADER, "session header check mismatch",
+                                  session=self.id)
+        if self._parent is not None and self.header.seed_length:
+            parent_report = self._parent.verify()
+            if not parent_report.ok:
+                return parent_report
+        last_seq, chain_head = self._head(conn)
+        seed = self.header.seed_length
+        cursor = Cursor(0, seed, self._chain_at(seed - 1))
+        offset = 0
+        report: ScanReport | None = None
+        seq = seed
+        while True:
+            upto = min(last_seq, seq + 4 * _READ_CHUNK - 1)
+            with storage.translate():
+                chunk = storage.frames(conn, self._sid, seq, upto) if seq <= upto else []
+            buf = b"".join(chunk)
+            final = upto >= last_seq
+            # Every committed row is durable: the watermark is the chunk's end,
+            # and at the end of the log it names the head's chain too.
+            report = codec.scan(buf, self._key, Cursor(0, cursor.next_seq, cursor.chain),
+                                watermark=Watermark(upto, chain_head if final else None),
+                                kernel=kernel)
+            if report.verdict is not Verdict.CLEAN or report.frames != len(chunk) or final:
+                break
+            cursor = report.cursor
+            offset += len(buf)
+            seq = upto + 1
+        assert report is not None
+        if report.verdict is Verdict.CLEAN and report.frames != len(chunk):
+            report = _with(report, Verdict.CORRUPT, Status.SEQ_MISMATCH,
+                           "an event row is missing")
+        if report.verdict is Verdict.TORN:  # in the database everything is durable
+            report = _with(report, Verdict.CORRUPT, report.status,
+                           f"{report.reason} (inside committed rows)")
+        report = _shift(report, offset)
+        return VerifyReport(self.id, report.cursor.next_seq - seed, last_seq, chain_head, report)
+
+    # -- lineage (forks arrive with the forks issue) --------------------------
+
+    def parent(self) -> Session | None:
+        """The session this one was forked or spawned from, if any."""
+        return self._parent
+
+
+def _with(report: ScanReport, verdict: Verdict, status: int, reason: str) -> ScanReport:
+    return ScanReport(verdict, Status(status), report.valid_len, report.frames, report.last_seq,
+                      report.cursor, report.torn_bytes, report.hints, reason, report.watermark)
+
+
+def _shift(report: ScanReport, offset: int) -> ScanReport:
+    """Express offsets relative to the whole log stream instead of one chunk."""
+    if not offset:
+        return report
+    cur = report.cursor
+    return ScanReport(report.verdict, report.status, report.valid_len + offset, report.frames,
+                      report.last_seq, Cursor(cur.offset + offset, cur.next_seq, cur.chain),
+                      report.torn_bytes, report.hints, report.reason, report.watermark)
+
+
+def _signed(value: int) -> int:
+    """A u64 as the i64 SQLite stores."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def lease_is_live(host: str | None, pid: int | None, heartbeat_ms: int | None,
+                  ttl_ms: int) -> bool:
+    """The liveness rule of a writer lease.
+
+    On this host, a lease is live exactly while its process exists (signal 0
+    succeeds).  From another host, it is live while its heartbeat is younger
+    than ``ttl_ms``.  A lease that is not live may be taken over.
+    """
+    if host == _HOST and pid is not None:
+        return _pid_alive(pid)
+    return heartbeat_ms is not None and storage.now_ms() - heartbeat_ms <= ttl_ms
+
+
+__all__ = ["DURABILITY", "Session", "SessionHeader", "Store", "VerifyReport", "open"]
