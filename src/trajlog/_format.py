@@ -130,27 +130,32 @@ def encode_args_ok(n: int, types: Sequence[int], cursor: Cursor,
     It rejects what the C arrays cannot even hold (types and flags outside a
     byte, raw lengths outside u32, cursor fields outside u64, arrays of the
     wrong length), so that every remaining check happens in the same order in
-    both kernels and yields the same status.  Distinct values are checked
-    once each: batches usually repeat one type.
+    both kernels and yields the same status.
     """
     if len(types) != n or (flags is not None and len(flags) != n) or (
             raw_lens is not None and len(raw_lens) != n):
         return False
-    if not _all_ints_within(types, 0xFF):
+    if not _ints_within(types, 0xFF):
         return False
-    if flags is not None and not _all_ints_within(flags, 0xFF):
+    if flags is not None and not _ints_within(flags, 0xFF):
         return False
-    if raw_lens is not None and not _all_ints_within(raw_lens, 0xFFFFFFFF):
+    if raw_lens is not None and not _ints_within(raw_lens, 0xFFFFFFFF):
         return False
-    return _all_ints_within(cursor, MASK64)
+    offset, next_seq, chain = cursor
+    return (type(offset) is int and type(next_seq) is int and type(chain) is int
+            and 0 <= offset <= MASK64 and 0 <= next_seq <= MASK64 and 0 <= chain <= MASK64)
 
 
-def _all_ints_within(values: Sequence[int], top: int) -> bool:
-    try:
-        distinct = set(values)
-    except TypeError:  # unhashable: certainly not ints
-        return False
-    return all(isinstance(v, int) and 0 <= v <= top for v in distinct)
+def _ints_within(values: Sequence[int], top: int) -> bool:
+    if len(values) > 8:
+        try:  # long arrays usually repeat a few values: check each distinct one once
+            values = list(set(values))
+        except TypeError:  # unhashable: certainly not ints
+            return False
+    for v in values:  # a plain loop: this runs on every append
+        if not isinstance(v, int) or v < 0 or v > top:
+            return False
+    return True
 
 
 class Kernel(Protocol):

@@ -8,6 +8,7 @@ frame.  Statuses come back unchanged; nothing here raises for bad data.
 from __future__ import annotations
 
 import struct
+import threading
 from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
@@ -37,6 +38,18 @@ def strerror(status: int) -> str:
     return str(ffi.string(lib.tl_strerror(status)).decode("ascii"))
 
 
+_tls = threading.local()
+
+
+def _scratch() -> Any:
+    """Per-thread cdata reused across calls (ffi.new costs about a microsecond)."""
+    sc = getattr(_tls, "sc", None)
+    if sc is None:
+        sc = _tls.sc = (ffi.new("struct tl_cursor *"), ffi.new("size_t *"),
+                        ffi.new("uint32_t *"), ffi.new("struct tl_frame *"))
+    return sc
+
+
 def encode_batch(key: int, payloads: Sequence[Any], types: Sequence[int], cursor: Cursor,
                  flags: Sequence[int] | None = None,
                  raw_lens: Sequence[int] | None = None) -> tuple[int, bytes, Cursor]:
@@ -46,19 +59,28 @@ def encode_batch(key: int, payloads: Sequence[Any], types: Sequence[int], cursor
         return Status.OK, b"", cursor
     if not encode_args_ok(n, types, cursor, flags, raw_lens):
         return Status.INVALID_ARG, b"", cursor
-    blob = payloads[0] if n == 1 else b"".join(payloads)
-    ends = list(accumulate(map(len, payloads)))
-    # Frames need at most 47 bytes beyond their payload; C validates the whole
-    # batch (limits included) before it writes, and reports the exact size.
-    out = bytearray(ends[-1] + 47 * n)
-    cur = ffi.new("struct tl_cursor *", cursor)
-    written = ffi.new("size_t *")
-    status = lib.tl_encode_batch(
-        ffi.from_buffer(out), len(out), key, ffi.from_buffer(blob), len(blob),
-        ffi.new("uint64_t[]", ends), ffi.new("uint8_t[]", types),
-        ffi.NULL if flags is None else ffi.new("uint8_t[]", flags),
-        ffi.NULL if raw_lens is None else ffi.new("uint32_t[]", raw_lens),
-        n, cur, written)
+    cur, written, _, _ = _scratch()
+    cur.offset, cur.next_seq, cur.chain = cursor
+    if n == 1:  # one frame: no arrays to build (same checks, same order, in tl_encode)
+        payload = payloads[0]
+        size = len(payload)
+        out = bytearray(size + 47)
+        status = lib.tl_encode(ffi.from_buffer(out), len(out), key, types[0],
+                               0 if flags is None else flags[0],
+                               size if raw_lens is None else raw_lens[0],
+                               ffi.from_buffer(payload), size, cur, written)
+    else:
+        blob = b"".join(payloads)
+        ends = list(accumulate(map(len, payloads)))
+        # Frames need at most 47 bytes beyond their payload; C validates the
+        # whole batch (limits included) before it writes, and reports the size.
+        out = bytearray(ends[-1] + 47 * n)
+        status = lib.tl_encode_batch(
+            ffi.from_buffer(out), len(out), key, ffi.from_buffer(blob), len(blob),
+            ffi.new("uint64_t[]", ends), ffi.new("uint8_t[]", types),
+            ffi.NULL if flags is None else ffi.new("uint8_t[]", flags),
+            ffi.NULL if raw_lens is None else ffi.new("uint32_t[]", raw_lens),
+            n, cur, written)
     if status != Status.OK:
         return status, b"", cursor
     return status, bytes(memoryview(out)[:written[0]]), Cursor(cur.offset, cur.next_seq,
@@ -68,7 +90,7 @@ def encode_batch(key: int, payloads: Sequence[Any], types: Sequence[int], cursor
 def decode_header(buf: Any) -> tuple[int, FrameHeader | None]:
     """Parse the header at ``buf[0:40]`` without verifying checksums."""
     cbuf = ffi.from_buffer(buf)
-    frame = ffi.new("struct tl_frame *")
+    frame = _scratch()[3]
     status = lib.tl_decode_header(cbuf, len(cbuf), frame)
     if status != Status.OK:
         return status, None
@@ -79,18 +101,15 @@ def scan(buf: Any, key: int, cursor: Cursor, max_frames: int,
          collect: bool) -> tuple[int, list[FrameHeader], Cursor, int]:
     """Verify frames from ``cursor.offset`` (tl_scan); see the reference kernel."""
     cbuf = ffi.from_buffer(buf)
-    cur = ffi.new("struct tl_cursor *", cursor)
-    n = ffi.new("size_t *")
-    hints = ffi.new("uint32_t *")
+    cur, n, hints, _ = _scratch()
+    cur.offset, cur.next_seq, cur.chain = cursor
     if collect:
         # No more frames can verify than 40-byte headers fit in what is left.
-        cap = min(max_frames, (len(cbuf) - cursor.offset) // HEADER_SIZE + 1)
-        cap = max(cap, 0)
+        cap = max(0, min(max_frames, (len(cbuf) - cursor.offset) // HEADER_SIZE + 1))
         array = ffi.new("struct tl_frame[]", max(cap, 1))
         status = lib.tl_scan(cbuf, len(cbuf), key, cur, array, cap, n, hints)
-        count = n[0]
-        frames = [FrameHeader._make(t)
-                  for t in _FRAME.iter_unpack(ffi.buffer(array, count * _FRAME.size))]
+        frames = list(map(FrameHeader._make,
+                          _FRAME.iter_unpack(ffi.buffer(array, n[0] * _FRAME.size))))
     else:
         status = lib.tl_scan(cbuf, len(cbuf), key, cur, ffi.NULL, max_frames, n, hints)
         frames = []
@@ -100,7 +119,7 @@ def scan(buf: Any, key: int, cursor: Cursor, max_frames: int,
 def find_frame(buf: Any, key: int, start: int, min_seq: int) -> int:
     """Offset of the first later frame whose header verifies (tl_find_frame); -1 if none."""
     cbuf = ffi.from_buffer(buf)
-    found = ffi.new("uint64_t *")
+    found = ffi.new("uint64_t *")  # rare (classification without a watermark)
     if lib.tl_find_frame(cbuf, len(cbuf), key, start, min_seq, found) == Status.OK:
         return int(found[0])
     return -1

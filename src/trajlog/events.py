@@ -76,9 +76,10 @@ def encode_event(event: Event) -> bytes:
     """The event payload v1 bytes (uncompressed), without the seq."""
     fields = [event.type, event.time, event.data, event.source, event.causal_parent,
               event.workspace_revision, event.data_class, event.idempotency_key]
-    while fields[-1] is None:
-        fields.pop()
-    return _ENCODER.encode(fields)
+    n = 8
+    while n > 3 and fields[n - 1] is None:
+        n -= 1
+    return _ENCODER.encode(fields[:n] if n < 8 else fields)
 
 
 def decode_event(payload: Any, seq: int) -> Event:

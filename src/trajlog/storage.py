@@ -61,7 +61,7 @@ _MIGRATIONS: list[str] = [
         cwd              TEXT    NOT NULL,
         parent_sid       INTEGER REFERENCES sessions(sid),
         seed_length      INTEGER NOT NULL DEFAULT 0 CHECK (seed_length >= 0),
-        seed_chain       BLOB    NOT NULL CHECK (length(seed_chain) = 8),
+        seed_chain       INTEGER NOT NULL,
         origin           TEXT    CHECK (origin IS NULL OR origin = 'subagent'),
         delegation_depth INTEGER NOT NULL DEFAULT 0 CHECK (delegation_depth >= 0),
         agent_preset     TEXT,
@@ -73,7 +73,7 @@ _MIGRATIONS: list[str] = [
     CREATE TABLE session_heads(
         sid                INTEGER PRIMARY KEY REFERENCES sessions(sid),
         last_seq           INTEGER NOT NULL CHECK (last_seq >= -1),
-        chain_head         BLOB    NOT NULL CHECK (length(chain_head) = 8),
+        chain_head         INTEGER NOT NULL,
         lease_owner        TEXT,
         lease_host         TEXT,
         lease_pid          INTEGER,
@@ -91,6 +91,7 @@ _MIGRATIONS: list[str] = [
         workspace_revision TEXT,
         data_class         TEXT,
         idempotency_key    TEXT,
+        chain              INTEGER NOT NULL,
         frame              BLOB    NOT NULL CHECK (length(frame) >= 40),
         PRIMARY KEY (sid, seq)
     ) STRICT;
@@ -139,14 +140,12 @@ _MIGRATIONS: list[str] = [
     BEGIN SELECT RAISE(ABORT, 'trajlog: seq must be exactly the next one'); END;
     CREATE TRIGGER events_advance_head AFTER INSERT ON events
     BEGIN
-        UPDATE session_heads SET last_seq = NEW.seq, chain_head = substr(NEW.frame, 33, 8)
-        WHERE sid = NEW.sid;
+        UPDATE session_heads SET last_seq = NEW.seq, chain_head = NEW.chain WHERE sid = NEW.sid;
     END;
 
     CREATE TRIGGER heads_forward_only BEFORE UPDATE OF last_seq, chain_head ON session_heads
     WHEN NEW.last_seq IS NOT OLD.last_seq + 1
-      OR NOT EXISTS (SELECT 1 FROM events WHERE sid = NEW.sid AND seq = NEW.last_seq
-                     AND substr(frame, 33, 8) = NEW.chain_head)
+      OR NEW.chain_head IS NOT (SELECT chain FROM events WHERE sid = NEW.sid AND seq = NEW.last_seq)
     BEGIN SELECT RAISE(ABORT, 'trajlog: a head only advances with its log'); END;
     CREATE TRIGGER heads_no_rebind BEFORE UPDATE OF sid ON session_heads
     BEGIN SELECT RAISE(ABORT, 'trajlog: heads are permanent'); END;
@@ -233,7 +232,7 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
         conn.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
         conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 1)
         conn.config(apsw.SQLITE_DBCONFIG_ENABLE_FKEY, 1)
-        memory = path == ":memory:" or "mode=memory" in path
+        memory = path == ":memory:" or "vfs=memdb" in path
         wanted: list[tuple[str, Any, Any]] = [
             ("journal_mode", "WAL", "memory" if memory else "wal"),
             ("synchronous", {"full": "FULL", "normal": "NORMAL"}[durability],
@@ -350,7 +349,7 @@ SESSION_COLUMNS = ("sid, id, session_key, created_ms, cwd, parent_sid, seed_leng
 
 
 def insert_session(conn: apsw.Connection, row: Sequence[Any], last_seq: int,
-                   chain_head: bytes) -> int:
+                   chain_head: int) -> int:
     """Insert a session header and its head; returns the new sid."""
     conn.execute(
         "INSERT INTO sessions(id, session_key, created_ms, cwd, parent_sid, seed_length, "
@@ -384,12 +383,28 @@ def children_of(conn: apsw.Connection, sid: int) -> list[tuple[Any, ...]]:
                         "ORDER BY sid", (sid,)).fetchall()
 
 
-def head(conn: apsw.Connection, sid: int) -> tuple[int, bytes]:
+def head(conn: apsw.Connection, sid: int) -> tuple[int, int]:
+    """(last_seq, chain_head as an unsigned 64-bit int)."""
     rows = conn.execute("SELECT last_seq, chain_head FROM session_heads WHERE sid = ?",
                         (sid,)).fetchall()
     if not rows:
         raise StoreError(f"session {sid} has no head row")
-    return int(rows[0][0]), bytes(rows[0][1])
+    return int(rows[0][0]), int(rows[0][1]) & 0xFFFFFFFFFFFFFFFF
+
+
+def head_and_lease(conn: apsw.Connection, sid: int) -> tuple[Any, ...]:
+    """(last_seq, chain_head u64, lease_owner, lease_host, lease_pid, lease_heartbeat_ms)."""
+    row = conn.execute("SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, "
+                       "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (sid,)).fetchall()
+    if not row:
+        raise StoreError(f"session {sid} has no head row")
+    last_seq, chain, *lease = row[0]
+    return (int(last_seq), int(chain) & 0xFFFFFFFFFFFFFFFF, *lease)
+
+
+def data_version(conn: apsw.Connection) -> int:
+    """Changes whenever another connection commits to the database."""
+    return int(_pragma(conn, "data_version"))
 
 
 def lease(conn: apsw.Connection, sid: int) -> tuple[Any, ...]:
@@ -411,8 +426,8 @@ def heartbeat(conn: apsw.Connection, sid: int, owner: str, now_ms: int) -> None:
 
 
 EVENT_INSERT = ("INSERT INTO events(sid, seq, type, time_ms, source, causal_parent, "
-                "workspace_revision, data_class, idempotency_key, frame) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?)")
+                "workspace_revision, data_class, idempotency_key, chain, frame) "
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?)")
 
 
 def insert_events(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:

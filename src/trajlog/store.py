@@ -49,6 +49,7 @@ from .errors import (
     error_for,
 )
 from .events import (
+    KNOWN_SHAPES,
     Event,
     check_envelope,
     check_json,
@@ -68,6 +69,8 @@ _READ_CHUNK = 512           # events per query when streaming
 _TOOL_TYPES = ("assistant/message", "tool/call", "tool/result", "turn/start", "turn/end",
                "step/start", "step/end")
 _HOST = socket.gethostname()
+_ENVELOPE_KEYS = frozenset({"source", "causal_parent", "workspace_revision", "data_class",
+                            "idempotency_key"})
 _HEADER_ENCODER = msgspec.msgpack.Encoder()
 _META_DECODER = msgspec.msgpack.Decoder()
 
@@ -136,59 +139,72 @@ class _Request:
     error: BaseException | None = None
 
 
+_REQUESTED, _STARTED, _FINISHED = 1, 2, 3
+# Refusals of one request that leave the rest of a group commit intact.
+_REFUSALS = (ValidationError, LeaseHeldError, IdempotencyConflictError)
+
+
 @dataclass(slots=True)
-class _ToolState:
-    """What validation needs to know of a session's log, kept in step with it."""
+class _LogState:
+    """What the write path needs to know of a session's log, kept in step with
+    it: the head, the lease, and each tool call's progress (for validation)."""
 
     synced_seq: int
-    requested: set[str] = field(default_factory=set)
-    started: set[str] = field(default_factory=set)
-    finished: set[str] = field(default_factory=set)
+    chain: int
+    lease: tuple[Any, ...] = (None, None, None, None)
+    calls: dict[str, int] = field(default_factory=dict)
     turn_open: bool = False
     step_open: bool = False
 
-    def copy(self) -> _ToolState:
-        return _ToolState(self.synced_seq, set(self.requested), set(self.started),
-                          set(self.finished), self.turn_open, self.step_open)
+    def plan(self, events: Iterable[Event], check: bool) -> dict[str, int]:
+        """The call-status changes ``events`` make, refusing (with ``check``)
+        what cannot follow; nothing is changed until :meth:`commit`."""
+        overlay: dict[str, int] = {}
+        calls = self.calls
+        for ev in events:
+            t = ev.type
+            if t == "assistant/message":
+                for call in ev.data.get("tool_calls") or () if isinstance(ev.data, dict) else ():
+                    call_id = call.get("id") if isinstance(call, dict) else None
+                    if not isinstance(call_id, str):
+                        continue
+                    if check and (overlay.get(call_id) or calls.get(call_id)):
+                        raise ValidationError(f"tool call id {call_id!r} was already used")
+                    overlay[call_id] = _REQUESTED
+            elif t == "tool/call" or t == "tool/result":
+                call_id = ev.data.get("call_id") if isinstance(ev.data, dict) else None
+                status = overlay.get(call_id) or calls.get(call_id)  # type: ignore[arg-type]
+                if t == "tool/call":
+                    if check and status != _REQUESTED:
+                        why = ("already started" if status else
+                               "never requested by an assistant/message")
+                        raise ValidationError(f"tool/call {call_id!r}: the call was {why}")
+                    overlay[call_id] = _STARTED  # type: ignore[index]
+                else:
+                    if check and status != _STARTED and not (
+                            status == _REQUESTED and ev.data.get("synthetic")):
+                        why = {_FINISHED: "already finished",
+                               _REQUESTED: "requested but never started"}.get(
+                                   status or 0, "unknown")
+                        raise ValidationError(f"tool/result {call_id!r}: the call is {why}")
+                    overlay[call_id] = _FINISHED  # type: ignore[index]
+        return overlay
 
-    def apply(self, type_: str, data: Any, check: bool) -> None:
-        """Advance over one event; with ``check``, refuse what cannot follow."""
-        if type_ == "assistant/message" and isinstance(data, dict):
-            for call in data.get("tool_calls") or ():
-                call_id = call.get("id") if isinstance(call, dict) else None
-                if not isinstance(call_id, str):
-                    continue
-                if check and (call_id in self.requested or call_id in self.started
-                              or call_id in self.finished):
-                    raise ValidationError(f"tool call id {call_id!r} was already used")
-                self.requested.add(call_id)
-        elif type_ == "tool/call" and isinstance(data, dict):
-            call_id = data.get("call_id")
-            if check and call_id not in self.requested:
-                state = ("already started" if call_id in self.started or call_id in
-                         self.finished else "never requested by an assistant/message")
-                raise ValidationError(f"tool/call {call_id!r}: the call was {state}")
-            self.requested.discard(call_id)
-            self.started.add(call_id)
-        elif type_ == "tool/result" and isinstance(data, dict):
-            call_id = data.get("call_id")
-            if check and call_id not in self.started:
-                state = ("already finished" if call_id in self.finished else
-                         "requested but never started" if call_id in self.requested
-                         else "unknown")
-                raise ValidationError(f"tool/result {call_id!r}: the call is {state}")
-            self.started.discard(call_id)
-            self.requested.discard(call_id)  # a synthetic closer may end a requested call
-            self.finished.add(call_id)
-        elif type_ == "turn/start":
-            self.turn_open = True
-        elif type_ == "turn/end":
-            self.turn_open = False
-            self.step_open = False
-        elif type_ == "step/start":
-            self.step_open = True
-        elif type_ == "step/end":
-            self.step_open = False
+    def commit(self, events: Sequence[Event], overlay: dict[str, int], last_seq: int,
+               chain: int) -> None:
+        self.calls.update(overlay)
+        for ev in events:
+            t = ev.type
+            if t == "turn/start":
+                self.turn_open = True
+            elif t == "turn/end":
+                self.turn_open = self.step_open = False
+            elif t == "step/start":
+                self.step_open = True
+            elif t == "step/end":
+                self.step_open = False
+        self.synced_seq = last_seq
+        self.chain = chain
 
 
 class _Compressor:
@@ -237,7 +253,7 @@ class Store:
         self._memory = path == ":memory:"
         if self._memory:
             # One private database shared by this store's connections.
-            path = f"file:trajlog-{uuid_mod.uuid4().hex}?mode=memory&cache=shared"
+            path = f"file:/trajlog-{uuid_mod.uuid4().hex}?vfs=memdb"
         self.path = path
         self.durability = durability
         self._busy = busy_timeout_ms
@@ -255,7 +271,9 @@ class Store:
         self._cond = threading.Condition()
         self._queue: list[_Request] = []
         self._leader = False
-        self._states: dict[int, _ToolState] = {}
+        self._states: dict[int, _LogState] = {}
+        self._data_version = -1
+        self._types_seen: set[str] = set()
         self._closed = False
         self.writer_id = f"{_HOST}:{os.getpid()}:{uuid_mod.uuid4().hex[:12]}"
 
@@ -267,8 +285,6 @@ class Store:
 
     def _reader(self) -> apsw.Connection:
         self._check_open()
-        if self._memory:
-            return self._write
         conn = getattr(self._local, "conn", None)
         if conn is None:
             conn = self._local.conn = self._connect()
@@ -330,11 +346,10 @@ class Store:
                                MappingProxyType(meta))
         meta_bytes = _HEADER_ENCODER.encode(meta)
         row = (header.id, _signed(key), created, cwd, parent._sid if parent else None,
-               seed_length, seed_chain.to_bytes(8, "little"), origin, delegation_depth,
+               seed_length, _signed(seed_chain), origin, delegation_depth,
                agent_preset, meta_bytes, _signed(self._header_check(header, key)))
         with self._write_txn() as conn:
-            sid = storage.insert_session(conn, row, seed_length - 1,
-                                         seed_chain.to_bytes(8, "little"))
+            sid = storage.insert_session(conn, row, seed_length - 1, _signed(seed_chain))
         return Session(self, sid, header, key, parent)
 
     def _header_check(self, header: SessionHeader, key: int) -> int:
@@ -433,33 +448,29 @@ class Store:
         return request.result
 
     def _commit(self, batch: list[_Request]) -> None:
+        """One transaction for a batch of requests.  A request refused by
+        validation writes nothing (every check runs before its inserts), so
+        the others still commit; a storage failure fails the whole batch."""
         conn = self._write
-        single = len(batch) == 1
         try:
             with storage.translate():
                 storage.begin(conn)
                 try:
-                    for i, req in enumerate(batch):
-                        if not single:
-                            storage.savepoint(conn, f"r{i}")
+                    version = storage.data_version(conn)
+                    if version != self._data_version:
+                        self._data_version = version
+                        self._states.clear()  # another connection committed
+                    for req in batch:
                         try:
                             req.result = req.session._apply(conn, req.rows)
-                        except TrajlogError as exc:
-                            if single:
-                                raise
-                            storage.rollback_to(conn, f"r{i}")
+                        except _REFUSALS as exc:
                             req.error = exc
-                            req.result = None
-                        else:
-                            if not single:
-                                storage.release(conn, f"r{i}")
                     storage.commit(conn)
                 except BaseException:
                     storage.rollback(conn)
                     raise
         except BaseException as exc:
-            if not isinstance(exc, TrajlogError) or isinstance(exc, StoreError):
-                self._states.clear()  # the transaction failed: caches may be ahead
+            self._states.clear()  # the transaction failed: caches may be ahead of the log
             for req in batch:
                 if req.error is None:
                     req.error = exc
@@ -469,54 +480,62 @@ class Store:
 
     # -- derived state --------------------------------------------------------
 
-    def _tool_state(self, conn: apsw.Connection, session: Session, last_seq: int) -> _ToolState:
-        """The session's validation state, caught up with its log to last_seq."""
+    def _log_state(self, conn: apsw.Connection, session: Session) -> _LogState:
+        """The session's head, lease and tool-call state, in step with its log."""
         state = self._states.get(session._sid)
-        if state is None or state.synced_seq > last_seq:
-            state = _ToolState(session.header.seed_length - 1)
-        if state.synced_seq < last_seq:
-            for seq, frame in storage.frames_of_types(conn, session._sid, state.synced_seq,
-                                                      _TOOL_TYPES):
-                event = session._decode_frame(frame, seq)
-                state.apply(event.type, event.data, check=False)
-            state.synced_seq = last_seq
+        if state is not None:
+            return state
+        last_seq, chain, *lease = storage.head_and_lease(conn, session._sid)
+        state = _LogState(session.header.seed_length - 1, 0)
+        if last_seq > state.synced_seq:
+            tool_events = [session._decode_frame(frame, seq) for seq, frame in
+                           storage.frames_of_types(conn, session._sid, state.synced_seq,
+                                                   _TOOL_TYPES)]
+            state.commit(tool_events, state.plan(tool_events, check=False), last_seq, chain)
+        state.synced_seq, state.chain, state.lease = last_seq, chain, tuple(lease)
         self._states[session._sid] = state
         return state
 
     def _prepare(self, type_: Any, data: Any, time: int | None, envelope: Mapping[str, Any],
                  ) -> _Row:
         """Validate and serialize one event outside the write lock."""
-        check_type(type_)
+        if type_ not in self._types_seen:
+            check_type(type_)
+            if len(self._types_seen) < 4096:
+                self._types_seen.add(type_)
         if data is None:
             data = {}
         check_json(data, "data")
-        check_shape(type_, data)
-        unknown = set(envelope) - {"source", "causal_parent", "workspace_revision",
-                                   "data_class", "idempotency_key"}
-        if unknown:
-            raise TypeError(f"unknown envelope field(s): {', '.join(sorted(unknown))}")
-        check_envelope(envelope.get("source"), envelope.get("causal_parent"),
-                       envelope.get("workspace_revision"), envelope.get("data_class"),
-                       envelope.get("idempotency_key"))
+        if type_ in KNOWN_SHAPES:
+            check_shape(type_, data)
         if time is None:
             time = storage.now_ms()
-        elif not isinstance(time, int) or isinstance(time, bool) or not 0 <= time < 2**63:
+        elif type(time) is not int or not 0 <= time < 2**63:
             raise InvalidArgumentError("time must be epoch milliseconds (a non-negative int)")
-        event = Event(type_, time, data, envelope.get("source"), envelope.get("causal_parent"),
-                      envelope.get("workspace_revision"), envelope.get("data_class"),
-                      envelope.get("idempotency_key"))
+        if envelope:
+            if not envelope.keys() <= _ENVELOPE_KEYS:
+                unknown = ", ".join(sorted(set(envelope) - _ENVELOPE_KEYS))
+                raise TypeError(f"unknown envelope field(s): {unknown}")
+            get = envelope.get
+            check_envelope(get("source"), get("causal_parent"), get("workspace_revision"),
+                           get("data_class"), get("idempotency_key"))
+            event = Event(type_, time, data, get("source"), get("causal_parent"),
+                          get("workspace_revision"), get("data_class"), get("idempotency_key"))
+        else:
+            event = Event(type_, time, data)
         try:
             raw = encode_event(event)
         except (UnicodeEncodeError, OverflowError, TypeError) as exc:
             raise SerializationError(f"cannot serialize the event: {exc}") from exc
-        if len(raw) > MAX_PAYLOAD:
-            raise PayloadTooLargeError(f"event payload is {len(raw)} bytes; the limit is "
+        size = len(raw)
+        if size > MAX_PAYLOAD:
+            raise PayloadTooLargeError(f"event payload is {size} bytes; the limit is "
                                        f"{MAX_PAYLOAD}")
-        if len(raw) >= COMPRESS_THRESHOLD:
+        if size >= COMPRESS_THRESHOLD:
             packed = self._compressor.compress(raw)
-            if len(packed) < len(raw) - len(raw) // 16:  # keep it only if it saves > 6 %
-                return _Row(event, packed, FLAG_ZSTD, len(raw))
-        return _Row(event, raw, 0, len(raw))
+            if len(packed) < size - (size >> 4):  # keep it only if it saves > 6 %
+                return _Row(event, packed, FLAG_ZSTD, size)
+        return _Row(event, raw, 0, size)
 
 
 class Session:
@@ -586,47 +605,37 @@ class Session:
         return self._store._submit(_Request(self, rows))
 
     def _apply(self, conn: apsw.Connection, rows: list[_Row]) -> list[Event]:
-        """Inside the write transaction: check, frame and insert ``rows``."""
+        """Inside the write transaction: check, frame and insert ``rows``.
+        Every refusal is raised before the first write."""
         store = self._store
-        head = conn.execute(
-            "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, "
-            "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (self._sid,)).fetchall()
-        last_seq, chain_head, *lease = head[0]
-        self._check_lease(conn, lease)
+        state = store._log_state(conn, self)
+        self._check_lease(conn, state)
         first_key = rows[0].event.idempotency_key
         if first_key is not None:
             found = storage.event_by_idempotency_key(conn, self._sid, first_key)
             if found is not None:
                 return self._replay(conn, rows, found[0])
-        state = store._tool_state(conn, self, last_seq).copy()
-        for row in rows:
-            state.apply(row.event.type, row.event.data, check=True)
-        status, blob, _ = store._kernel.encode_batch(
-            self._key, [r.stored for r in rows], [FrameType.EVENT] * len(rows),
-            Cursor(0, last_seq + 1, int.from_bytes(chain_head, "little")),
+        events = [r.event for r in rows]
+        overlay = state.plan(events, check=True)
+        first = state.synced_seq + 1
+        start = Cursor(0, first, state.chain)
+        kernel = store._kernel
+        status, blob, end = kernel.encode_batch(
+            self._key, [r.stored for r in rows], [FrameType.EVENT] * len(rows), start,
             [r.flags for r in rows], [r.raw_len for r in rows])
         if status != Status.OK:
-            raise error_for(status, seq=last_seq + 1, session=self.id)
-        out, pos, db_rows = [], 0, []
-        for i, row in enumerate(rows):
-            size = 40 + len(row.stored) + (-len(row.stored) & 7)
-            ev = row.event
-            seq = last_seq + 1 + i
-            db_rows.append((self._sid, seq, ev.type, ev.time, ev.source, ev.causal_parent,
-                            ev.workspace_revision, ev.data_class, ev.idempotency_key,
-                            blob[pos:pos + size]))
-            pos += size
-            out.append(with_seq(ev, seq))
-        try:
-            storage.insert_events(conn, db_rows)
-        except apsw.ConstraintError as exc:
-            if "idempotency" in str(exc) or "UNIQUE" in str(exc):
-                raise IdempotencyConflictError(
-                    "an idempotency key of this batch was already used") from exc
-            raise
-        state.synced_seq = last_seq + len(rows)
-        store._states[self._sid] = state
-        return out
+            raise error_for(status, seq=first, session=self.id)
+        sid, pos, db_rows = self._sid, 0, []
+        for i, ev in enumerate(events):
+            end_pos = pos + 40 + len(rows[i].stored) + (-len(rows[i].stored) & 7)
+            chain = int.from_bytes(blob[pos + 32:pos + 40], "little", signed=True)
+            db_rows.append((sid, first + i, ev.type, ev.time, ev.source, ev.causal_parent,
+                            ev.workspace_revision, ev.data_class, ev.idempotency_key, chain,
+                            blob[pos:end_pos]))
+            pos = end_pos
+        storage.insert_events(conn, db_rows)
+        state.commit(events, overlay, end.next_seq - 1, end.chain)
+        return [with_seq(ev, first + i) for i, ev in enumerate(events)]
 
     def _replay(self, conn: apsw.Connection, rows: list[_Row], first_seq: int) -> list[Event]:
         """An idempotent retry: the original events, if they are the same events."""
@@ -653,16 +662,17 @@ class Session:
             return False
         return lease_is_live(host, pid, heartbeat_ms, self._store.lease_ttl_ms)
 
-    def _check_lease(self, conn: apsw.Connection, lease: Sequence[Any]) -> None:
-        owner, host, pid, heartbeat_ms = lease
+    def _check_lease(self, conn: apsw.Connection, state: _LogState) -> None:
+        owner, host, pid, heartbeat_ms = state.lease
         if self._lease_live(owner, host, pid, heartbeat_ms):
             raise LeaseHeldError(
                 f"session {self.id} is being written by {owner} (pid {pid} on {host}); "
                 "wait for its lease or let it expire")
-        if owner == self._store.writer_id and self._lease_depth:
+        if owner == self._store.writer_id:
             now = storage.now_ms()
             if heartbeat_ms is None or now - heartbeat_ms > self._store.lease_ttl_ms // 4:
                 storage.heartbeat(conn, self._sid, owner, now)
+                state.lease = (owner, host, pid, now)
 
     @contextlib.contextmanager
     def lease(self, wait: float | bool = False) -> Iterator[Session]:
@@ -696,6 +706,7 @@ class Session:
                     now = storage.now_ms()
                     storage.set_lease(conn, self._sid, self._store.writer_id, _HOST,
                                       os.getpid(), now, now)
+                    self._store._states.pop(self._sid, None)
                 self._lease_depth = 1
                 return
             except LeaseHeldError:
@@ -712,6 +723,7 @@ class Session:
             owner = storage.lease(conn, self._sid)[0]
             if owner == self._store.writer_id:
                 storage.set_lease(conn, self._sid, None, None, None, None, None)
+                self._store._states.pop(self._sid, None)
 
     # -- turns and steps ----------------------------------------------------
 
@@ -779,8 +791,7 @@ class Session:
 
     def _head(self, conn: apsw.Connection | None = None) -> tuple[int, int]:
         with storage.translate():
-            last_seq, chain = storage.head(conn or self._store._reader(), self._sid)
-        return last_seq, int.from_bytes(chain, "little")
+            return storage.head(conn or self._store._reader(), self._sid)
 
     @property
     def last_seq(self) -> int:
@@ -802,9 +813,15 @@ class Session:
 
     def _stream(self, first: int, last: int, cursor: Cursor,
                 watermark: Watermark | None) -> Iterator[Event]:
-        """Verified events first..last of this session's own log (>= seed)."""
+        """Verified events first..last of this session's own log (>= seed).
+
+        Each chunk of rows is verified as a whole (every check, the chain
+        continuing from the previous chunk) before any of its events is
+        decoded and yielded.
+        """
         kernel = self._store._kernel
         conn = self._store._reader()
+        decompress = self._store._compressor.decompress
         seq = first
         while seq <= last:
             upto = min(last, seq + _READ_CHUNK - 1)
@@ -812,16 +829,24 @@ class Session:
                 chunk = storage.frames(conn, self._sid, seq, upto)
             buf = b"".join(chunk)
             start = Cursor(0, seq, cursor.chain)
-            count = 0
-            for frame in codec.iter_frames(buf, self._key, start, watermark=upto,
-                                           session=self.id, strict=True, kernel=kernel):
-                yield self._decode_payload(frame.flags, frame.raw_len, frame.payload, frame.seq)
-                cursor = Cursor(0, frame.seq + 1, frame.chain)
-                count += 1
-            if count != upto - seq + 1:
-                raise error_for(Status.SEQ_MISMATCH, reason=(
-                    f"events {seq}..{upto} are missing from the log"), seq=seq + count,
-                    session=self.id, corrupt=True)
+            status, headers, cursor, hints = kernel.scan(buf, self._key, start, len(chunk), True)
+            if status not in (Status.END, Status.MORE) or len(headers) != upto - seq + 1:
+                if status in (Status.END, Status.MORE):
+                    status = Status.SEQ_MISMATCH  # rows missing: the log is shorter
+                raise error_for(status, reason=codec.scan(
+                    buf, self._key, start, watermark=upto, kernel=kernel).reason or None,
+                    offset=cursor.offset, seq=cursor.next_seq, session=self.id, corrupt=True)
+            view = memoryview(buf)
+            for h in headers:
+                p = h.offset + 40
+                payload: Any = view[p:p + h.stored_len]
+                if h.flags & FLAG_ZSTD:
+                    payload = decompress(payload, h.raw_len)
+                try:
+                    yield decode_event(payload, h.seq)
+                except msgspec.DecodeError as exc:
+                    raise error_for(Status.BAD_FIELD, reason=f"undecodable event payload: {exc}",
+                                    seq=h.seq, session=self.id, corrupt=True) from exc
             seq = upto + 1
         if watermark is not None and watermark.chain is not None and cursor.chain != (
                 watermark.chain) and last == watermark.seq:
