@@ -1,0 +1,215 @@
+"""The SQLite layer: connection settings read back, the append-only triggers,
+and every bypass storage.py claims to stop (and the ones it says only verify()
+catches).  Runs on real database files."""
+
+from __future__ import annotations
+
+import apsw
+import pytest
+
+import trajlog
+from trajlog import errors, storage
+
+
+@pytest.fixture
+def store(tmp_path):
+    with trajlog.open(str(tmp_path / "s.db")) as st:
+        yield st
+
+
+@pytest.fixture
+def filled(store):
+    s = store.create_session(cwd="/repo")
+    s.append_batch([("user/message", {"content": f"m{i}"}) for i in range(5)])
+    return store, s
+
+
+def raw_write(store) -> apsw.Connection:
+    """A connection with the store's own settings and authorizer, used like a
+    careless application would use the database."""
+    return storage.open_connection(store.path)
+
+
+def test_storage_pragmas_read_back(store):
+    conn = store._write
+    assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
+    assert conn.execute("PRAGMA synchronous").fetchall()[0][0] == 2
+    assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
+    assert conn.execute("PRAGMA recursive_triggers").fetchall()[0][0] == 1
+    assert conn.execute("PRAGMA trusted_schema").fetchall()[0][0] == 0
+    assert conn.execute("PRAGMA busy_timeout").fetchall()[0][0] == 10_000
+    assert conn.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, -1) == 1
+
+
+def test_storage_normal_durability_is_explicit(tmp_path):
+    with trajlog.open(str(tmp_path / "n.db"), durability="normal") as st:
+        assert st._write.execute("PRAGMA synchronous").fetchall()[0][0] == 1
+    with pytest.raises(errors.InvalidArgumentError):
+        trajlog.open(str(tmp_path / "x.db"), durability="off")
+
+
+def test_storage_sqlite_version_floor():
+    assert storage.sqlite_version() >= storage.MIN_SQLITE
+
+
+def test_storage_schema_version_and_foreign_files(tmp_path):
+    path = str(tmp_path / "v.db")
+    trajlog.open(path).close()
+    conn = apsw.Connection(path)
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == storage.SCHEMA_VERSION
+    conn.execute(f"PRAGMA user_version={storage.SCHEMA_VERSION + 1}")
+    conn.close()
+    with pytest.raises(errors.SchemaError, match="newer"):
+        trajlog.open(path)
+    other = str(tmp_path / "other.db")
+    c2 = apsw.Connection(other)
+    c2.execute("CREATE TABLE x(a)")
+    c2.close()
+    with pytest.raises(errors.SchemaError, match="not a trajlog store"):
+        trajlog.open(other)
+
+
+@pytest.mark.parametrize("sql", [
+    "UPDATE events SET type = 'x' WHERE seq = 1",
+    "DELETE FROM events WHERE seq = 4",
+    "DELETE FROM events",
+    "UPDATE sessions SET cwd = '/elsewhere'",
+    "DELETE FROM sessions",
+    "DELETE FROM session_heads",
+    "UPDATE session_heads SET last_seq = last_seq - 1",
+    "UPDATE session_heads SET last_seq = last_seq + 1",   # forged advance: no such event
+    "UPDATE session_heads SET chain_head = 42",
+    "UPDATE session_heads SET sid = sid + 100",
+])
+def test_storage_triggers_refuse_mutation(filled, sql):
+    store, s = filled
+    conn = raw_write(store)
+    with pytest.raises(apsw.ConstraintError, match="trajlog"):
+        conn.execute(sql)
+    conn.close()
+    assert [e.seq for e in s.events()] == [0, 1, 2, 3, 4]
+    assert s.verify().ok
+
+
+def _event_row(store, s, seq):
+    conn = store._write
+    return conn.execute("SELECT sid, seq, type, time_ms, source, causal_parent, "
+                        "workspace_revision, data_class, idempotency_key, chain, frame "
+                        "FROM events WHERE sid = ? AND seq = ?", (s._sid, seq)).fetchall()[0]
+
+
+@pytest.mark.parametrize("verb", ["INSERT OR REPLACE", "INSERT OR IGNORE", "REPLACE",
+                                  "INSERT"])
+def test_storage_replace_and_ignore_bypasses(filled, verb):
+    """Re-inserting an existing seq is an error, never a silent replace or skip."""
+    store, s = filled
+    row = list(_event_row(store, s, 2))
+    row[2] = "forged/type"
+    conn = raw_write(store)
+    with pytest.raises(apsw.ConstraintError):
+        conn.execute(f"{verb} INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)", row)
+    conn.close()
+    assert s.get(2).type == "user/message"
+
+
+def test_storage_upsert_bypass(filled):
+    store, s = filled
+    row = _event_row(store, s, 2)
+    conn = raw_write(store)
+    with pytest.raises(apsw.ConstraintError):
+        conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?) "
+                     "ON CONFLICT(sid, seq) DO UPDATE SET type = 'x'", row)
+    conn.close()
+
+
+@pytest.mark.parametrize("seq", [4, 6, 7, 100])
+def test_storage_seq_must_be_next(filled, seq):
+    store, s = filled
+    row = list(_event_row(store, s, 4))
+    row[1] = seq
+    conn = raw_write(store)
+    with pytest.raises(apsw.ConstraintError, match="next one"):
+        conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)", row)
+    conn.close()
+
+
+def test_storage_head_advances_with_the_insert(filled):
+    """A raw insert of the right next seq moves the head in the same statement;
+    verify() then sees that the frame does not continue the chain."""
+    store, s = filled
+    row = list(_event_row(store, s, 4))
+    row[1] = 5
+    conn = raw_write(store)
+    conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?)", row)
+    conn.close()
+    assert s.last_seq == 5
+    report = s.verify()
+    assert not report.ok and report.scan.cursor.next_seq == 5
+
+
+@pytest.mark.parametrize("sql", [
+    "DROP TRIGGER events_no_update",
+    "DROP TABLE events",
+    "ALTER TABLE events RENAME TO old_events",
+    "CREATE TABLE extra(x)",
+    "CREATE TEMP TRIGGER t BEFORE INSERT ON events BEGIN SELECT 1; END",
+    "DROP INDEX events_idempotency",
+    "PRAGMA writable_schema=ON",
+    "PRAGMA journal_mode=DELETE",
+    "PRAGMA synchronous=OFF",
+    "PRAGMA recursive_triggers=OFF",
+    "PRAGMA foreign_keys=OFF",
+    "PRAGMA user_version=7",
+    "ATTACH DATABASE ':memory:' AS other",
+])
+def test_storage_authorizer_refuses_schema_changes(filled, sql):
+    store, _ = filled
+    conn = raw_write(store)
+    with pytest.raises(apsw.AuthError):
+        conn.execute(sql)
+    conn.close()
+
+
+def test_storage_defensive_mode_blocks_writable_schema_even_without_authorizer(filled):
+    store, _ = filled
+    conn = raw_write(store)
+    conn.authorizer = None
+    conn.execute("PRAGMA writable_schema=ON")
+    with pytest.raises(apsw.Error):
+        conn.execute("DELETE FROM sqlite_schema WHERE type = 'trigger'")
+    conn.close()
+
+
+def test_storage_what_triggers_cannot_stop_verify_finds(filled):
+    """A foreign connection that disables triggers can rewrite an event; only
+    verify() (recomputing the frame checks) finds it, and says where."""
+    store, s = filled
+    conn = apsw.Connection(store.path)
+    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+    frame = bytearray(_event_row(store, s, 3)[10])
+    frame[45] ^= 0x01
+    conn.execute("UPDATE events SET frame = ? WHERE sid = ? AND seq = 3", (bytes(frame), s._sid))
+    conn.close()
+    report = s.verify()
+    assert not report.ok
+    assert report.scan.cursor.next_seq == 3 and report.scan.status == trajlog.Status.BAD_PAYLOAD
+    with pytest.raises(errors.ChecksumError) as info:
+        report.scan.raise_for(s.id)
+    assert info.value.seq == 3
+    with pytest.raises(errors.CorruptionError):
+        list(s.events())
+
+
+def test_storage_memories_and_tombstones_are_append_only(store):
+    s = store.create_session(cwd="/r")
+    conn = store._write
+    conn.execute("INSERT INTO memories(item_id, version, scope, scope_key, type, state, content, "
+                 "content_digest, source_sid, source_seq, created_ms, frame) "
+                 "VALUES ('m1', 1, 'session', ?, 'fact', 'provisional', x'00', x'00', ?, 0, 1, "
+                 "x'00')", (s.id, s._sid))
+    conn.execute("INSERT INTO tombstones(target_kind, target_sid, target_seq, reason, "
+                 "created_ms, frame) VALUES ('event', ?, 0, 'test', 1, x'00')", (s._sid,))
+    for sql in ("UPDATE memories SET state = 'active'", "DELETE FROM memories",
+                "UPDATE tombstones SET reason = 'x'", "DELETE FROM tombstones"):
+        with pytest.raises(apsw.ConstraintError):
+            conn.execute(sql)
