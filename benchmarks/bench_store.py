@@ -42,9 +42,8 @@ import apsw
 import orjson
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workload  # noqa: E402
-
-import trajlog  # noqa: E402
+import trajlog
+import workload
 
 T0 = 1_767_225_600_000  # fixed event times: 2026-01-01
 

@@ -42,7 +42,7 @@ def test_concurrency_threads_group_commit(tmp_path):
                 got[s.id].append(ev.seq)
                 # returned means committed: another connection already sees it
                 assert other.last_seq >= ev.seq
-        except BaseException as exc:  # noqa: BLE001 - reported below
+        except BaseException as exc:
             failures.append(exc)
 
     threads = [threading.Thread(target=work, args=(s, 60)) for s in own]
@@ -164,9 +164,8 @@ def test_concurrency_lease_refuses_second_writer(tmp_path):
         try:
             with pytest.raises(errors.LeaseHeldError, match="being written"):
                 s.append("user/message", {"content": "intruder"})
-            with pytest.raises(errors.LeaseHeldError):
-                with s.turn():
-                    pass
+            with pytest.raises(errors.LeaseHeldError), s.turn():
+                pass
             before = s.last_seq
             # waiting: released by the holder a little later
             threading.Timer(0.3, lambda: flag.write_text("release")).start()

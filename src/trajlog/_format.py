@@ -152,7 +152,7 @@ def _ints_within(values: Sequence[int], top: int) -> bool:
             values = list(set(values))
         except TypeError:  # unhashable: certainly not ints
             return False
-    for v in values:  # a plain loop: this runs on every append
+    for v in values:  # noqa: SIM110 - a plain loop, no generator: runs on every append
         if not isinstance(v, int) or v < 0 or v > top:
             return False
     return True

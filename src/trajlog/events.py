@@ -133,7 +133,8 @@ def _check(value: Any, path: str, depth: int) -> None:
         return
     if isinstance(value, (str, int, float, dict, list, tuple)):
         # subclasses (IntEnum, OrderedDict, ...): check as their base type
-        base = next(b for b in (bool, str, int, float, dict, list, tuple) if isinstance(value, b))
+        base: Any = next(b for b in (bool, str, int, float, dict, list, tuple)
+                         if isinstance(value, b))
         _check(base(value), path, depth)
         return
     raise SerializationError(f"{type(value).__name__} is not JSON-compatible", path)
@@ -195,9 +196,8 @@ def check_shape(type_: str, data: Any) -> None:
         _require(data, type_, "call_id", (str,))
         if "is_error" in data and not isinstance(data["is_error"], bool):
             raise ValidationError("tool/result field 'is_error' must be bool")
-    elif type_ == "turn/end":
-        if "interrupted" in data and not isinstance(data["interrupted"], bool):
-            raise ValidationError("turn/end field 'interrupted' must be bool")
+    elif type_ == "turn/end" and not isinstance(data.get("interrupted", False), bool):
+        raise ValidationError("turn/end field 'interrupted' must be bool")
 
 
 def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, data_class: Any,

@@ -191,9 +191,9 @@ def _authorizer(action: int, p1: str | None, p2: str | None, dbname: str | None,
                 trigger: str | None) -> int:
     if action in _DENIED_ACTIONS:
         return apsw.SQLITE_DENY
-    if action == apsw.SQLITE_PRAGMA and p1 is not None:
-        if p1.lower() in _GUARDED_PRAGMAS and p2 is not None:
-            return apsw.SQLITE_DENY
+    if action == apsw.SQLITE_PRAGMA and p1 is not None and p2 is not None and (
+            p1.lower() in _GUARDED_PRAGMAS):
+        return apsw.SQLITE_DENY
     if action in (apsw.SQLITE_INSERT, apsw.SQLITE_UPDATE, apsw.SQLITE_DELETE) and (
             p1 or "").lower() in _PROTECTED_TABLES:
         return apsw.SQLITE_DENY
@@ -305,9 +305,9 @@ class translate:
     def __enter__(self) -> None:
         return None
 
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> bool:
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         if exc is None or not isinstance(exc, apsw.Error):
-            return False
+            return
         if isinstance(exc, apsw.BusyError):
             raise StoreBusyError(f"database is locked: {exc}") from exc
         if isinstance(exc, (apsw.ConnectionClosedError, apsw.CursorClosedError)):
@@ -385,8 +385,8 @@ def children_of(conn: apsw.Connection, sid: int) -> list[tuple[Any, ...]]:
 
 def head(conn: apsw.Connection, sid: int) -> tuple[int, int]:
     """(last_seq, chain_head as an unsigned 64-bit int)."""
-    rows = conn.execute("SELECT last_seq, chain_head FROM session_heads WHERE sid = ?",
-                        (sid,)).fetchall()
+    rows: list[Any] = conn.execute(
+        "SELECT last_seq, chain_head FROM session_heads WHERE sid = ?", (sid,)).fetchall()
     if not rows:
         raise StoreError(f"session {sid} has no head row")
     return int(rows[0][0]), int(rows[0][1]) & 0xFFFFFFFFFFFFFFFF
@@ -394,8 +394,9 @@ def head(conn: apsw.Connection, sid: int) -> tuple[int, int]:
 
 def head_and_lease(conn: apsw.Connection, sid: int) -> tuple[Any, ...]:
     """(last_seq, chain_head u64, lease_owner, lease_host, lease_pid, lease_heartbeat_ms)."""
-    row = conn.execute("SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, "
-                       "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (sid,)).fetchall()
+    row: list[Any] = conn.execute(
+        "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, "
+        "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (sid,)).fetchall()
     if not row:
         raise StoreError(f"session {sid} has no head row")
     last_seq, chain, *lease = row[0]
@@ -436,8 +437,9 @@ def insert_events(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
 
 def event_by_idempotency_key(conn: apsw.Connection, sid: int,
                              key: str) -> tuple[int, bytes] | None:
-    rows = conn.execute("SELECT seq, frame FROM events WHERE sid = ? AND idempotency_key = ?",
-                        (sid, key)).fetchall()
+    rows: list[Any] = conn.execute(
+        "SELECT seq, frame FROM events WHERE sid = ? AND idempotency_key = ?",
+        (sid, key)).fetchall()
     return (int(rows[0][0]), bytes(rows[0][1])) if rows else None
 
 

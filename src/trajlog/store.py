@@ -43,7 +43,6 @@ from .errors import (
     SerializationError,
     SessionNotFoundError,
     StoreClosedError,
-    StoreError,
     TrajlogError,
     ValidationError,
     error_for,
@@ -75,7 +74,7 @@ _HEADER_ENCODER = msgspec.msgpack.Encoder()
 _META_DECODER = msgspec.msgpack.Decoder()
 
 
-def open(path: str = "trajlog.db", durability: str = "full", *,  # noqa: A001 - the API name
+def open(path: str = "trajlog.db", durability: str = "full", *,
          busy_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS) -> Store:
     """Open (creating if needed) the store at ``path``.
 
@@ -218,7 +217,7 @@ class _Compressor:
         c = getattr(self._local, "c", None)
         if c is None:
             c = self._local.c = zstandard.ZstdCompressor(level=self._level)
-        return c.compress(raw)  # type: ignore[no-any-return]
+        return c.compress(raw)  # type: ignore[no-any-return,unused-ignore]
 
     def decompress(self, stored: Any, raw_len: int) -> bytes:
         d = getattr(self._local, "d", None)
@@ -232,7 +231,7 @@ class _Compressor:
         if len(out) != raw_len:
             raise error_for(Status.BAD_FIELD, reason="decompressed length differs from raw_len",
                             corrupt=True)
-        return out  # type: ignore[no-any-return]
+        return out  # type: ignore[no-any-return,unused-ignore]
 
 
 class Store:
@@ -566,7 +565,7 @@ class Session:
 
     # -- appending ----------------------------------------------------------
 
-    def append(self, type: str, data: Any = None, *, time: int | None = None,  # noqa: A002
+    def append(self, type: str, data: Any = None, *, time: int | None = None,
                source: str | None = None, causal_parent: int | None = None,
                workspace_revision: str | None = None, data_class: str | None = None,
                idempotency_key: str | None = None) -> Event:
@@ -791,7 +790,8 @@ class Session:
 
     def _head(self, conn: apsw.Connection | None = None) -> tuple[int, int]:
         with storage.translate():
-            return storage.head(conn or self._store._reader(), self._sid)
+            head = storage.head(conn or self._store._reader(), self._sid)
+        return head
 
     @property
     def last_seq(self) -> int:
@@ -829,7 +829,7 @@ class Session:
                 chunk = storage.frames(conn, self._sid, seq, upto)
             buf = b"".join(chunk)
             start = Cursor(0, seq, cursor.chain)
-            status, headers, cursor, hints = kernel.scan(buf, self._key, start, len(chunk), True)
+            status, headers, cursor, _ = kernel.scan(buf, self._key, start, len(chunk), True)
             if status not in (Status.END, Status.MORE) or len(headers) != upto - seq + 1:
                 if status in (Status.END, Status.MORE):
                     status = Status.SEQ_MISMATCH  # rows missing: the log is shorter
