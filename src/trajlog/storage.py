@@ -54,7 +54,7 @@ _MIGRATIONS: list[str] = [
     # 1: sessions, heads, events, memories, tombstones, append-only triggers.
     """
     CREATE TABLE sessions(
-        sid              INTEGER PRIMARY KEY,
+        sid              INTEGER PRIMARY KEY CHECK (sid BETWEEN 1 AND 2147483647),
         id               TEXT    NOT NULL UNIQUE CHECK (length(id) = 36),
         session_key      INTEGER NOT NULL,
         created_ms       INTEGER NOT NULL,
@@ -82,8 +82,9 @@ _MIGRATIONS: list[str] = [
     ) STRICT;
 
     CREATE TABLE events(
+        rid                INTEGER PRIMARY KEY,  -- (sid << 32) + seq: the key, no extra index
         sid                INTEGER NOT NULL REFERENCES sessions(sid),
-        seq                INTEGER NOT NULL CHECK (seq >= 0),
+        seq                INTEGER NOT NULL CHECK (seq BETWEEN 0 AND 4294967295),
         type               TEXT    NOT NULL,
         time_ms            INTEGER NOT NULL,
         source             TEXT,
@@ -93,7 +94,7 @@ _MIGRATIONS: list[str] = [
         idempotency_key    TEXT,
         chain              INTEGER NOT NULL,
         frame              BLOB    NOT NULL CHECK (length(frame) >= 40),
-        PRIMARY KEY (sid, seq)
+        CHECK (rid = (sid << 32) + seq)
     ) STRICT;
     CREATE UNIQUE INDEX events_idempotency ON events(sid, idempotency_key)
         WHERE idempotency_key IS NOT NULL;
@@ -145,7 +146,7 @@ _MIGRATIONS: list[str] = [
 
     CREATE TRIGGER heads_forward_only BEFORE UPDATE OF last_seq, chain_head ON session_heads
     WHEN NEW.last_seq IS NOT OLD.last_seq + 1
-      OR NEW.chain_head IS NOT (SELECT chain FROM events WHERE sid = NEW.sid AND seq = NEW.last_seq)
+      OR NEW.chain_head IS NOT (SELECT chain FROM events WHERE rid = (NEW.sid << 32) + NEW.last_seq)
     BEGIN SELECT RAISE(ABORT, 'trajlog: a head only advances with its log'); END;
     CREATE TRIGGER heads_no_rebind BEFORE UPDATE OF sid ON session_heads
     BEGIN SELECT RAISE(ABORT, 'trajlog: heads are permanent'); END;
@@ -426,9 +427,16 @@ def heartbeat(conn: apsw.Connection, sid: int, owner: str, now_ms: int) -> None:
                  "lease_owner = ?", (now_ms, sid, owner))
 
 
-EVENT_INSERT = ("INSERT INTO events(sid, seq, type, time_ms, source, causal_parent, "
+EVENT_INSERT = ("INSERT INTO events(rid, sid, seq, type, time_ms, source, causal_parent, "
                 "workspace_revision, data_class, idempotency_key, chain, frame) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?)")
+                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
+MAX_SESSION_SEQ = 2**32 - 1   # a session's own log in one store: 4.29 billion events
+MAX_SESSIONS = 2**31 - 1
+
+
+def rid(sid: int, seq: int) -> int:
+    """The events table key of (session, seq): one integer, so no second index."""
+    return (sid << 32) + seq
 
 
 def insert_events(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
@@ -446,16 +454,16 @@ def event_by_idempotency_key(conn: apsw.Connection, sid: int,
 def frames(conn: apsw.Connection, sid: int, first: int, last: int) -> list[bytes]:
     """Frames of seqs first..last (inclusive) of one session's own log, in order."""
     return [r[0] for r in conn.execute(
-        "SELECT frame FROM events WHERE sid = ? AND seq BETWEEN ? AND ? ORDER BY seq",
-        (sid, first, last))]
+        "SELECT frame FROM events WHERE rid BETWEEN ? AND ? ORDER BY rid",
+        (rid(sid, first), rid(sid, last)))]
 
 
 def frames_of_types(conn: apsw.Connection, sid: int, after: int,
                     types: Sequence[str]) -> list[tuple[int, bytes]]:
     marks = ",".join("?" * len(types))
     return [(int(r[0]), r[1]) for r in conn.execute(
-        f"SELECT seq, frame FROM events WHERE sid = ? AND seq > ? AND type IN ({marks}) "
-        "ORDER BY seq", (sid, after, *types))]
+        f"SELECT seq, frame FROM events WHERE rid > ? AND rid <= ? AND type IN ({marks}) "
+        "ORDER BY rid", (rid(sid, after), rid(sid, MAX_SESSION_SEQ), *types))]
 
 
 def now_ms() -> int:

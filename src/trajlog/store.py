@@ -140,7 +140,7 @@ class _Request:
 
 _REQUESTED, _STARTED, _FINISHED = 1, 2, 3
 # Refusals of one request that leave the rest of a group commit intact.
-_REFUSALS = (ValidationError, LeaseHeldError, IdempotencyConflictError)
+_REFUSALS = (ValidationError, LeaseHeldError, IdempotencyConflictError, InvalidStateError)
 
 
 @dataclass(slots=True)
@@ -617,6 +617,9 @@ class Session:
         events = [r.event for r in rows]
         overlay = state.plan(events, check=True)
         first = state.synced_seq + 1
+        if first + len(rows) - 1 > storage.MAX_SESSION_SEQ:
+            raise InvalidStateError(f"session {self.id} is full: a session's own log holds "
+                                    f"at most {storage.MAX_SESSION_SEQ + 1} events")
         start = Cursor(0, first, state.chain)
         kernel = store._kernel
         status, blob, end = kernel.encode_batch(
@@ -625,10 +628,12 @@ class Session:
         if status != Status.OK:
             raise error_for(status, seq=first, session=self.id)
         sid, pos, db_rows = self._sid, 0, []
+        base = storage.rid(sid, 0)
         for i, ev in enumerate(events):
             end_pos = pos + 40 + len(rows[i].stored) + (-len(rows[i].stored) & 7)
             chain = int.from_bytes(blob[pos + 32:pos + 40], "little", signed=True)
-            db_rows.append((sid, first + i, ev.type, ev.time, ev.source, ev.causal_parent,
+            db_rows.append((base + first + i, sid, first + i, ev.type, ev.time, ev.source,
+                            ev.causal_parent,
                             ev.workspace_revision, ev.data_class, ev.idempotency_key, chain,
                             blob[pos:end_pos]))
             pos = end_pos
