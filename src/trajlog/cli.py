@@ -7,11 +7,13 @@ import json
 import sys
 import uuid
 from collections.abc import Sequence
-from typing import TextIO
+from typing import Any, TextIO
 
 from . import __version__, codec
 from ._backend import get_kernel
 from ._format import HEADER_SIZE
+from .store import Session, Store
+from .store import open as trajlog_open
 
 
 def _demo_frames() -> tuple[bytes, int, list[bytes]]:
@@ -56,11 +58,62 @@ def _damage_cases(log: bytes, key: int) -> list[tuple[str, bytes]]:
     ]
 
 
-def demo(out: TextIO | None = None) -> int:
-    """Encode a session, damage it in several ways, and print each scan verdict."""
+def _summary(data: Any, width: int = 60) -> str:
+    text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
+    return text if len(text) <= width else text[: width - 3] + "..."
+
+
+def record_demo_session(store: Store) -> Session:
+    """Record one realistic agent turn: a user asks, the agent reads two files
+    in parallel, runs the tests, and answers."""
+    s = store.create_session(cwd="/work/shop", agent_preset="coder-v1",
+                             metadata={"title": "login rejects valid tokens"})
+    login = "export function checkToken(t: Token) {\n  return t.expires < Date.now();\n}\n" * 40
+    with s.turn():
+        s.append("user/message", {"content": "Users with valid tokens cannot log in. Fix it."},
+                 source="user", data_class="internal")
+        with s.step():
+            calls = [{"id": "call_1", "name": "read_file", "arguments": {"path": "src/login.ts"}},
+                     {"id": "call_2", "name": "grep", "arguments": {"pattern": "checkToken"}}]
+            s.append("assistant/message", {"content": "Reading the token check.",
+                                           "tool_calls": calls}, source="model")
+            for c in calls:
+                s.append("tool/call", {"call_id": c["id"], "name": c["name"],
+                                       "arguments": c["arguments"]}, source="host")
+            s.append("tool/result", {"call_id": "call_1", "output": login, "is_error": False},
+                     source="read_file", workspace_revision="git:7d31a9c")
+            s.append("tool/result", {"call_id": "call_2", "output": "src/login.ts:1",
+                                     "is_error": False}, source="grep")
+        with s.step():
+            s.append("assistant/message", {"content": "The comparison is inverted.",
+                                           "tool_calls": [{"id": "call_3", "name": "run_tests",
+                                                           "arguments": {}}]}, source="model")
+            s.append("tool/call", {"call_id": "call_3", "name": "run_tests", "arguments": {}})
+            s.append("tool/result", {"call_id": "call_3", "output": "42 passed",
+                                     "is_error": False, "exit_code": 0}, source="run_tests")
+        with s.step():
+            s.append("assistant/message", {"content": "Fixed: tokens are valid while "
+                                           "t.expires > Date.now().", "tool_calls": []},
+                     source="model")
+    return s
+
+
+def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
+    """Record a session in the store at ``db``, print it and its verify report;
+    then encode, damage and scan a log to show the torn / corrupt verdicts."""
     write = (out or sys.stdout).write
+    write(f"trajlog {__version__} demo  (kernel: {get_kernel().NAME}, store: {db})\n\n")
+    with trajlog_open(db) as store:
+        s = record_demo_session(store)
+        write(f"session {s.id}  cwd={s.header.cwd}  preset={s.header.agent_preset}\n")
+        for ev in s.events():
+            env = f"  [{ev.source}]" if ev.source else ""
+            write(f"  {ev.seq:>3}  {ev.type:<18} {_summary(ev.data)}{env}\n")
+        report = s.verify()
+        write(f"\nverify: {'ok' if report.ok else 'FAILED'} -- {report.events} events, "
+              f"chain head {report.chain_head:016x} = session head at seq {report.last_seq}\n")
+        write(f"store now holds {len(store.sessions())} session(s)\n\n")
     log, key, payloads = _demo_frames()
-    write(f"trajlog {__version__} demo  (kernel: {get_kernel().NAME})\n\n")
     write(f"encoded {len(payloads)} events into {len(log)} bytes of frames "
           f"({sum(map(len, payloads))} payload bytes)\n\n")
     last_seq = len(payloads) - 1
@@ -82,12 +135,38 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="trajlog", description=__doc__)
     parser.add_argument("--version", action="version", version=f"trajlog {__version__}")
     sub = parser.add_subparsers(dest="command", required=True)
-    sub.add_parser("demo", help="encode, damage and verify a small session log")
+    p = sub.add_parser("demo", help="record a session in a store, verify it, damage a log")
+    p.add_argument("--db", default="trajlog.db", help="store path (default ./trajlog.db)")
+    p = sub.add_parser("ls", help="list the sessions of a store")
+    p.add_argument("--db", default="trajlog.db")
+    p.add_argument("--all", action="store_true", help="include subagent sessions")
+    p = sub.add_parser("show", help="print a session's events")
+    p.add_argument("session")
+    p.add_argument("--db", default="trajlog.db")
+    p = sub.add_parser("verify", help="verify every frame and the chain of sessions")
+    p.add_argument("session", nargs="?", help="one session (default: all)")
+    p.add_argument("--db", default="trajlog.db")
     args = parser.parse_args(argv)
     if args.command == "demo":
-        return demo()
-    parser.error(f"unknown command {args.command}")
-    return 2
+        return demo(args.db)
+    with trajlog_open(args.db) as store:
+        if args.command == "ls":
+            for h in store.sessions(include_subagents=args.all):
+                print(f"{h.id}  {h.cwd}  {h.agent_preset or '-'}  "
+                      f"{json.dumps(dict(h.metadata))}")
+            return 0
+        if args.command == "show":
+            for ev in store.session(args.session).events():
+                print(f"{ev.seq:>6}  {ev.type:<20} {_summary(ev.data, 100)}")
+            return 0
+        ids = [args.session] if args.session else [h.id for h in
+                                                   store.sessions(include_subagents=True)]
+        failed = 0
+        for sid in ids:
+            report = store.session(sid).verify()
+            failed += not report.ok
+            print(f"{sid}  {'ok' if report.ok else 'CORRUPT: ' + str(report.scan.error(sid))}")
+        return 1 if failed else 0
 
 
 if __name__ == "__main__":
