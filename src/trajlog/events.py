@@ -24,7 +24,6 @@ offending value in the error.
 
 from __future__ import annotations
 
-import math
 import re
 from collections.abc import Mapping
 from typing import Any
@@ -97,47 +96,66 @@ def with_seq(event: Event, seq: int) -> Event:
 
 def check_json(value: Any, path: str = "$") -> None:
     """Raise :class:`SerializationError` unless ``value`` is JSON-compatible."""
-    _check(value, path, 0)
+    try:
+        _check(value, 0)
+    except _Bad as bad:
+        raise SerializationError(bad.message, path + "".join(reversed(bad.path))) from None
 
 
-def _check(value: Any, path: str, depth: int) -> None:
+class _Bad(Exception):
+    """Internal: the first offending value; the path is built while unwinding,
+    so the common, valid case never formats a path."""
+
+    def __init__(self, message: str) -> None:
+        self.message = message
+        self.path: list[str] = []
+
+
+def _check(value: Any, depth: int) -> None:
     t = type(value)
     if t is str or t is bool or value is None:
         return
     if t is int:
         if -(2**63) <= value < 2**64:
             return
-        raise SerializationError("integer does not fit in 64 bits", path)
+        raise _Bad("integer does not fit in 64 bits")
     if t is float:
-        if math.isfinite(value):
+        if value - value == 0.0:  # false for NaN and the infinities
             return
-        raise SerializationError(f"{value!r} is not valid JSON (NaN and infinities are not)",
-                                 path)
+        raise _Bad(f"{value!r} is not valid JSON (NaN and infinities are not)")
     if depth >= MAX_DEPTH:
-        raise SerializationError(f"nesting deeper than {MAX_DEPTH}", path)
+        raise _Bad(f"nesting deeper than {MAX_DEPTH}")
     if t is dict:
         for k, v in value.items():
             if type(k) is not str:
-                raise SerializationError(f"dict key {k!r} is not a str", path)
+                raise _Bad(f"dict key {k!r} is not a str")
             tv = type(v)
             if tv is str or tv is bool or v is None:
                 continue
-            _check(v, f"{path}.{k}", depth + 1)
+            try:
+                _check(v, depth + 1)
+            except _Bad as bad:
+                bad.path.append(f".{k}")
+                raise
         return
     if t is list or t is tuple:
         for i, v in enumerate(value):
             tv = type(v)
             if tv is str or tv is bool or v is None:
                 continue
-            _check(v, f"{path}[{i}]", depth + 1)
+            try:
+                _check(v, depth + 1)
+            except _Bad as bad:
+                bad.path.append(f"[{i}]")
+                raise
         return
     if isinstance(value, (str, int, float, dict, list, tuple)):
         # subclasses (IntEnum, OrderedDict, ...): check as their base type
         base: Any = next(b for b in (bool, str, int, float, dict, list, tuple)
                          if isinstance(value, b))
-        _check(base(value), path, depth)
+        _check(base(value), depth)
         return
-    raise SerializationError(f"{type(value).__name__} is not JSON-compatible", path)
+    raise _Bad(f"{type(value).__name__} is not JSON-compatible")
 
 
 def check_type(type_: Any) -> str:
