@@ -220,3 +220,22 @@ def storage_host() -> str:
     from trajlog import store as store_mod
 
     return store_mod._HOST
+
+
+OPENER = """
+import sys, trajlog
+with trajlog.open(sys.argv[1]) as st:
+    st.create_session(cwd="/racer").append("user/message", {"content": "hi"})
+"""
+
+
+def test_concurrency_processes_racing_to_create_the_store(tmp_path):
+    """Migrations and the WAL switch race safely: every opener waits, none fails."""
+    path = str(tmp_path / "race.db")
+    procs = [subprocess.Popen([sys.executable, "-c", OPENER, path], stderr=subprocess.PIPE,
+                              text=True) for _ in range(6)]
+    for p in procs:
+        _, err = p.communicate(timeout=120)
+        assert p.returncode == 0, err
+    with trajlog.open(path) as st:
+        assert len(st.sessions()) == 6

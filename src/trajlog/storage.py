@@ -235,6 +235,8 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
         conn.config(apsw.SQLITE_DBCONFIG_ENABLE_FKEY, 1)
         memory = path == ":memory:" or "vfs=memdb" in path
         wanted: list[tuple[str, Any, Any]] = [
+            # first: every later pragma may need a lock another process holds
+            ("busy_timeout", busy_timeout_ms, busy_timeout_ms),
             ("journal_mode", "WAL", "memory" if memory else "wal"),
             ("synchronous", {"full": "FULL", "normal": "NORMAL"}[durability],
              {"full": 2, "normal": 1}[durability]),
@@ -242,7 +244,6 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
             ("recursive_triggers", "ON", 1),
             ("trusted_schema", "OFF", 0),
             ("journal_size_limit", 64 * 1024 * 1024, 64 * 1024 * 1024),
-            ("busy_timeout", busy_timeout_ms, busy_timeout_ms),
         ]
         for name, value, expect in wanted:
             _pragma(conn, name, value)

@@ -68,6 +68,7 @@ _READ_CHUNK = 512           # events per query when streaming
 _TOOL_TYPES = ("assistant/message", "tool/call", "tool/result", "turn/start", "turn/end",
                "step/start", "step/end")
 _HOST = socket.gethostname()
+_THREADS = min(4, os.cpu_count() or 1)
 _ENVELOPE_KEYS = frozenset({"source", "causal_parent", "workspace_revision", "data_class",
                             "idempotency_key"})
 _HEADER_ENCODER = msgspec.msgpack.Encoder()
@@ -119,6 +120,12 @@ class VerifyReport:
         return self.scan.verdict is Verdict.CLEAN
 
 
+def _locked() -> threading.Lock:
+    lock = threading.Lock()
+    lock.acquire()
+    return lock
+
+
 @dataclass(slots=True)
 class _Row:
     """An event ready to be framed: everything but its seq and chain."""
@@ -136,6 +143,7 @@ class _Request:
     done: bool = False
     result: list[Event] | None = None
     error: BaseException | None = None
+    wake: threading.Lock = field(default_factory=_locked)
 
 
 _REQUESTED, _STARTED, _FINISHED = 1, 2, 3
@@ -213,11 +221,29 @@ class _Compressor:
         self._level = level
         self._local = threading.local()
 
-    def compress(self, raw: bytes) -> bytes:
+    def _cctx(self) -> Any:
         c = getattr(self._local, "c", None)
         if c is None:
             c = self._local.c = zstandard.ZstdCompressor(level=self._level)
-        return c.compress(raw)  # type: ignore[no-any-return,unused-ignore]
+        return c
+
+    def compress_rows(self, rows: list[_Row]) -> None:
+        """Compress the payloads that are long enough, keeping a compressed one
+        only if it saves more than 1/16.  Several at once go through zstd's
+        multi-threaded batch call (the GIL is released; measured ~2x on 2 cores)."""
+        todo = [r for r in rows if r.raw_len >= COMPRESS_THRESHOLD]
+        if not todo:
+            return
+        cctx = self._cctx()
+        if len(todo) == 1:
+            packed: list[Any] = [cctx.compress(todo[0].stored)]
+        else:
+            result = cctx.multi_compress_to_buffer([r.stored for r in todo],
+                                                   threads=_THREADS)
+            packed = [result[i].tobytes() for i in range(len(todo))]
+        for row, data in zip(todo, packed):
+            if len(data) < row.raw_len - (row.raw_len >> 4):
+                row.stored, row.flags = data, FLAG_ZSTD
 
     def decompress(self, stored: Any, raw_len: int) -> bytes:
         d = getattr(self._local, "d", None)
@@ -267,7 +293,8 @@ class Store:
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
-        self._cond = threading.Condition()
+        self._mutex = threading.Lock()      # guards _queue, _leader, _closed
+        self._conn_lock = threading.Lock()  # owns the write connection
         self._queue: list[_Request] = []
         self._leader = False
         self._states: dict[int, _LogState] = {}
@@ -299,7 +326,7 @@ class Store:
         """Close every connection.  Idempotent."""
         if self._closed:
             return
-        with self._cond:
+        with self._mutex, self._conn_lock:
             self._closed = True
         for conn in [*self._readers, self._write, self._keeper]:
             if conn is not None:
@@ -396,12 +423,8 @@ class Store:
     @contextlib.contextmanager
     def _write_txn(self) -> Iterator[apsw.Connection]:
         """A write transaction outside group commit (session creation, leases)."""
-        with self._cond:
-            while self._leader:
-                self._cond.wait()
+        with self._conn_lock:
             self._check_open()
-            self._leader = True
-        try:
             with storage.translate():
                 storage.begin(self._write)
                 try:
@@ -411,36 +434,45 @@ class Store:
                     storage.rollback(self._write)
                     self._states.clear()
                     raise
-        finally:
-            with self._cond:
-                self._leader = False
-                self._cond.notify_all()
 
     def _submit(self, request: _Request) -> list[Event]:
-        """Queue a request; lead a group commit or wait for one to carry it."""
-        with self._cond:
+        """Queue a request; lead a group commit or wait for one to carry it.
+
+        The leader commits everything queued so far in one transaction, wakes
+        exactly the callers it committed, and -- if more requests arrived
+        meanwhile -- promotes the oldest waiting caller to lead the next one,
+        so nobody waits on a commit that does not carry its request.
+        """
+        with self._mutex:
             self._check_open()
-            self._queue.append(request)
-            while not request.done and self._leader:
-                self._cond.wait()
-            if not request.done:
+            follower = self._leader
+            if follower:
+                self._queue.append(request)
+            else:
                 self._leader = True
+        if follower:
+            request.wake.acquire()  # released when done, or when promoted to lead
         if not request.done:
-            try:
-                while True:
-                    with self._cond:
-                        batch, self._queue = self._queue, []
-                    if not batch:
+            pending = [request]
+            while True:
+                with self._mutex:
+                    pending += self._queue
+                    self._queue = []
+                try:
+                    with self._conn_lock:
+                        self._commit(pending)
+                finally:
+                    for req in pending:
+                        req.done = True
+                        if req is not request:
+                            req.wake.release()
+                with self._mutex:
+                    if not self._queue:
+                        self._leader = False
                         break
-                    self._commit(batch)
-                    with self._cond:
-                        self._cond.notify_all()
-                    if request.done:
-                        break  # hand leadership to a waiting thread
-            finally:
-                with self._cond:
-                    self._leader = False
-                    self._cond.notify_all()
+                    promoted = self._queue.pop(0)
+                promoted.wake.release()  # it leads the next commit; ours is done
+                break
         if request.error is not None:
             raise request.error
         assert request.result is not None
@@ -474,8 +506,6 @@ class Store:
                 if req.error is None:
                     req.error = exc
                 req.result = None
-        for req in batch:
-            req.done = True
 
     # -- derived state --------------------------------------------------------
 
@@ -530,10 +560,6 @@ class Store:
         if size > MAX_PAYLOAD:
             raise PayloadTooLargeError(f"event payload is {size} bytes; the limit is "
                                        f"{MAX_PAYLOAD}")
-        if size >= COMPRESS_THRESHOLD:
-            packed = self._compressor.compress(raw)
-            if len(packed) < size - (size >> 4):  # keep it only if it saves > 6 %
-                return _Row(event, packed, FLAG_ZSTD, size)
         return _Row(event, raw, 0, size)
 
 
@@ -580,8 +606,9 @@ class Session:
                                       ("workspace_revision", workspace_revision),
                                       ("data_class", data_class),
                                       ("idempotency_key", idempotency_key)) if v is not None}
-        row = self._store._prepare(type, data, time, envelope)
-        return self._store._submit(_Request(self, [row]))[0]
+        rows = [self._store._prepare(type, data, time, envelope)]
+        self._store._compressor.compress_rows(rows)
+        return self._store._submit(_Request(self, rows))[0]
 
     def append_batch(self, items: Iterable[Any]) -> list[Event]:
         """Append several events in one transaction: all of them or none.
@@ -598,6 +625,7 @@ class Session:
             rows.append(self._store._prepare(item[0], item[1], when, env))
         if not rows:
             return []
+        self._store._compressor.compress_rows(rows)
         keys = [r.event.idempotency_key for r in rows if r.event.idempotency_key is not None]
         if len(keys) != len(set(keys)):
             raise IdempotencyConflictError("the batch repeats an idempotency key")
