@@ -110,7 +110,8 @@ def main() -> None:
     row["scan_ratio_c_over_python"] = row["c_scan_MBps"] / row["python_scan_MBps"]
     results["1.3KB-cold"] = row
     print(f"1.3KB cold ({len(data) >> 20} MiB): scan C {row['c_scan_MBps']:,.0f} MB/s, "
-          f"Python {row['python_scan_MBps']:,.0f} MB/s, ratio {row['scan_ratio_c_over_python']:.1f}x")
+          f"Python {row['python_scan_MBps']:,.0f} MB/s, "
+          f"ratio {row['scan_ratio_c_over_python']:.1f}x")
     print(json.dumps({"bench": "codec", "machine": machine(), "quick": args.quick,
                       "results": results}))
 

@@ -30,7 +30,7 @@ import orjson
 import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workload  # noqa: E402
+import workload
 
 
 def timed(fn: Callable[[], Any], repeats: int = 3) -> tuple[float, Any]:
@@ -105,7 +105,7 @@ def main() -> None:
         ddict = zstandard.ZstdDecompressor(dict_data=dict_data)
         dplain = zstandard.ZstdDecompressor()
         second = raw[n // 2:]
-        def comp2(plain=plain, cdict=cdict) -> list[tuple[bytes, int]]:
+        def comp2(plain=plain, cdict=cdict, second=second) -> list[tuple[bytes, int]]:
             out = []
             for b in second:
                 if len(b) >= 512:

@@ -241,7 +241,7 @@ class _Compressor:
             result = cctx.multi_compress_to_buffer([r.stored for r in todo],
                                                    threads=_THREADS)
             packed = [result[i].tobytes() for i in range(len(todo))]
-        for row, data in zip(todo, packed):
+        for row, data in zip(todo, packed, strict=True):
             if len(data) < row.raw_len - (row.raw_len >> 4):
                 row.stored, row.flags = data, FLAG_ZSTD
 
