@@ -137,6 +137,25 @@ class LeaseHeldError(StoreError):
     """Another live writer holds the session's writer lease."""
 
 
+class HeadMismatchError(CorruptionError):
+    """The session head (the durable watermark) and the stored log disagree:
+    rows are missing at the end, or exist beyond the head, or the chain does
+    not reach the head's chain."""
+
+
+class LiveWriterError(LeaseHeldError):
+    """Recovery refused: the session's writer is still live and its log is
+    open (a turn, a step or a tool call).  Carries ``session``, ``seq`` (the
+    open turn's start, or the last seq), ``offset`` (None) and ``reason``."""
+
+    def __init__(self, reason: str, *, session: str, seq: int | None) -> None:
+        self.reason = reason
+        self.session = session
+        self.seq = seq
+        self.offset: int | None = None
+        super().__init__(f"{reason} (session {session}, seq {seq})")
+
+
 class IdempotencyConflictError(InvalidArgumentError):
     """An idempotency key reused for a different event."""
 
@@ -188,10 +207,12 @@ __all__ = [
     "ChecksumError",
     "CorruptionError",
     "FormatError",
+    "HeadMismatchError",
     "IdempotencyConflictError",
     "InvalidArgumentError",
     "InvalidStateError",
     "LeaseHeldError",
+    "LiveWriterError",
     "PayloadTooLargeError",
     "SchemaError",
     "SequenceError",

@@ -459,6 +459,14 @@ def frames(conn: apsw.Connection, sid: int, first: int, last: int) -> list[bytes
         (rid(sid, first), rid(sid, last)))]
 
 
+def max_seq(conn: apsw.Connection, sid: int) -> int:
+    """The highest seq stored for a session's own log (-1 when none)."""
+    rows: list[Any] = conn.execute(
+        "SELECT max(rid) FROM events WHERE rid BETWEEN ? AND ?",
+        (rid(sid, 0), rid(sid, MAX_SESSION_SEQ))).fetchall()
+    return -1 if rows[0][0] is None else int(rows[0][0]) - rid(sid, 0)
+
+
 def frames_of_types(conn: apsw.Connection, sid: int, after: int,
                     types: Sequence[str]) -> list[tuple[int, bytes]]:
     marks = ",".join("?" * len(types))

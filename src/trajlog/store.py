@@ -35,15 +35,18 @@ from ._format import FLAG_ZSTD, Cursor, FrameType, Status
 from .codec import ScanReport, Verdict, Watermark
 from .errors import (
     CorruptionError,
+    HeadMismatchError,
     IdempotencyConflictError,
     InvalidArgumentError,
     InvalidStateError,
     LeaseHeldError,
+    LiveWriterError,
     PayloadTooLargeError,
     SerializationError,
     SessionNotFoundError,
     StoreClosedError,
     TrajlogError,
+    UnsupportedFormatError,
     ValidationError,
     error_for,
 )
@@ -58,6 +61,7 @@ from .events import (
     encode_event,
     with_seq,
 )
+from .recovery import RECOVERY_SOURCE, OpenState, RecoveryReport, closers
 
 DURABILITY = ("full", "normal")
 LEASE_TTL_MS = 30_000
@@ -124,6 +128,24 @@ def _locked() -> threading.Lock:
     lock = threading.Lock()
     lock.acquire()
     return lock
+
+
+class BalancedView:
+    """A session's log followed by the closers recovery would append: what a
+    reader may treat as the session after a crash, computed without writing.
+    Iterating streams the log (verified) and then the closers."""
+
+    def __init__(self, session: Session, last_seq: int, closers: tuple[Event, ...]) -> None:
+        self.session = session
+        self.last_seq = last_seq
+        self.closers = closers
+
+    def events(self) -> Iterator[Event]:
+        yield from self.session.events(0, self.last_seq)
+        yield from self.closers
+
+    def __iter__(self) -> Iterator[Event]:
+        return self.events()
 
 
 @dataclass(slots=True)
@@ -410,6 +432,25 @@ class Store:
                                depth, preset, created,
                                MappingProxyType(_META_DECODER.decode(meta)))
         return Session(self, sid, header, key & 0xFFFFFFFFFFFFFFFF, parent)
+
+    def load(self, session_id: str) -> Session:
+        """Verify a session and make it whole after a crash; return it.
+
+        Every committed event is kept.  If the log is open (a tool call, a step
+        or a turn with no end), the synthetic closers of :mod:`trajlog.recovery`
+        are appended in one transaction.  Loading a balanced session writes
+        nothing, so load is idempotent.  Refused, with a typed error naming
+        session, seq, offset and reason: a seq gap (:class:`SequenceError`), a
+        frame or chain checksum failure (:class:`ChecksumError`,
+        :class:`ChainError`), a head that disagrees with the log
+        (:class:`HeadMismatchError`), and an open log whose writer is still live
+        (:class:`LiveWriterError`).
+        """
+        session = self.session(session_id)
+        _, report = session._recover(repair=True)
+        if report.refusal is not None:
+            raise report.refusal
+        return session
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:
         """Headers of the store's sessions, oldest first; subagent sessions
@@ -864,11 +905,20 @@ class Session:
             start = Cursor(0, seq, cursor.chain)
             status, headers, cursor, _ = kernel.scan(buf, self._key, start, len(chunk), True)
             if status not in (Status.END, Status.MORE) or len(headers) != upto - seq + 1:
-                if status in (Status.END, Status.MORE):
-                    status = Status.SEQ_MISMATCH  # rows missing: the log is shorter
-                raise error_for(status, reason=codec.scan(
-                    buf, self._key, start, watermark=upto, kernel=kernel).reason or None,
-                    offset=cursor.offset, seq=cursor.next_seq, session=self.id, corrupt=True)
+                if status not in (Status.END, Status.MORE):
+                    raise error_for(status, reason=codec.scan(
+                        buf, self._key, start, watermark=upto, kernel=kernel).reason or None,
+                        offset=cursor.offset, seq=cursor.next_seq, session=self.id,
+                        corrupt=True)
+                stored = storage.max_seq(conn, self._sid)
+                if stored < upto and len(headers) == len(chunk):
+                    raise HeadMismatchError(
+                        Status.TRUNCATED, f"the log ends at seq {stored} but the session "
+                        f"head says {watermark.seq if watermark else upto}",
+                        offset=cursor.offset, seq=cursor.next_seq, session=self.id)
+                raise error_for(Status.SEQ_MISMATCH, reason="seq gap: an event row is missing",
+                                offset=cursor.offset, seq=cursor.next_seq, session=self.id,
+                                corrupt=True)
             view = memoryview(buf)
             for h in headers:
                 p = h.offset + 40
@@ -883,8 +933,8 @@ class Session:
             seq = upto + 1
         if watermark is not None and watermark.chain is not None and cursor.chain != (
                 watermark.chain) and last == watermark.seq:
-            raise error_for(Status.BAD_CHAIN, reason="the log's chain does not reach the "
-                            "session head", seq=last, session=self.id, corrupt=True)
+            raise HeadMismatchError(Status.BAD_CHAIN, "the log's chain does not reach the "
+                                    "session head's chain", seq=last, session=self.id)
 
     def events(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Event]:
         """Stream events ``from_seq`` .. ``to_seq`` (default: the last durable
@@ -984,6 +1034,69 @@ class Session:
         report = _shift(report, offset)
         return VerifyReport(self.id, report.cursor.next_seq - seed, last_seq, chain_head, report)
 
+    # -- recovery -------------------------------------------------------------
+
+    def inspect(self) -> tuple[BalancedView, RecoveryReport]:
+        """The balanced view of this session and what recovery would do; writes
+        nothing.  A log that cannot be trusted gives a report whose
+        ``outcome`` is ``"refused"`` and whose ``refusal`` is the typed error
+        :meth:`Store.load` would raise."""
+        return self._recover(repair=False)
+
+    def _analyze(self) -> tuple[OpenState, int, BaseException | None]:
+        """One verified pass over the log: its open state, the head's last seq,
+        and the refusal if the log cannot be trusted (nothing raised)."""
+        state = OpenState()
+        conn = self._store._reader()
+        last_seq, _ = self._head(conn)
+        try:
+            with storage.translate():
+                beyond = storage.max_seq(conn, self._sid)
+            if beyond > last_seq:
+                raise HeadMismatchError(Status.SEQ_MISMATCH, f"events up to seq {beyond} are "
+                                        f"stored beyond the session head at seq {last_seq}",
+                                        seq=last_seq + 1, session=self.id)
+            for ev in self.events(0, last_seq):
+                state.feed(ev)
+        except (CorruptionError, UnsupportedFormatError) as exc:
+            return state, last_seq, exc
+        return state, last_seq, None
+
+    def _closer_events(self, state: OpenState) -> tuple[Event, ...]:
+        when = state.last_time if state.last_time is not None else storage.now_ms()
+        return tuple(with_seq(Event(t, when, d, RECOVERY_SOURCE), state.last_seq + 1 + i)
+                     for i, (t, d) in enumerate(closers(state)))
+
+    def _live_refusal(self, state: OpenState, last_seq: int) -> LiveWriterError | None:
+        owner, host, pid, _started, heartbeat_ms = storage.lease(self._store._reader(),
+                                                                 self._sid)
+        if not self._lease_live(owner, host, pid, heartbeat_ms):
+            return None
+        open_at = state.turn_start if state.turn_start is not None else last_seq
+        return LiveWriterError(f"writer {owner} (pid {pid} on {host}) is live and the log is "
+                               "open: recovery would race it", session=self.id, seq=open_at)
+
+    def _recover(self, repair: bool) -> tuple[BalancedView, RecoveryReport]:
+        state, last_seq, refusal = self._analyze()
+        if refusal is None and not state.balanced:
+            refusal = self._live_refusal(state, last_seq)
+        if refusal is not None:
+            report = RecoveryReport(self.id, "refused", state.events, last_seq, (),
+                                    state.turn_start, state.step_start, refusal)
+            return BalancedView(self, state.last_seq, ()), report
+        closing = self._closer_events(state)
+        outcome = "balanced" if not closing else ("repaired" if repair else "repair")
+        if closing and repair:
+            written = self.append_batch([(ev.type, ev.data, {"time": ev.time,
+                                                             "source": RECOVERY_SOURCE})
+                                         for ev in closing])
+            if written[0].seq != last_seq + 1:  # the log moved meanwhile: start over
+                raise InvalidStateError(f"session {self.id} changed during recovery")
+            closing = tuple(written)
+        report = RecoveryReport(self.id, outcome, state.events, last_seq, closing,
+                                state.turn_start, state.step_start)
+        return BalancedView(self, last_seq, () if repair else closing), report
+
     # -- lineage (forks arrive with the forks issue) --------------------------
 
     def parent(self) -> Session | None:
@@ -1034,4 +1147,5 @@ def lease_is_live(host: str | None, pid: int | None, heartbeat_ms: int | None,
     return heartbeat_ms is not None and storage.now_ms() - heartbeat_ms <= ttl_ms
 
 
-__all__ = ["DURABILITY", "Session", "SessionHeader", "Store", "VerifyReport", "open"]
+__all__ = ["DURABILITY", "BalancedView", "Session", "SessionHeader", "Store", "VerifyReport",
+           "open"]
