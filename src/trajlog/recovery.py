@@ -43,8 +43,9 @@ GUIDANCE = {
 
 @dataclass(slots=True)
 class OpenState:
-    """What a log leaves open, tracked in one pass with bounded memory (only
-    open calls are remembered, in the order they were requested)."""
+    """What a log leaves open, tracked in one pass: open calls in the order
+    they were requested, plus the ids of finished calls (one short string per
+    call, so that a writer seeded from this state still refuses a reused id)."""
 
     turn_start: int | None = None      # seq of the open turn's turn/start
     step_start: int | None = None      # seq of the open step's step/start
@@ -52,6 +53,7 @@ class OpenState:
     last_time: int | None = None       # time of the last real event
     last_seq: int = -1
     events: int = 0
+    finished: set[str] = field(default_factory=set)  # ids of calls that have a result
 
     def feed(self, ev: Event) -> None:
         """Advance over one event of the log."""
@@ -79,7 +81,10 @@ class OpenState:
                 name = self.calls[call_id][1] if call_id in self.calls else data.get("name", "")
                 self.calls[call_id] = ("started", str(name))
         elif t == "tool/result":
-            self.calls.pop(data.get("call_id"), None)  # type: ignore[arg-type]
+            call_id = data.get("call_id")
+            if isinstance(call_id, str):
+                self.calls.pop(call_id, None)
+                self.finished.add(call_id)
 
     @property
     def balanced(self) -> bool:

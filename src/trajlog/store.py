@@ -312,6 +312,8 @@ class Store:
             self._keeper = storage.open_connection(path, migrations=True)
         storage.migrate(path, durability=durability, busy_timeout_ms=busy_timeout_ms)
         self._write = self._connect()
+        with storage.translate():
+            self._data_version = storage.data_version(self._write)
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
@@ -320,7 +322,6 @@ class Store:
         self._queue: list[_Request] = []
         self._leader = False
         self._states: dict[int, _LogState] = {}
-        self._data_version = -1
         self._types_seen: set[str] = set()
         self._closed = False
         self.writer_id = f"{_HOST}:{os.getpid()}:{uuid_mod.uuid4().hex[:12]}"
@@ -565,6 +566,20 @@ class Store:
         state.synced_seq, state.chain, state.lease = last_seq, chain, tuple(lease)
         self._states[session._sid] = state
         return state
+
+    def _seed_state(self, session: Session, state: OpenState, last_seq: int) -> None:
+        """Hand the write path the state recovery just computed, so that it does
+        not read the log a second time to validate the closers."""
+        with self._conn_lock:
+            last, chain, *lease = storage.head_and_lease(self._reader(), session._sid)
+            if last != last_seq:
+                return  # the log moved: let the write path rebuild its state
+            calls = dict.fromkeys(state.finished, _FINISHED)
+            for call_id, (status, _name) in state.calls.items():
+                calls[call_id] = _REQUESTED if status == "requested" else _STARTED
+            seeded = _LogState(last_seq, chain, tuple(lease), calls,
+                               state.turn_start is not None, state.step_start is not None)
+            self._states[session._sid] = seeded
 
     def _prepare(self, type_: Any, data: Any, time: int | None, envelope: Mapping[str, Any],
                  ) -> _Row:
@@ -1087,6 +1102,7 @@ class Session:
         closing = self._closer_events(state)
         outcome = "balanced" if not closing else ("repaired" if repair else "repair")
         if closing and repair:
+            self._store._seed_state(self, state, last_seq)
             written = self.append_batch([(ev.type, ev.data, {"time": ev.time,
                                                              "source": RECOVERY_SOURCE})
                                          for ev in closing])
