@@ -21,10 +21,16 @@ def test_cli_demo_on_the_default_database(tmp_path):
     assert "verify: ok -- 18 events" in out
     assert "turn/end" in out and "tool/result" in out
     assert "power loss mid-append (cut inside the last frame)    torn" in out
+    # a host killed mid tool call, closed by load()
+    assert "killed mid tool call (exit -9)" in out
+    assert "tool/result  TOOL_OUTCOME_UNKNOWN   call_9" in out
+    assert "tool/result  TOOL_NOT_STARTED       call_10" in out
+    assert "load(): repaired; a second load appends nothing (last seq 26); verify: ok" in out
     assert (tmp_path / "trajlog.db").exists()
     with trajlog.open(str(tmp_path / "trajlog.db")) as st:
         (header,) = st.sessions()
-        assert st.session(header.id).verify().ok
+        s = st.session(header.id)
+        assert s.verify().ok and s.inspect()[1].outcome == "balanced"
 
 
 def test_cli_ls_show_verify(tmp_path):

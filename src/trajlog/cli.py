@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import subprocess
 import sys
 import uuid
 from collections.abc import Sequence
@@ -98,6 +99,41 @@ def record_demo_session(store: Store) -> Session:
     return s
 
 
+_CRASHING_HOST = """
+import os, signal, sys, trajlog
+with trajlog.open(sys.argv[1]) as store:
+    s = store.session(sys.argv[2])
+    with s.turn():
+        s.append("user/message", {"content": "Now deploy it."})
+        with s.step():
+            s.append("assistant/message", {"content": "Deploying and notifying.",
+                     "tool_calls": [{"id": "call_9", "name": "deploy", "arguments": {}},
+                                    {"id": "call_10", "name": "notify", "arguments": {}}]})
+            s.append("tool/call", {"call_id": "call_9", "name": "deploy", "arguments": {}})
+            os.kill(os.getpid(), signal.SIGKILL)   # the host dies mid tool call
+"""
+
+
+def _demo_crash(store: Store, s: Session, write: Any) -> None:
+    """A host process records a second turn and is killed in the middle of a
+    tool call; inspect() shows what is open, load() closes it."""
+    proc = subprocess.run([sys.executable, "-c", _CRASHING_HOST, store.path, s.id],
+                          capture_output=True, text=True, timeout=120)
+    write(f"a host process appended a turn and was killed mid tool call "
+          f"(exit {proc.returncode}); the log now ends at seq {s.last_seq}\n")
+    _, report = s.inspect()
+    write(f"inspect(): {report.outcome}, {len(report.closers)} closer(s) needed, "
+          "nothing written\n")
+    loaded = store.load(s.id)
+    for ev in loaded.events(report.last_seq + 1):
+        status = ev.data.get("status", "")
+        call = ev.data.get("call_id", "")
+        write(f"  {ev.seq:>3}  {ev.type:<12} {status:<22} {call:<8} synthetic\n")
+    write(f"load(): repaired; a second load appends nothing "
+          f"(last seq {store.load(s.id).last_seq}); verify: "
+          f"{'ok' if loaded.verify().ok else 'FAILED'}\n\n")
+
+
 def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
     """Record a session in the store at ``db``, print it and its verify report;
     then encode, damage and scan a log to show the torn / corrupt verdicts."""
@@ -113,6 +149,7 @@ def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
         write(f"\nverify: {'ok' if report.ok else 'FAILED'} -- {report.events} events, "
               f"chain head {report.chain_head:016x} = session head at seq {report.last_seq}\n")
         write(f"store now holds {len(store.sessions())} session(s)\n\n")
+        _demo_crash(store, s, write)
     log, key, payloads = _demo_frames()
     write(f"encoded {len(payloads)} events into {len(log)} bytes of frames "
           f"({sum(map(len, payloads))} payload bytes)\n\n")
