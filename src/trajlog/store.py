@@ -999,55 +999,72 @@ class Session:
 
     def verify(self) -> VerifyReport:
         """Recompute every frame check and the whole chain, and compare the end
-        of the chain with the session head (the durable watermark).
+        of the chain with the session head (the durable watermark).  For a
+        fork, the inherited prefix of every ancestor is verified too, and the
+        chain must pass from the parent's frame ``seed_length - 1`` into this
+        log's first frame.
 
         Never repairs.  Returns a report whose ``scan`` says clean or names the
-        first defect (seq, byte offset in the log stream, reason); a defect
-        raises nothing -- call ``report.scan.raise_for()`` to raise it.
+        first defect (seq, byte offset in that session's log stream, reason)
+        and whose ``session`` names the session holding it; a defect raises
+        nothing -- call ``report.scan.raise_for(report.session)`` to raise it.
         """
+        conn = self._store._reader()
+        last_seq, chain_head = self._head(conn)
+        session, report = self._verify_upto(last_seq, chain_head)
+        return VerifyReport(session, report.cursor.next_seq, last_seq, chain_head, report)
+
+    def _verify_upto(self, upto: int, expect_chain: int | None) -> tuple[str, ScanReport]:
+        """Verify this log's frames 0..upto (ancestors' included) and, when
+        given, that frame ``upto`` carries ``expect_chain``."""
         kernel = self._store._kernel
         conn = self._store._reader()
         with storage.translate():
-            hrows = conn.execute("SELECT header_check FROM sessions WHERE sid = ?",
+            hrows = conn.execute("SELECT header_check, seed_chain FROM sessions WHERE sid = ?",
                                  (self._sid,)).fetchall()
         if _signed(self._store._header_check(self.header, self._key)) != hrows[0][0]:
             raise CorruptionError(Status.BAD_HEADER, "session header check mismatch",
                                   session=self.id)
-        if self._parent is not None and self.header.seed_length:
-            parent_report = self._parent.verify()
-            if not parent_report.ok:
-                return parent_report
-        last_seq, chain_head = self._head(conn)
         seed = self.header.seed_length
-        cursor = Cursor(0, seed, self._chain_at(seed - 1))
+        seed_chain = hrows[0][1] & 0xFFFFFFFFFFFFFFFF
+        if seed and self._parent is not None:
+            parent_upto = min(upto, seed - 1)
+            where, report = self._parent._verify_upto(
+                parent_upto, seed_chain if parent_upto == seed - 1 else expect_chain)
+            if report.verdict is not Verdict.CLEAN or upto < seed:
+                return where, report
+        cursor = Cursor(0, seed, seed_chain)
         offset = 0
-        report: ScanReport | None = None
         seq = seed
-        while True:
-            upto = min(last_seq, seq + 4 * _READ_CHUNK - 1)
+        report = codec.scan(b"", self._key, cursor, kernel=kernel)
+        chunk: list[bytes] = []
+        while seq <= upto:
+            stop = min(upto, seq + 4 * _READ_CHUNK - 1)
             with storage.translate():
-                chunk = storage.frames(conn, self._sid, seq, upto) if seq <= upto else []
+                chunk = storage.frames(conn, self._sid, seq, stop)
             buf = b"".join(chunk)
-            final = upto >= last_seq
+            final = stop >= upto
             # Every committed row is durable: the watermark is the chunk's end,
-            # and at the end of the log it names the head's chain too.
+            # and at the end it names the expected chain too.
             report = codec.scan(buf, self._key, Cursor(0, cursor.next_seq, cursor.chain),
-                                watermark=Watermark(upto, chain_head if final else None),
+                                watermark=Watermark(stop, expect_chain if final else None),
                                 kernel=kernel)
             if report.verdict is not Verdict.CLEAN or report.frames != len(chunk) or final:
                 break
             cursor = report.cursor
             offset += len(buf)
-            seq = upto + 1
-        assert report is not None
+            seq = stop + 1
+        else:
+            if expect_chain is not None and cursor.chain != expect_chain:
+                report = _with(report, Verdict.CORRUPT, Status.BAD_CHAIN,
+                               "the chain does not reach the expected head")
         if report.verdict is Verdict.CLEAN and report.frames != len(chunk):
             report = _with(report, Verdict.CORRUPT, Status.SEQ_MISMATCH,
                            "an event row is missing")
         if report.verdict is Verdict.TORN:  # in the database everything is durable
             report = _with(report, Verdict.CORRUPT, report.status,
                            f"{report.reason} (inside committed rows)")
-        report = _shift(report, offset)
-        return VerifyReport(self.id, report.cursor.next_seq - seed, last_seq, chain_head, report)
+        return self.id, _shift(report, offset)
 
     # -- recovery -------------------------------------------------------------
 
