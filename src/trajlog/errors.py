@@ -109,6 +109,14 @@ class InvalidStateError(TrajlogError):
     turn opened inside another turn."""
 
 
+class ForkUnavailableError(InvalidStateError):
+    """The turn to cut a fork at is still open (no ``turn/end`` yet)."""
+
+
+class DelegationLimitError(InvalidStateError):
+    """A subagent would be deeper than the store's delegation limit."""
+
+
 class StoreError(TrajlogError):
     """Storage failed; the underlying apsw exception, if any, is ``__cause__``."""
 
@@ -206,6 +214,8 @@ __all__ = [
     "ChainError",
     "ChecksumError",
     "CorruptionError",
+    "DelegationLimitError",
+    "ForkUnavailableError",
     "FormatError",
     "HeadMismatchError",
     "IdempotencyConflictError",

@@ -28,7 +28,7 @@ from .errors import (
 )
 
 MIN_SQLITE = (3, 51, 3)  # WAL-reset race fixed in 3.51.3 (sqlite.org/wal.html, section 11)
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 APPLICATION_ID = 0x74726A6C  # "trjl"
 
 # ---------------------------------------------------------------------------
@@ -166,6 +166,14 @@ _MIGRATIONS: list[str] = [
     BEGIN SELECT RAISE(ABORT, 'trajlog: tombstones are append-only'); END;
     CREATE TRIGGER tombstones_no_delete BEFORE DELETE ON tombstones
     BEGIN SELECT RAISE(ABORT, 'trajlog: tombstones are append-only'); END;
+    """,
+    # 2: small partial indexes over the events forks and subagents look for, so
+    # that finding a turn's end or the latest sandbox settings is O(log n)
+    # whatever the log's length (one entry per matching event only).
+    """
+    CREATE INDEX events_turn_start ON events(sid, seq) WHERE type = 'turn/start';
+    CREATE INDEX events_turn_end ON events(sid, seq) WHERE type = 'turn/end';
+    CREATE INDEX events_sandbox ON events(sid, seq) WHERE type = 'sandbox/mode';
     """,
 ]
 
@@ -457,6 +465,28 @@ def frames(conn: apsw.Connection, sid: int, first: int, last: int) -> list[bytes
     return [r[0] for r in conn.execute(
         "SELECT frame FROM events WHERE rid BETWEEN ? AND ? ORDER BY rid",
         (rid(sid, first), rid(sid, last)))]
+
+
+_MARKERS = {"turn/start", "turn/end", "sandbox/mode"}
+
+
+def marker_at_or_before(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int | None:
+    """The last seq <= ``seq`` of an event of ``type_`` (an indexed marker type)."""
+    assert type_ in _MARKERS
+    # the type is a literal so that the planner can use the partial index
+    rows: list[Any] = conn.execute(
+        f"SELECT max(seq) FROM events WHERE sid = ? AND type = '{type_}' AND seq <= ?",
+        (sid, seq)).fetchall()
+    return None if rows[0][0] is None else int(rows[0][0])
+
+
+def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int | None:
+    """The first seq > ``seq`` of an event of ``type_`` (an indexed marker type)."""
+    assert type_ in _MARKERS
+    rows: list[Any] = conn.execute(
+        f"SELECT min(seq) FROM events WHERE sid = ? AND type = '{type_}' AND seq > ?",
+        (sid, seq)).fetchall()
+    return None if rows[0][0] is None else int(rows[0][0])
 
 
 def max_seq(conn: apsw.Connection, sid: int) -> int:

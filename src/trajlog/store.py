@@ -30,7 +30,7 @@ import apsw
 import msgspec
 import zstandard
 
-from . import _backend, codec, storage
+from . import _backend, codec, lineage, storage
 from ._format import FLAG_ZSTD, Cursor, FrameType, Status
 from .codec import ScanReport, Verdict, Watermark
 from .errors import (
@@ -61,6 +61,7 @@ from .events import (
     encode_event,
     with_seq,
 )
+from .lineage import DEFAULT_MAX_DEPTH, SessionTree
 from .recovery import RECOVERY_SOURCE, OpenState, RecoveryReport, closers
 
 DURABILITY = ("full", "normal")
@@ -80,7 +81,8 @@ _META_DECODER = msgspec.msgpack.Decoder()
 
 
 def open(path: str = "trajlog.db", durability: str = "full", *,
-         busy_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS) -> Store:
+         busy_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS,
+         max_delegation_depth: int = DEFAULT_MAX_DEPTH) -> Store:
     """Open (creating if needed) the store at ``path``.
 
     ``durability="full"`` (default): an append returns only once it is durable,
@@ -88,9 +90,10 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
     process, but the last ones may be lost on power loss or an OS crash
     (SQLite WAL with ``synchronous=NORMAL``); roughly 7x more single appends/s.
     ``":memory:"`` gives a private in-memory store for tests.
+    ``max_delegation_depth`` bounds how deep subagents may spawn subagents.
     """
     return Store(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
-                 lease_ttl_ms=lease_ttl_ms)
+                 lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth)
 
 
 @dataclass(frozen=True, slots=True)
@@ -290,7 +293,8 @@ class Store:
     """
 
     def __init__(self, path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000,
-                 lease_ttl_ms: int = LEASE_TTL_MS) -> None:
+                 lease_ttl_ms: int = LEASE_TTL_MS,
+                 max_delegation_depth: int = DEFAULT_MAX_DEPTH) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be str or PathLike, not {type(path).__name__}")
         if durability not in DURABILITY:
@@ -305,6 +309,9 @@ class Store:
         self.durability = durability
         self._busy = busy_timeout_ms
         self.lease_ttl_ms = lease_ttl_ms
+        if not isinstance(max_delegation_depth, int) or max_delegation_depth < 0:
+            raise InvalidArgumentError("max_delegation_depth must be a non-negative int")
+        self.max_delegation_depth = max_delegation_depth
         self._kernel = _backend.get_kernel()
         self._compressor = _Compressor(COMPRESS_LEVEL)
         self._keeper: apsw.Connection | None = None
@@ -375,7 +382,10 @@ class Store:
     def _create(self, *, cwd: str, agent_preset: str | None, metadata: Mapping[str, Any] | None,
                 session_id: str | None = None, parent: Session | None = None,
                 seed_length: int = 0, origin: str | None = None,
-                delegation_depth: int = 0) -> Session:
+                delegation_depth: int = 0,
+                initial: Sequence[tuple[str, Any, Mapping[str, Any]]] = ()) -> Session:
+        """Create a session, and append its ``initial`` events in the same
+        transaction (a subagent's task, its sandbox snapshot...)."""
         self._check_open()
         if not isinstance(cwd, str) or not cwd:
             raise TypeError("cwd must be a non-empty str")
@@ -397,9 +407,14 @@ class Store:
         row = (header.id, _signed(key), created, cwd, parent._sid if parent else None,
                seed_length, _signed(seed_chain), origin, delegation_depth,
                agent_preset, meta_bytes, _signed(self._header_check(header, key)))
+        rows = [self._prepare(t, d, None, dict(env)) for t, d, env in initial]
+        self._compressor.compress_rows(rows)
         with self._write_txn() as conn:
             sid = storage.insert_session(conn, row, seed_length - 1, _signed(seed_chain))
-        return Session(self, sid, header, key, parent)
+            session = Session(self, sid, header, key, parent)
+            if rows:
+                session._apply(conn, rows)
+        return session
 
     def _header_check(self, header: SessionHeader, key: int) -> int:
         blob = _HEADER_ENCODER.encode([header.id, header.cwd, header.parent_session,
@@ -425,10 +440,11 @@ class Store:
             raise SessionNotFoundError(f"no session with internal id {sid}")
         return self._session_from_row(row)
 
-    def _session_from_row(self, row: Sequence[Any]) -> Session:
+    def _session_from_row(self, row: Sequence[Any], parent: Session | None = None) -> Session:
         (sid, sid_text, key, created, cwd, parent_sid, seed_length, _seed_chain, origin, depth,
          preset, meta, _check) = row
-        parent = self._session_by_sid(parent_sid) if parent_sid is not None else None
+        if parent is None and parent_sid is not None:
+            parent = self._session_by_sid(parent_sid)
         header = SessionHeader(sid_text, cwd, parent.id if parent else None, seed_length, origin,
                                depth, preset, created,
                                MappingProxyType(_META_DECODER.decode(meta)))
@@ -452,6 +468,14 @@ class Store:
         if report.refusal is not None:
             raise report.refusal
         return session
+
+    def dependents(self, session_id: str) -> list[SessionHeader]:
+        """Sessions whose inherited prefix reads this session's events (forks
+        with a seed).  A session with dependents must never be purged: their
+        logs would lose their beginning (retention relies on this rule)."""
+        parent = self.session(session_id)
+        return [c.header for c in parent.children(include_subagents=True)
+                if c.header.seed_length > 0]
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:
         """Headers of the store's sessions, oldest first; subagent sessions
@@ -662,6 +686,7 @@ class Session:
                                       ("workspace_revision", workspace_revision),
                                       ("data_class", data_class),
                                       ("idempotency_key", idempotency_key)) if v is not None}
+        lineage.check_approval_append(self, type)
         rows = [self._store._prepare(type, data, time, envelope)]
         self._store._compressor.compress_rows(rows)
         return self._store._submit(_Request(self, rows))[0]
@@ -678,6 +703,8 @@ class Session:
                 raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
             env = dict(item[2]) if len(item) == 3 else {}
             when = env.pop("time", None)
+            if isinstance(item[0], str):
+                lineage.check_approval_append(self, item[0])
             rows.append(self._store._prepare(item[0], item[1], when, env))
         if not rows:
             return []
@@ -1020,13 +1047,14 @@ class Session:
         kernel = self._store._kernel
         conn = self._store._reader()
         with storage.translate():
-            hrows = conn.execute("SELECT header_check, seed_chain FROM sessions WHERE sid = ?",
-                                 (self._sid,)).fetchall()
+            hrows: list[Any] = conn.execute(
+                "SELECT header_check, seed_chain FROM sessions WHERE sid = ?",
+                (self._sid,)).fetchall()
         if _signed(self._store._header_check(self.header, self._key)) != hrows[0][0]:
             raise CorruptionError(Status.BAD_HEADER, "session header check mismatch",
                                   session=self.id)
         seed = self.header.seed_length
-        seed_chain = hrows[0][1] & 0xFFFFFFFFFFFFFFFF
+        seed_chain = int(hrows[0][1]) & 0xFFFFFFFFFFFFFFFF
         if seed and self._parent is not None:
             parent_upto = min(upto, seed - 1)
             where, report = self._parent._verify_upto(
@@ -1130,11 +1158,66 @@ class Session:
                                 state.turn_start, state.step_start)
         return BalancedView(self, last_seq, () if repair else closing), report
 
-    # -- lineage (forks arrive with the forks issue) --------------------------
+    # -- lineage --------------------------------------------------------------
 
     def parent(self) -> Session | None:
         """The session this one was forked or spawned from, if any."""
         return self._parent
+
+    def children(self, *, include_subagents: bool = True) -> list[Session]:
+        """Sessions forked or spawned from this one, oldest first."""
+        with storage.translate():
+            rows = storage.children_of(self._store._reader(), self._sid)
+        return [self._store._session_from_row(r, parent=self) for r in rows
+                if include_subagents or r[8] is None]
+
+    def tree(self) -> SessionTree:
+        """This session and all its descendants."""
+        return lineage.tree(self)
+
+    def fork(self, at_seq: int, *, metadata: Mapping[str, Any] | None = None) -> Session:
+        """A new ordinary session that shares this log up to the end of the turn
+        containing ``at_seq`` (:class:`ForkUnavailableError` if that turn is
+        still open).  Nothing is copied; the cost does not grow with the log."""
+        return lineage.fork(self, at_seq, metadata)
+
+    def spawn_subagent(self, task: str, agent_preset: str | None = None, *,
+                       call_id: str | None = None, background: bool = False,
+                       sandbox: Mapping[str, Any] | None = None,
+                       metadata: Mapping[str, Any] | None = None) -> Session:
+        """A subagent session with no seed: ``origin="subagent"``, one more level
+        of delegation (:class:`DelegationLimitError` beyond the store's limit),
+        the task as its first user message, the parent's explicit sandbox
+        settings snapshotted.  ``call_id`` names the parent's spawning tool call
+        that :meth:`finish` answers; ``background=True`` answers it at once with
+        a job id and notifies the parent when the child finishes."""
+        return lineage.spawn(self, task, agent_preset, seeded=False, call_id=call_id,
+                             background=background, sandbox=sandbox, metadata=metadata)
+
+    def fork_subagent(self, task: str, agent_preset: str | None = None, *,
+                      call_id: str | None = None, background: bool = False,
+                      sandbox: Mapping[str, Any] | None = None,
+                      metadata: Mapping[str, Any] | None = None) -> Session:
+        """As :meth:`spawn_subagent`, seeded with this log up to its last
+        completed turn (never the turn in progress); its approval policy is
+        fixed to never."""
+        return lineage.spawn(self, task, agent_preset, seeded=True, call_id=call_id,
+                             background=background, sandbox=sandbox, metadata=metadata)
+
+    def finish(self, status: str = "done") -> Event:
+        """Report this subagent's outcome to its parent, exactly once: a
+        ``tool/result`` for the spawning call (foreground) or a
+        ``subagent/notification`` (background)."""
+        return lineage.finish(self, status)
+
+    def missed_notifications(self) -> list[Session]:
+        """Background subagents that settled without notifying this session."""
+        return lineage.missed_notifications(self)
+
+    def approvals(self) -> list[Event]:
+        """The ``approval/grant`` events in force (inherited one-time grants never
+        count; a forked subagent has none)."""
+        return lineage.effective_approvals(self)
 
 
 def _with(report: ScanReport, verdict: Verdict, status: int, reason: str) -> ScanReport:
