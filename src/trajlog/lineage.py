@@ -259,9 +259,9 @@ def missed_notifications(parent: Session) -> list[Session]:
     return out
 
 
-def check_approval_append(session: Session, type_: str) -> None:
+def check_approval_append(session: Session, type_: object) -> None:
     """A forked subagent's approval policy is fixed to never."""
-    if type_.startswith("approval/") and session.header.metadata.get(
+    if isinstance(type_, str) and type_.startswith("approval/") and session.header.metadata.get(
             "approval_policy") == "never" and session.header.origin == "subagent":
         raise ValidationError(f"session {session.id} is a forked subagent: its approval "
                               "policy is fixed to never and cannot change")
