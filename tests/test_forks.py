@@ -218,21 +218,20 @@ def test_delegation_depth_limit(tmp_path):
 def test_fork_subagent_seed_excludes_the_turn_in_progress(store):
     p = store.create_session(cwd="/r")
     turns(p, 2)                                              # ends at 5
-    with p.turn():
-        with p.step():
-            p.append("assistant/message", {"content": "delegating", "tool_calls": [
-                {"id": "spawn1", "name": "task", "arguments": {}}]})
-            p.append("tool/call", {"call_id": "spawn1", "name": "task", "arguments": {}})
-            sub = p.fork_subagent("try cookies", call_id="spawn1")
-            assert sub.header.seed_length == 6
-            inherited = [e.type for e in sub.events(0, 5)]
-            assert "tool/call" not in inherited
-            own = [(e.type, e.data) for e in sub.events(6)]
-            assert own[0] == ("approval/policy", {"policy": "never", "fixed": True})
-            assert own[-1] == ("user/message", {"content": "try cookies"})
-            sub.append("assistant/message", {"content": "cookies work", "tool_calls": []})
-            result = sub.finish()
-            assert result.data["call_id"] == "spawn1" and result.data["output"] == "cookies work"
+    with p.turn(), p.step():
+        p.append("assistant/message", {"content": "delegating", "tool_calls": [
+            {"id": "spawn1", "name": "task", "arguments": {}}]})
+        p.append("tool/call", {"call_id": "spawn1", "name": "task", "arguments": {}})
+        sub = p.fork_subagent("try cookies", call_id="spawn1")
+        assert sub.header.seed_length == 6
+        inherited = [e.type for e in sub.events(0, 5)]
+        assert "tool/call" not in inherited
+        own = [(e.type, e.data) for e in sub.events(6)]
+        assert own[0] == ("approval/policy", {"policy": "never", "fixed": True})
+        assert own[-1] == ("user/message", {"content": "try cookies"})
+        sub.append("assistant/message", {"content": "cookies work", "tool_calls": []})
+        result = sub.finish()
+        assert result.data["call_id"] == "spawn1" and result.data["output"] == "cookies work"
     assert sub.verify().ok
 
 
@@ -404,7 +403,7 @@ def test_concurrent_appends_to_parent_and_children(store):
         try:
             for i in range(40):
                 s.append("user/message", {"content": f"{tag}{i}"})
-        except BaseException as exc:  # noqa: BLE001
+        except BaseException as exc:
             failures.append(exc)
 
     threads = [threading.Thread(target=work, args=(s, f"t{k}-")) for k, s in
