@@ -411,7 +411,7 @@ class Store:
         self._compressor.compress_rows(rows)
         with self._write_txn() as conn:
             sid = storage.insert_session(conn, row, seed_length - 1, _signed(seed_chain))
-            session = Session(self, sid, header, key, parent)
+            session = Session(self, sid, header, key, parent, seed_chain)
             if rows:
                 session._apply(conn, rows)
         return session
@@ -448,7 +448,8 @@ class Store:
         header = SessionHeader(sid_text, cwd, parent.id if parent else None, seed_length, origin,
                                depth, preset, created,
                                MappingProxyType(_META_DECODER.decode(meta)))
-        return Session(self, sid, header, key & 0xFFFFFFFFFFFFFFFF, parent)
+        return Session(self, sid, header, key & 0xFFFFFFFFFFFFFFFF, parent,
+                       int(_seed_chain) & 0xFFFFFFFFFFFFFFFF)
 
     def load(self, session_id: str) -> Session:
         """Verify a session and make it whole after a crash; return it.
@@ -651,12 +652,13 @@ class Session:
     """
 
     def __init__(self, store: Store, sid: int, header: SessionHeader, key: int,
-                 parent: Session | None) -> None:
+                 parent: Session | None, seed_chain: int) -> None:
         self._store = store
         self._sid = sid
         self.header = header
         self._key = key
         self._parent = parent
+        self._seed_chain = seed_chain  # recorded at creation: the parent's chain at seed - 1
         self._lease_depth = 0
         self._turn_depth = 0
         self._step_depth = 0
@@ -918,6 +920,8 @@ class Session:
         """The chain value stored in frame ``seq`` (this log or an ancestor's)."""
         if seq < 0:
             return self._key
+        if seq == self.header.seed_length - 1:
+            return self._seed_chain
         if seq < self.header.seed_length:
             assert self._parent is not None
             return self._parent._chain_at(seq)
@@ -976,7 +980,8 @@ class Session:
         if watermark is not None and watermark.chain is not None and cursor.chain != (
                 watermark.chain) and last == watermark.seq:
             raise HeadMismatchError(Status.BAD_CHAIN, "the log's chain does not reach the "
-                                    "session head's chain", seq=last, session=self.id)
+                                    f"chain recorded for seq {last} (the session head, or a "
+                                    "fork's seed)", seq=last, session=self.id)
 
     def events(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Event]:
         """Stream events ``from_seq`` .. ``to_seq`` (default: the last durable
@@ -987,26 +992,33 @@ class Session:
         from that point on, seeded by the stored chain of the event before it.
         Corruption raises :class:`CorruptionError` (or a subclass).
         """
-        last_seq, chain_head = self._head()
-        if to_seq is None:
-            to_seq = last_seq
-        if not isinstance(from_seq, int) or not isinstance(to_seq, int):
+        if not isinstance(from_seq, int) or not isinstance(to_seq, (int, type(None))):
             raise TypeError("seqs must be int")
         if from_seq < 0:
             raise InvalidArgumentError("from_seq must be >= 0")
-        to_seq = min(to_seq, last_seq)
+        return self._events(from_seq, to_seq, None)
+
+    def _events(self, from_seq: int, to_seq: int | None,
+                end_chain: tuple[int, int] | None) -> Iterator[Event]:
+        """events(); ``end_chain = (seq, chain)`` also requires frame ``seq`` to
+        carry ``chain`` (a child checking the parent frame it continues)."""
+        last_seq, chain_head = self._head()
+        to_seq = last_seq if to_seq is None else min(to_seq, last_seq)
         if from_seq > to_seq:
             return
         seed = self.header.seed_length
         if from_seq < seed:
             assert self._parent is not None
-            yield from self._parent.events(from_seq, min(to_seq, seed - 1))
+            stop = min(to_seq, seed - 1)
+            yield from self._parent._events(
+                from_seq, stop, (seed - 1, self._seed_chain) if stop == seed - 1 else end_chain)
             from_seq = seed
             if to_seq < seed:
                 return
         chain = self._chain_at(from_seq - 1)
-        yield from self._stream(from_seq, to_seq, Cursor(0, from_seq, chain),
-                                Watermark(last_seq, chain_head))
+        mark = end_chain if end_chain is not None and end_chain[0] == to_seq else (
+            last_seq, chain_head)
+        yield from self._stream(from_seq, to_seq, Cursor(0, from_seq, chain), Watermark(*mark))
 
     def get(self, seq: int) -> Event:
         """The event at ``seq`` (verified against the frame before it)."""
