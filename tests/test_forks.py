@@ -418,3 +418,21 @@ def test_concurrent_appends_to_parent_and_children(store):
                 if e.type == "user/message" and e.data["content"].startswith(f"t{k}-")]
         assert mine == [f"t{k}-{i}" for i in range(40)]
         assert s.verify().ok
+
+
+def test_fork_seed_chain_must_match_the_parent_frame(store):
+    """A child records the parent's chain at seed - 1; reading and verifying the
+    child both check that the parent's log still carries it."""
+    p = store.create_session(cwd="/r")
+    turns(p, 2)
+    c = p.fork(2)
+    c.append("user/message", {"content": "x"})
+    conn = apsw.Connection(store.path)
+    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+    conn.execute("UPDATE sessions SET seed_chain = seed_chain + 1 WHERE sid = ?", (c._sid,))
+    conn.close()
+    forged = store.session(c.id)
+    with pytest.raises(errors.HeadMismatchError):
+        list(forged.events())
+    report = forged.verify()
+    assert not report.ok and report.session == p.id and report.scan.status == trajlog.Status.BAD_CHAIN
