@@ -26,11 +26,16 @@ def test_cli_demo_on_the_default_database(tmp_path):
     assert "tool/result  TOOL_OUTCOME_UNKNOWN   call_9" in out
     assert "tool/result  TOOL_NOT_STARTED       call_10" in out
     assert "load(): repaired; a second load appends nothing (last seq 26); verify: ok" in out
+    # fork, subagent, tree
+    assert "reads 18 inherited events + 1 of its own, copying none" in out
+    assert "'Looks right; add a test for expiry.'" in out
+    assert "store.sessions() lists 2 (subagents hidden), 4 with subagents" in out
     assert (tmp_path / "trajlog.db").exists()
     with trajlog.open(str(tmp_path / "trajlog.db")) as st:
-        (header,) = st.sessions()
-        s = st.session(header.id)
+        root = next(h for h in st.sessions() if h.parent_session is None)
+        s = st.session(root.id)
         assert s.verify().ok and s.inspect()[1].outcome == "balanced"
+        assert len(st.sessions(include_subagents=True)) == 4
 
 
 def test_cli_ls_show_verify(tmp_path):

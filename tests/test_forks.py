@@ -435,4 +435,5 @@ def test_fork_seed_chain_must_match_the_parent_frame(store):
     with pytest.raises(errors.HeadMismatchError):
         list(forged.events())
     report = forged.verify()
-    assert not report.ok and report.session == p.id and report.scan.status == trajlog.Status.BAD_CHAIN
+    assert not report.ok and report.session == p.id
+    assert report.scan.status == trajlog.Status.BAD_CHAIN

@@ -134,6 +134,38 @@ def _demo_crash(store: Store, s: Session, write: Any) -> None:
           f"{'ok' if loaded.verify().ok else 'FAILED'}\n\n")
 
 
+def _demo_lineage(store: Store, s: Session, write: Any) -> None:
+    """Fork the first turn, spawn a reviewer subagent, print the tree."""
+    fork = s.fork(3)
+    fork.append("user/message", {"content": "Try another approach instead."})
+    with s.turn():
+        with s.step():
+            s.append("assistant/message", {"content": "Asking a reviewer.", "tool_calls": [
+                {"id": "call_20", "name": "task", "arguments": {"task": "review"}}]})
+            s.append("tool/call", {"call_id": "call_20", "name": "task",
+                                   "arguments": {"task": "review"}})
+            sub = s.spawn_subagent("Review the fix in src/login.ts", agent_preset="reviewer",
+                                   call_id="call_20")
+            sub.append("assistant/message", {"content": "Looks right; add a test for expiry.",
+                                             "tool_calls": []})
+            result = sub.finish()
+            helper = s.fork_subagent("Write the expiry test")
+    write(f"fork at seq 3 -> {fork.id[:8]} reads {fork.header.seed_length} inherited events "
+          f"+ {fork.last_seq + 1 - fork.header.seed_length} of its own, copying none\n")
+    write(f"subagent answered the parent's call_20 at seq {result.seq}: "
+          f"{result.data['output']!r}\n")
+    write("session tree:\n")
+    for depth, h in s.tree().walk():
+        kind = h.origin or ("fork" if h.parent_session else "session")
+        seed = f", seed {h.seed_length}" if h.seed_length else ""
+        write(f"  {'    ' * depth}{h.id[:8]}  {kind}{seed}, depth {h.delegation_depth}, "
+              f"preset {h.agent_preset}\n")
+    write(f"store.sessions() lists {len(store.sessions())} (subagents hidden), "
+          f"{len(store.sessions(include_subagents=True))} with subagents; "
+          f"{helper.header.metadata['approval_policy']!r} approvals for the forked "
+          "subagent\n\n")
+
+
 def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
     """Record a session in the store at ``db``, print it and its verify report;
     then encode, damage and scan a log to show the torn / corrupt verdicts."""
@@ -150,6 +182,7 @@ def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
               f"chain head {report.chain_head:016x} = session head at seq {report.last_seq}\n")
         write(f"store now holds {len(store.sessions())} session(s)\n\n")
         _demo_crash(store, s, write)
+        _demo_lineage(store, s, write)
     log, key, payloads = _demo_frames()
     write(f"encoded {len(payloads)} events into {len(log)} bytes of frames "
           f"({sum(map(len, payloads))} payload bytes)\n\n")
