@@ -138,18 +138,17 @@ def _demo_lineage(store: Store, s: Session, write: Any) -> None:
     """Fork the first turn, spawn a reviewer subagent, print the tree."""
     fork = s.fork(3)
     fork.append("user/message", {"content": "Try another approach instead."})
-    with s.turn():
-        with s.step():
-            s.append("assistant/message", {"content": "Asking a reviewer.", "tool_calls": [
-                {"id": "call_20", "name": "task", "arguments": {"task": "review"}}]})
-            s.append("tool/call", {"call_id": "call_20", "name": "task",
-                                   "arguments": {"task": "review"}})
-            sub = s.spawn_subagent("Review the fix in src/login.ts", agent_preset="reviewer",
-                                   call_id="call_20")
-            sub.append("assistant/message", {"content": "Looks right; add a test for expiry.",
-                                             "tool_calls": []})
-            result = sub.finish()
-            helper = s.fork_subagent("Write the expiry test")
+    with s.turn(), s.step():
+        s.append("assistant/message", {"content": "Asking a reviewer.", "tool_calls": [
+            {"id": "call_20", "name": "task", "arguments": {"task": "review"}}]})
+        s.append("tool/call", {"call_id": "call_20", "name": "task",
+                               "arguments": {"task": "review"}})
+        sub = s.spawn_subagent("Review the fix in src/login.ts", agent_preset="reviewer",
+                               call_id="call_20")
+        sub.append("assistant/message", {"content": "Looks right; add a test for expiry.",
+                                         "tool_calls": []})
+        result = sub.finish()
+        helper = s.fork_subagent("Write the expiry test")
     write(f"fork at seq 3 -> {fork.id[:8]} reads {fork.header.seed_length} inherited events "
           f"+ {fork.last_seq + 1 - fork.header.seed_length} of its own, copying none\n")
     write(f"subagent answered the parent's call_20 at seq {result.seq}: "
