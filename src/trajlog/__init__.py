@@ -7,10 +7,11 @@ in :mod:`trajlog.errors`.
 
 from __future__ import annotations
 
-from . import codec, errors
+from . import codec, context, errors, evidence, projections, recovery
 from ._backend import get_kernel
 from ._format import FORMAT_VERSION, Cursor, FrameHeader, FrameType, Status
 from .codec import Frame, ScanReport, Verdict, Watermark
+from .context import ContextPolicy, build_context
 from .events import Event
 from .store import Session, SessionHeader, Store, VerifyReport, open
 
@@ -25,6 +26,7 @@ def __getattr__(name: str) -> str:
 
 __all__ = [
     "FORMAT_VERSION",
+    "ContextPolicy",
     "Cursor",
     "Event",
     "Frame",
@@ -40,7 +42,12 @@ __all__ = [
     "Watermark",
     "__version__",
     "backend",
+    "build_context",
     "codec",
+    "context",
     "errors",
+    "evidence",
     "open",
+    "projections",
+    "recovery",
 ]

@@ -117,6 +117,11 @@ class DelegationLimitError(InvalidStateError):
     """A subagent would be deeper than the store's delegation limit."""
 
 
+class ContextBudgetError(TrajlogError):
+    """The core of a context (task contract, human decisions, summary) does not
+    fit the policy's budget; the builder refuses rather than drop core facts."""
+
+
 class StoreError(TrajlogError):
     """Storage failed; the underlying apsw exception, if any, is ``__cause__``."""
 

@@ -28,7 +28,7 @@ from .errors import (
 )
 
 MIN_SQLITE = (3, 51, 3)  # WAL-reset race fixed in 3.51.3 (sqlite.org/wal.html, section 11)
-SCHEMA_VERSION = 2
+SCHEMA_VERSION = 3
 APPLICATION_ID = 0x74726A6C  # "trjl"
 
 # ---------------------------------------------------------------------------
@@ -174,6 +174,19 @@ _MIGRATIONS: list[str] = [
     CREATE INDEX events_turn_start ON events(sid, seq) WHERE type = 'turn/start';
     CREATE INDEX events_turn_end ON events(sid, seq) WHERE type = 'turn/end';
     CREATE INDEX events_sandbox ON events(sid, seq) WHERE type = 'sandbox/mode';
+    """,
+    # 3: derived, rebuildable projection states (never authoritative; no
+    # append-only triggers: a newer state replaces an older one).
+    """
+    CREATE TABLE projection_states(
+        sid     INTEGER NOT NULL REFERENCES sessions(sid),
+        name    TEXT    NOT NULL,
+        version INTEGER NOT NULL,
+        seq     INTEGER NOT NULL,
+        chain   INTEGER NOT NULL,
+        state   BLOB    NOT NULL,
+        PRIMARY KEY (sid, name, version)
+    ) STRICT;
     """,
 ]
 
@@ -503,6 +516,30 @@ def frames_of_types(conn: apsw.Connection, sid: int, after: int,
     return [(int(r[0]), r[1]) for r in conn.execute(
         f"SELECT seq, frame FROM events WHERE rid > ? AND rid <= ? AND type IN ({marks}) "
         "ORDER BY rid", (rid(sid, after), rid(sid, MAX_SESSION_SEQ), *types))]
+
+
+def projection_state(conn: apsw.Connection, sid: int, name: str,
+                     version: int) -> tuple[int, int, bytes] | None:
+    """(seq, chain u64, state) of the saved projection state, if any."""
+    rows: list[Any] = conn.execute(
+        "SELECT seq, chain, state FROM projection_states WHERE sid = ? AND name = ? "
+        "AND version = ?", (sid, name, version)).fetchall()
+    if not rows:
+        return None
+    return int(rows[0][0]), int(rows[0][1]) & 0xFFFFFFFFFFFFFFFF, bytes(rows[0][2])
+
+
+def save_projection_state(conn: apsw.Connection, sid: int, name: str, version: int, seq: int,
+                          chain: int, state: bytes) -> None:
+    """Keep one state per (session, projection): other versions are dropped."""
+    conn.execute("DELETE FROM projection_states WHERE sid = ? AND name = ?", (sid, name))
+    conn.execute("INSERT INTO projection_states VALUES (?,?,?,?,?,?)",
+                 (sid, name, version, seq, chain - (1 << 64) if chain >= 1 << 63 else chain,
+                  state))
+
+
+def drop_projection_states(conn: apsw.Connection, sid: int) -> None:
+    conn.execute("DELETE FROM projection_states WHERE sid = ?", (sid,))
 
 
 def now_ms() -> int:

@@ -30,7 +30,7 @@ import apsw
 import msgspec
 import zstandard
 
-from . import _backend, codec, lineage, storage
+from . import _backend, codec, evidence, lineage, projections, storage
 from ._format import FLAG_ZSTD, Cursor, FrameType, Status
 from .codec import ScanReport, Verdict, Watermark
 from .errors import (
@@ -329,6 +329,7 @@ class Store:
         self._queue: list[_Request] = []
         self._leader = False
         self._states: dict[int, _LogState] = {}
+        self._projections: dict[tuple[int, str], Any] = {}  # see projections.project
         self._types_seen: set[str] = set()
         self._closed = False
         self.writer_id = f"{_HOST}:{os.getpid()}:{uuid_mod.uuid4().hex[:12]}"
@@ -1169,6 +1170,34 @@ class Session:
         report = RecoveryReport(self.id, outcome, state.events, last_seq, closing,
                                 state.turn_start, state.step_start)
         return BalancedView(self, last_seq, () if repair else closing), report
+
+    # -- compaction and event status -------------------------------------------
+
+    def compact(self, from_seq: int, to_seq: int, summary: str, *,
+                source: str | None = "model") -> Event:
+        """Append a ``compaction/apply`` event whose ``surface-replace`` op hides
+        events ``from_seq .. to_seq`` behind ``summary`` in the model history.
+        Nothing is deleted: the raw events stay in the log.  The range must not
+        split a tool call from its result, and must nest with earlier ones."""
+        if not isinstance(summary, str) or not summary:
+            raise TypeError("summary must be a non-empty str")
+        projections.check_compaction(self, from_seq, to_seq)
+        return self.append("compaction/apply", {"op": projections.SURFACE_REPLACE,
+                                                "from_seq": from_seq, "to_seq": to_seq,
+                                                "summary": summary}, source=source)
+
+    def mark(self, seq: int, status: str, reason: str, *, source: str) -> Event:
+        """Append an ``event/status`` event: event ``seq`` becomes ``superseded``,
+        ``rejected``, ``expired``, ``audit-only`` (or ``active`` again), with
+        the reason and who decided."""
+        if status not in evidence.STATUSES:
+            raise ValidationError(f"status must be one of {', '.join(evidence.STATUSES)}")
+        if not isinstance(seq, int) or not 0 <= seq <= self.last_seq:
+            raise InvalidArgumentError(f"session {self.id} has no event {seq}")
+        if not isinstance(reason, str) or not reason:
+            raise TypeError("reason must be a non-empty str")
+        return self.append("event/status", {"target": seq, "status": status,
+                                            "reason": reason}, source=source)
 
     # -- lineage --------------------------------------------------------------
 

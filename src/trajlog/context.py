@@ -1,0 +1,340 @@
+"""The context builder: what the model sees next, chosen by a versioned policy,
+with a record of what was chosen, what was left out and why.
+
+A build runs the four stages of the seed article, in order:
+
+1. **branch and task** -- events of another branch (``data.branch`` differing
+   from the session's ``branch`` metadata, default ``"main"``) are excluded;
+2. **status** -- superseded, rejected, expired and audit-only events are
+   excluded (``event/status``), and so are restricted data classes and
+   untrusted sources (``external:*``, ``web:*``: data, never instructions);
+3. **evidence rank** -- the *core* layer (task contract, human decisions) is
+   placed first within a reserved quota that session noise cannot crowd out;
+   then the evidence layer (active tool results, current file snapshots),
+   the plan layer (the latest plan) and the conversation layer (recent
+   messages) fill their budgets, newest first;
+4. **compression** -- long tool output is cut to ``max_tool_output_chars``
+   (keeping its source reference), and the six-block summary -- confirmed,
+   failed, conflicts, to confirm, forbidden actions, next step -- is derived
+   from structured fields, never from free text; an empty block says so.
+
+If the core does not fit the whole budget, the build refuses
+(:class:`ContextBudgetError`) rather than compress core facts away.  Every build
+appends a ``context/injection`` event: policy name and version, the selected
+seqs, excluded reasons and counts, the summary's SHA-256, the target model.
+"""
+
+from __future__ import annotations
+
+import hashlib
+from collections import Counter
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+import msgspec
+
+from .errors import ContextBudgetError, InvalidArgumentError
+from .events import Event
+from .evidence import Evidence, ref, source_class
+
+if TYPE_CHECKING:
+    from .store import Session
+
+CORE = ("task.contract", "human.decision")
+STRUCTURAL = frozenset({"turn/start", "turn/end", "step/start", "step/end", "tool/call",
+                        "context/injection", "event/status", "request/header",
+                        "approval/policy", "sandbox/mode", "goal/change"})
+BLOCKS = ("confirmed", "failed", "conflicts", "to confirm", "forbidden actions", "next step")
+
+
+@dataclass(frozen=True, slots=True)
+class ContextPolicy:
+    """A versioned context policy (the names follow the seed article's
+    ``context_policy`` example).  Budgets are in characters."""
+
+    name: str = "coding-default"
+    version: int = 2
+    include: tuple[str, ...] = ("task.contract", "human.decision", "tool.result.active",
+                                "file.snapshot.current", "model.plan.latest",
+                                "conversation.recent")
+    exclude: tuple[str, ...] = ("event.status.rejected", "event.status.expired",
+                                "event.status.superseded", "event.status.audit-only",
+                                "branch.other", "data_class.restricted", "source.untrusted")
+    max_events: int = 60
+    max_tool_output_chars: int = 12_000
+    max_file_snippets: int = 16
+    recent_messages: int = 12
+    require: tuple[str, ...] = ("workspace_revision", "source", "data_class")
+    require_for: tuple[str, ...] = ("tool.result.active", "file.snapshot.current")
+    budget_chars: int = 48_000
+    reserved_chars: int = 8_000
+    layer_shares: tuple[tuple[str, float], ...] = (("evidence", 0.6), ("plan", 0.1),
+                                                   ("conversation", 0.3))
+
+    def __post_init__(self) -> None:
+        if not self.name or self.version < 1:
+            raise InvalidArgumentError("a context policy needs a name and a version >= 1")
+        if self.reserved_chars > self.budget_chars or self.budget_chars <= 0:
+            raise InvalidArgumentError("reserved_chars must be within budget_chars")
+
+
+@dataclass(frozen=True, slots=True)
+class Item:
+    """One selected event: its source reference, layer and rendered text."""
+
+    seq: int
+    ref: str
+    category: str
+    layer: str
+    role: str
+    text: str
+
+
+@dataclass(frozen=True, slots=True)
+class Excluded:
+    seq: int
+    ref: str
+    reason: str
+
+
+@dataclass(frozen=True, slots=True)
+class ContextBuild:
+    """What :func:`build_context` produced."""
+
+    messages: list[dict[str, Any]]
+    selected: list[Item]
+    excluded: list[Excluded]
+    summary: dict[str, list[str]]
+    summary_text: str
+    injection: Event
+    chars: int = 0
+    excluded_counts: dict[str, int] = field(default_factory=dict)
+
+
+def _category(ev: Event, latest_plan: int | None) -> str | None:
+    t, cls = ev.type, source_class(ev)
+    if t == "task/contract":
+        return "task.contract"
+    if cls == "human" and t not in STRUCTURAL:
+        return "human.decision"
+    if t == "tool/result":
+        return "tool.result.active"
+    if t == "file/snapshot":
+        return "file.snapshot.current"
+    if t == "plan/update":
+        return "model.plan.latest" if ev.seq == latest_plan else "model.plan.stale"
+    if t in ("user/message", "assistant/message"):
+        return "conversation.recent"
+    return None
+
+
+def _layer(category: str) -> str:
+    if category in CORE:
+        return "core"
+    if category in ("tool.result.active", "file.snapshot.current"):
+        return "evidence"
+    if category == "model.plan.latest":
+        return "plan"
+    return "conversation"
+
+
+def _render(ev: Event, policy: ContextPolicy) -> tuple[str, str]:
+    """(role, text) of one selected event, with its source reference."""
+    d = ev.data if isinstance(ev.data, dict) else {"value": ev.data}
+    r = ref(ev)
+    if ev.type == "user/message":
+        return "user", f"[{r}] {_str(d.get('content'))}"
+    if ev.type == "assistant/message":
+        return "assistant", f"[{r}] {_str(d.get('content'))}"
+    if ev.type == "tool/result":
+        out = _str(d.get("output"))
+        if len(out) > policy.max_tool_output_chars:
+            cut = len(out) - policy.max_tool_output_chars
+            out = out[: policy.max_tool_output_chars] + f"\n[... {cut} characters cut; see {r}]"
+        status = " (error)" if d.get("is_error") else ""
+        return "tool", f"[{r}] {d.get('name') or d.get('call_id', '')}{status}: {out}"
+    if ev.type == "file/snapshot":
+        return "context", f"[{r}] {d.get('path', '?')} @ {ev.workspace_revision}:\n" \
+                          f"{_str(d.get('content'))}"
+    return "context", f"[{r}] {ev.type}: {_str(d.get('text', d.get('value', d)))}"
+
+
+def _str(value: Any) -> str:
+    if isinstance(value, str):
+        return value
+    return msgspec.json.encode(value).decode() if value is not None else ""
+
+
+def _summary(events: list[Event], evidence: Evidence) -> dict[str, list[str]]:
+    confirmed, conflicts, unconfirmed = evidence.resolve()
+    blocks: dict[str, list[str]] = {b: [] for b in BLOCKS}
+    for subject, claim in sorted(confirmed.items()):
+        blocks["confirmed"].append(f"{subject} = {_str(claim.value)} [{claim.ref}]")
+    for c in conflicts:
+        refs = ", ".join(x.ref for x in c.claims)
+        blocks["conflicts"].append(f"{c.subject}: {c.note} [{refs}]")
+    for claim in unconfirmed:
+        blocks["to confirm"].append(f"{claim.subject} = {_str(claim.value)} "
+                                    f"(model interpretation) [{claim.ref}]")
+    plan = None
+    for ev in events:
+        d = ev.data if isinstance(ev.data, dict) else {}
+        if evidence.status_of(ev.seq) != "active":
+            continue
+        if ev.type == "tool/result":
+            if d.get("status") == "TOOL_OUTCOME_UNKNOWN":
+                blocks["to confirm"].append(f"outcome of tool call {d.get('call_id')} is "
+                                            f"unknown: check before retrying [{ref(ev)}]")
+            elif d.get("is_error") and not d.get("synthetic"):
+                blocks["failed"].append(f"{d.get('name') or d.get('call_id')}: "
+                                        f"{_str(d.get('output'))[:160]} [{ref(ev)}]")
+        elif ev.type == "approval/deny":
+            blocks["failed"].append(f"denied: {_str(d.get('tool', d))} [{ref(ev)}]")
+            blocks["forbidden actions"].append(f"{_str(d.get('tool', d))} [{ref(ev)}]")
+        elif ev.type == "task/contract":
+            for action in d.get("forbidden") or ():
+                blocks["forbidden actions"].append(f"{_str(action)} [{ref(ev)}]")
+        elif ev.type == "plan/update":
+            plan = ev
+    if plan is not None:
+        d = plan.data if isinstance(plan.data, dict) else {}
+        blocks["next step"].append(f"{_str(d.get('next', d.get('text', '')))} [{ref(plan)}]")
+    return blocks
+
+
+def summary_text(blocks: dict[str, list[str]]) -> str:
+    """The six blocks as text; an empty block says so."""
+    lines = []
+    for name in BLOCKS:
+        lines.append(f"{name.upper()}:")
+        lines += [f"- {x}" for x in blocks[name]] or ["- (none)"]
+    return "\n".join(lines)
+
+
+def build_context(session: Session, policy: ContextPolicy | None = None, *,
+                  target_model: str | None = None) -> ContextBuild:
+    """Build the next model context of ``session`` under ``policy`` and record
+    the build as a ``context/injection`` event (see the module docstring)."""
+    policy = policy or ContextPolicy()
+    events = list(session.events())
+    evidence = Evidence()
+    latest_plan = None
+    revision = None
+    for ev in events:
+        evidence.feed(ev)
+        if ev.type == "plan/update":
+            latest_plan = ev.seq
+        if ev.workspace_revision is not None:
+            revision = ev.workspace_revision
+    branch = session.header.metadata.get("branch", "main")
+    latest_file: dict[str, int] = {}
+    for ev in events:
+        if ev.type == "file/snapshot" and isinstance(ev.data, dict):
+            latest_file[str(ev.data.get("path"))] = ev.seq
+
+    excluded: list[Excluded] = []
+    candidates: list[tuple[Event, str]] = []
+    for ev in events:
+        if ev.type in STRUCTURAL or ev.type.startswith("compaction/"):
+            continue
+        category = _category(ev, latest_plan)
+        reason = _exclusion(ev, category, policy, evidence, branch, revision, latest_file)
+        if reason is not None:
+            excluded.append(Excluded(ev.seq, ref(ev), reason))
+        elif category is not None:
+            candidates.append((ev, category))
+
+    # Core first, within the whole budget; then the layers, newest first.
+    selected: list[Item] = []
+    used = 0
+    for ev, category in candidates:
+        if category in CORE:
+            role, text = _render(ev, policy)
+            selected.append(Item(ev.seq, ref(ev), category, "core", role, text))
+            used += len(text)
+    blocks = _summary(events, evidence)
+    summary = summary_text(blocks)
+    header = (f"Context built by policy {policy.name} v{policy.version}. Facts carry source "
+              f"references such as [HUMAN-12] or [TEST-31]; cite them.\n{summary}")
+    used += len(header)
+    if used > policy.budget_chars:
+        raise ContextBudgetError(
+            f"the core of session {session.id} (task contract, human decisions and the "
+            f"summary: {used} characters) does not fit the budget of {policy.budget_chars}; "
+            "raise the budget rather than lose core facts")
+    remaining = policy.budget_chars - max(used, policy.reserved_chars)
+    budgets = {name: int(remaining * share) for name, share in policy.layer_shares}
+    counts = Counter[str]()
+    files = 0
+    recent = [ev.seq for ev, c in candidates if c == "conversation.recent"][
+        -policy.recent_messages:] if policy.recent_messages else []
+    for ev, category in reversed(candidates):
+        if category in CORE:
+            continue
+        layer = _layer(category)
+        reason = None
+        if category == "conversation.recent" and ev.seq not in recent:
+            reason = "limit.recent_messages"
+        elif category == "file.snapshot.current" and files >= policy.max_file_snippets:
+            reason = "limit.max_file_snippets"
+        elif len(selected) >= policy.max_events:
+            reason = "limit.max_events"
+        if reason is None:
+            role, text = _render(ev, policy)
+            if len(text) > budgets.get(layer, 0):
+                reason = f"budget.{layer}"
+            else:
+                budgets[layer] -= len(text)
+                used += len(text)
+                files += category == "file.snapshot.current"
+                selected.append(Item(ev.seq, ref(ev), category, layer, role, text))
+        if reason is not None:
+            excluded.append(Excluded(ev.seq, ref(ev), reason))
+    selected.sort(key=lambda it: it.seq)
+    excluded.sort(key=lambda x: x.seq)
+    counts.update(x.reason for x in excluded)
+    messages = [{"role": "system", "content": header}] + [
+        {"role": it.role, "content": it.text, "ref": it.ref, "seq": it.seq} for it in selected]
+    digest = hashlib.sha256(summary.encode()).hexdigest()
+    injection = session.append("context/injection", {
+        "policy": policy.name, "policy_version": policy.version, "target_model": target_model,
+        "selected": [it.seq for it in selected], "excluded": dict(sorted(counts.items())),
+        "summary_sha256": digest, "chars": used}, source="trajlog.context")
+    return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
+                        dict(counts))
+
+
+def _exclusion(ev: Event, category: str | None, policy: ContextPolicy, evidence: Evidence,
+               branch: str, revision: str | None, latest_file: dict[str, int]) -> str | None:
+    """Why ``ev`` may not enter the context, or None."""
+    d = ev.data if isinstance(ev.data, dict) else {}
+    ex = policy.exclude
+    if "branch.other" in ex and d.get("branch") not in (None, branch):
+        return "branch.other"
+    status = evidence.status_of(ev.seq)
+    if status != "active" and f"event.status.{status}" in ex:
+        return f"event.status.{status}"
+    if ev.data_class is not None and f"data_class.{ev.data_class}" in ex:
+        return f"data_class.{ev.data_class}"
+    if "source.untrusted" in ex and source_class(ev) == "untrusted":
+        return "source.untrusted"
+    if category is None:
+        return None
+    if category == "model.plan.stale":
+        return "model.plan.stale"
+    if category not in policy.include:
+        return f"not.included.{category}"
+    if category == "file.snapshot.current":
+        path = str(d.get("path"))
+        if latest_file.get(path) != ev.seq or (
+                revision is not None and ev.workspace_revision != revision):
+            return "file.snapshot.stale"
+    if category in policy.require_for:
+        for name in policy.require:
+            if getattr(ev, name) is None:
+                return f"require.{name}"
+    return None
+
+
+__all__ = ["BLOCKS", "ContextBuild", "ContextPolicy", "Excluded", "Item", "build_context",
+           "summary_text"]

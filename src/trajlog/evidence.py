@@ -1,0 +1,172 @@
+"""Evidence rules: event status, who said it, and what wins when events disagree.
+
+From the seed article on context governance: an append-only log still needs
+status semantics, and facts must be told apart from interpretations.
+
+* **Status.**  An ``event/status`` event ``{target, status, reason}`` marks an
+  earlier event ``superseded`` (newer evidence replaced it), ``rejected`` (a
+  person overruled it), ``expired`` (an authorization or cache lapsed) or
+  ``audit-only`` (kept for review, never for the model); ``active`` restores it.
+  The latest status event for a target wins.  Nothing is rewritten.
+* **Source class**, from the envelope's ``source`` and the type: ``human``
+  (``human``, ``human:<name>``, ``reviewer``; type ``human/decision``), ``tool``
+  (a tool's name; tool results), ``system`` (the host, trajlog itself, another
+  session), ``user``, ``model`` (``model``, ``assistant``; assistant messages,
+  plans), and ``untrusted`` (``external:*``, ``web:*``, or data marked
+  ``trust: "untrusted"``) whose text is data, never instructions.
+* **Claims.**  An event whose data has a string ``subject`` and a ``value`` is a
+  claim about that subject.  Facts (human, tool, system) and interpretations
+  (model) are ranked: a human decision outranks a tool fact, which outranks a
+  model interpretation.  When the active claims of the top rank disagree: two
+  humans -- the later decision stands; two deterministic tools -- a
+  **conflict marker**, no silent pick (check the environment and inputs);
+  models only -- nothing is confirmed.  A lower-ranked claim that disagrees
+  with the winner is reported as a conflict too, but does not change it.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from typing import Any
+
+from .events import Event
+
+STATUSES = ("active", "superseded", "rejected", "expired", "audit-only")
+RANK = {"human": 3, "tool": 2, "system": 2, "user": 1, "model": 0, "untrusted": -1}
+
+
+def source_class(ev: Event) -> str:
+    """Who an event speaks for (see the module docstring)."""
+    src = ev.source or ""
+    data = ev.data if isinstance(ev.data, dict) else {}
+    if src.startswith(("external:", "web:")) or data.get("trust") == "untrusted":
+        return "untrusted"
+    if ev.type == "human/decision" or src in ("human", "reviewer") or src.startswith(
+            ("human:", "reviewer:")):
+        return "human"
+    if src in ("model", "assistant") or (not src and ev.type in ("assistant/message",
+                                                                 "plan/update")):
+        return "model"
+    if src == "user" or (not src and ev.type == "user/message"):
+        return "user"
+    if src in ("system", "host", "trajlog.recovery") or src.startswith("session:"):
+        return "system"
+    if src or ev.type == "tool/result":
+        return "tool"
+    return "system"
+
+
+def ref(ev: Event) -> str:
+    """A short source reference for people and models, e.g. ``HUMAN-12``,
+    ``TEST-31``, ``FILE-7`` -- the kind of evidence and its seq."""
+    cls = source_class(ev)
+    t = ev.type
+    data = ev.data if isinstance(ev.data, dict) else {}
+    if t == "task/contract":
+        kind = "TASK"
+    elif cls == "human":
+        kind = "HUMAN"
+    elif t == "file/snapshot":
+        kind = "FILE"
+    elif t.startswith("schema/"):
+        kind = "SCHEMA"
+    elif t == "plan/update":
+        kind = "PLAN"
+    elif t == "tool/result" or cls == "tool":
+        name = str(data.get("name") or ev.source or "")
+        kind = "TEST" if "test" in name.lower() else "TOOL"
+    elif cls == "untrusted":
+        kind = "EXT"
+    else:
+        kind = {"user": "USER", "model": "MODEL"}.get(cls, "SYS")
+    return f"{kind}-{ev.seq}"
+
+
+@dataclass(frozen=True, slots=True)
+class Claim:
+    subject: str
+    value: Any
+    seq: int
+    source: str
+    ref: str
+
+
+@dataclass(frozen=True, slots=True)
+class Conflict:
+    """Active claims about one subject that disagree.  ``blocking``: two facts
+    of the deciding rank (deterministic tools) -- stop and check."""
+
+    subject: str
+    claims: tuple[Claim, ...]
+    blocking: bool
+    note: str
+
+
+@dataclass(slots=True)
+class Evidence:
+    """Statuses, claims and their resolution for one log."""
+
+    status: dict[int, tuple[str, str, str | None, int]] = field(default_factory=dict)
+    claims: dict[str, list[Claim]] = field(default_factory=dict)
+
+    def feed(self, ev: Event) -> None:
+        data = ev.data if isinstance(ev.data, dict) else {}
+        if ev.type == "event/status":
+            target, status = data.get("target"), data.get("status")
+            if isinstance(target, int) and status in STATUSES:
+                self.status[target] = (status, str(data.get("reason", "")), ev.source, ev.seq)
+            return
+        subject = data.get("subject")
+        if isinstance(subject, str) and "value" in data:
+            self.claims.setdefault(subject, []).append(
+                Claim(subject, data["value"], ev.seq, source_class(ev), ref(ev)))
+
+    def status_of(self, seq: int) -> str:
+        entry = self.status.get(seq)
+        return entry[0] if entry else "active"
+
+    def resolve(self) -> tuple[dict[str, Claim], list[Conflict], list[Claim]]:
+        """(confirmed winner per subject, conflicts, unconfirmed interpretations)."""
+        confirmed: dict[str, Claim] = {}
+        conflicts: list[Conflict] = []
+        unconfirmed: list[Claim] = []
+        for subject, claims in self.claims.items():
+            active = [c for c in claims if self.status_of(c.seq) == "active"
+                      and c.source != "untrusted"]
+            if not active:
+                continue
+            top = max(RANK[c.source] for c in active)
+            best = [c for c in active if RANK[c.source] == top]
+            values = {_key(c.value) for c in best}
+            if top <= RANK["model"]:
+                unconfirmed.extend(best)
+                continue
+            if len(values) > 1 and top == RANK["tool"]:
+                conflicts.append(Conflict(subject, tuple(best), True,
+                                          "deterministic results disagree: stop and check the "
+                                          "environment and input versions"))
+                continue
+            winner = max(best, key=lambda c: c.seq)
+            confirmed[subject] = winner
+            losers = tuple(c for c in active if _key(c.value) != _key(winner.value))
+            if losers:
+                conflicts.append(Conflict(subject, (winner, *losers), False,
+                                          f"{winner.ref} ({winner.source}) outranks "
+                                          + ", ".join(f"{c.ref} ({c.source})" for c in losers)))
+        return confirmed, conflicts, unconfirmed
+
+
+def _key(value: Any) -> str:
+    return repr(value)
+
+
+def collect(events: Iterable[Event]) -> Evidence:
+    ev = Evidence()
+    for e in events:
+        ev.feed(e)
+    return ev
+
+
+__all__ = ["RANK", "STATUSES", "Claim", "Conflict", "Evidence", "collect", "ref",
+           "source_class"]

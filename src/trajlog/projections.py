@@ -1,0 +1,636 @@
+"""Projections: the views a model, a person and a debugger each need, computed
+from one log by pure folds.
+
+Each projection is a fold over the session's events (its inherited prefix
+first, for a fork): ``init() -> state``, ``step(state, event) -> state``,
+``view(state) -> result``.  Folding is incremental: the store keeps the state
+reached at some seq -- in memory, and from time to time in the derived table
+``projection_states`` -- and a later call folds only the events appended since.
+Saved states are keyed by (session, projection, version) and carry the seq and
+chain they were computed at: a state whose version differs, or whose chain no
+longer matches the log, is ignored and rebuilt.  They are never authoritative;
+:func:`rebuild` drops them.
+
+The projections:
+
+* :func:`model_history` -- user messages, assistant messages (text, reasoning,
+  tool calls) and tool results, in order, with ``surface-replace`` compactions
+  applied: the range a compaction covers is hidden behind its summary (the raw
+  events stay in the log).  :func:`request_config` -- the system prompt, tools
+  and parameters of the last ``request/header``.
+* :func:`chat` -- message bubbles and tool cards for people.
+* :func:`trajectory` -- turns, steps, model requests and tool spans, for debugging.
+* :func:`goal` -- the last valid full goal snapshot (malformed ones reported).
+* :func:`status` -- what is open now: turn, step, tools running.
+"""
+
+from __future__ import annotations
+
+import bisect
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any, ClassVar
+
+import msgspec
+
+from . import storage
+from .errors import InvalidArgumentError, ValidationError
+from .events import Event
+from .recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+
+if TYPE_CHECKING:
+    from .store import Session
+
+SURFACE_REPLACE = "surface-replace"
+SAVE_EVERY = 5000   # persist a state after this many newly folded events
+
+
+class Message(msgspec.Struct, frozen=True, omit_defaults=True):
+    """One entry of the model history.  ``role`` is ``user``, ``assistant``,
+    ``tool`` or ``summary`` (a compaction's summary of ``seq .. until``)."""
+
+    role: str
+    content: Any
+    seq: int
+    tool_calls: list[Any] | None = None
+    reasoning: Any = None
+    tool_call_id: str | None = None
+    is_error: bool | None = None
+    status: str | None = None
+    until: int | None = None
+
+
+class RequestConfig(msgspec.Struct, frozen=True):
+    """What the last ``request/header`` said about the model request."""
+
+    seq: int
+    model: str | None
+    system_prompt: Any
+    tools: list[Any]
+    parameters: dict[str, Any]
+
+
+class ChatNode(msgspec.Struct, frozen=True):
+    """A bubble (``kind="message"``) or a tool card (``kind="tool"``).  A tool
+    card's ``status``: requested, running, done, error, unknown, not_started."""
+
+    kind: str
+    seq: int
+    role: str | None = None
+    text: str | None = None
+    call_id: str | None = None
+    name: str | None = None
+    arguments: Any = None
+    status: str | None = None
+    output: str | None = None
+    result_seq: int | None = None
+
+
+class ToolSpan(msgspec.Struct, frozen=True):
+    call_id: str
+    name: str | None
+    arguments: Any
+    requested_seq: int
+    started_seq: int | None
+    result_seq: int | None
+    duration_ms: int | None
+    error: bool | None
+    status: str
+    result_summary: str | None
+
+
+class ModelRequest(msgspec.Struct, frozen=True):
+    seq: int
+    model: str | None
+    latency_ms: int | None
+    ttft_ms: int | None
+    tokens_in: int | None
+    tokens_out: int | None
+    tool_calls: int
+
+
+class Step(msgspec.Struct, frozen=True):
+    start_seq: int | None
+    end_seq: int | None
+    requests: list[ModelRequest]
+    tools: list[ToolSpan]
+
+
+class Turn(msgspec.Struct, frozen=True):
+    start_seq: int | None
+    end_seq: int | None
+    interrupted: bool | None
+    steps: list[Step]
+
+
+class GoalView(msgspec.Struct, frozen=True):
+    """The current goal: ``goal`` is None when none was set or it was cleared."""
+
+    goal: Any
+    revision: int | None
+    seq: int | None
+    cleared: bool
+    skipped: list[dict[str, Any]]
+
+
+class StatusView(msgspec.Struct, frozen=True):
+    turn_open_since: int | None
+    step_open_since: int | None
+    tools_running: list[str]
+    tools_requested: list[str]
+    last_seq: int
+
+
+# ---------------------------------------------------------------------------
+# The folds.  State objects are msgspec Structs or plain containers so that the
+# engine can persist them with MessagePack.
+
+def _text(value: Any, limit: int = 200) -> str:
+    text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
+    return text if len(text) <= limit else text[: limit - 1] + "\u2026"
+
+
+class HistoryState(msgspec.Struct):
+    messages: list[Message]
+    compactions: list[tuple[int, int]]
+
+
+class ModelHistory:
+    """user / assistant / tool messages with surface-replace compactions."""
+
+    name: ClassVar[str] = "model_history"
+    version: ClassVar[int] = 1
+    state_type: ClassVar[Any] = HistoryState
+
+    def init(self) -> HistoryState:
+        return HistoryState([], [])
+
+    def step(self, state: HistoryState, ev: Event) -> HistoryState:
+        t, d = ev.type, ev.data
+        if not isinstance(d, dict):
+            return state
+        if t == "user/message":
+            state.messages.append(Message("user", d.get("content"), ev.seq))
+        elif t == "assistant/message":
+            state.messages.append(Message("assistant", d.get("content"), ev.seq,
+                                          d.get("tool_calls") or None, d.get("reasoning")))
+        elif t == "tool/result":
+            state.messages.append(Message("tool", d.get("output"), ev.seq,
+                                          tool_call_id=d.get("call_id"),
+                                          is_error=d.get("is_error"), status=d.get("status")))
+        elif t.startswith("compaction/") and d.get("op") == SURFACE_REPLACE:
+            lo, hi = d.get("from_seq"), d.get("to_seq")
+            if isinstance(lo, int) and isinstance(hi, int) and lo <= hi:
+                msgs = state.messages
+                a = bisect.bisect_left(msgs, lo, key=lambda m: m.seq)
+                b = bisect.bisect_right(msgs, hi, key=lambda m: m.seq)
+                msgs[a:b] = [Message("summary", d.get("summary"), lo, until=hi)]
+                state.compactions.append((lo, hi))
+        return state
+
+    def view(self, state: HistoryState) -> list[Message]:
+        return list(state.messages)
+
+
+class RequestConfigFold:
+    name: ClassVar[str] = "request_config"
+    version: ClassVar[int] = 1
+    state_type: ClassVar[Any] = RequestConfig | None
+
+    def init(self) -> RequestConfig | None:
+        return None
+
+    def step(self, state: RequestConfig | None, ev: Event) -> RequestConfig | None:
+        if ev.type != "request/header" or not isinstance(ev.data, dict):
+            return state
+        d = ev.data
+        return RequestConfig(ev.seq, d.get("model"), d.get("system_prompt"),
+                             list(d.get("tools") or []), dict(d.get("parameters") or {}))
+
+    def view(self, state: RequestConfig | None) -> RequestConfig | None:
+        return state
+
+
+class ChatState(msgspec.Struct):
+    nodes: list[dict[str, Any]]
+    cards: dict[str, int]
+
+
+class Chat:
+    name: ClassVar[str] = "chat"
+    version: ClassVar[int] = 1
+    state_type: ClassVar[Any] = ChatState
+
+    def init(self) -> ChatState:
+        return ChatState([], {})
+
+    def step(self, state: ChatState, ev: Event) -> ChatState:
+        t, d = ev.type, ev.data
+        if not isinstance(d, dict):
+            return state
+        if t in ("user/message", "assistant/message"):
+            content = d.get("content")
+            if content:
+                state.nodes.append({"kind": "message", "seq": ev.seq, "role": t.split("/")[0],
+                                    "text": _text(content, 2000)})
+            for call in d.get("tool_calls") or ():
+                if isinstance(call, dict) and isinstance(call.get("id"), str):
+                    state.cards[call["id"]] = len(state.nodes)
+                    state.nodes.append({"kind": "tool", "seq": ev.seq, "call_id": call["id"],
+                                        "name": call.get("name"),
+                                        "arguments": call.get("arguments"),
+                                        "status": "requested"})
+        elif t == "tool/call":
+            node = self._card(state, ev, d)
+            node["status"] = "running"
+        elif t == "tool/result":
+            node = self._card(state, ev, d)
+            synthetic = d.get("status")
+            node["status"] = ("unknown" if synthetic == TOOL_OUTCOME_UNKNOWN else
+                              "not_started" if synthetic == TOOL_NOT_STARTED else
+                              "error" if d.get("is_error") else "done")
+            node["output"] = _text(d.get("output", ""), 500)
+            node["result_seq"] = ev.seq
+        return state
+
+    @staticmethod
+    def _card(state: ChatState, ev: Event, d: dict[str, Any]) -> dict[str, Any]:
+        call_id = d.get("call_id")
+        index = state.cards.get(call_id) if isinstance(call_id, str) else None
+        if index is None:  # a call the log never requested: show it anyway
+            state.cards[str(call_id)] = index = len(state.nodes)
+            state.nodes.append({"kind": "tool", "seq": ev.seq, "call_id": str(call_id),
+                                "name": d.get("name"), "arguments": d.get("arguments"),
+                                "status": "requested"})
+        return state.nodes[index]
+
+    def view(self, state: ChatState) -> list[ChatNode]:
+        return [ChatNode(**n) for n in state.nodes]
+
+
+class TrajectoryState(msgspec.Struct):
+    turns: list[dict[str, Any]]
+    calls: dict[str, list[int]]      # call id -> [turn index, step index, tool index]
+    last_request: dict[str, Any] | None
+
+
+class Trajectory:
+    name: ClassVar[str] = "trajectory"
+    version: ClassVar[int] = 1
+    state_type: ClassVar[Any] = TrajectoryState
+
+    def init(self) -> TrajectoryState:
+        return TrajectoryState([], {}, None)
+
+    @staticmethod
+    def _open_turn(state: TrajectoryState) -> dict[str, Any]:
+        if not state.turns or state.turns[-1]["end_seq"] is not None:
+            state.turns.append({"start_seq": None, "end_seq": None, "interrupted": None,
+                                "steps": []})
+        return state.turns[-1]
+
+    def step(self, state: TrajectoryState, ev: Event) -> TrajectoryState:
+        t, d = ev.type, ev.data if isinstance(ev.data, dict) else {}
+        if t == "turn/start":
+            state.turns.append({"start_seq": ev.seq, "end_seq": None, "interrupted": None,
+                                "steps": [], "time": ev.time})
+        elif t == "turn/end":
+            turn = self._open_turn(state)
+            turn["end_seq"], turn["interrupted"] = ev.seq, bool(d.get("interrupted"))
+            if turn["steps"] and turn["steps"][-1]["end_seq"] is None:
+                turn["steps"][-1]["end_seq"] = ev.seq
+        elif t == "step/start":
+            self._open_turn(state)["steps"].append({"start_seq": ev.seq, "end_seq": None,
+                                                    "requests": [], "tools": []})
+        elif t == "step/end":
+            steps = self._open_turn(state)["steps"]
+            if steps and steps[-1]["end_seq"] is None:
+                steps[-1]["end_seq"] = ev.seq
+        elif t == "request/header":
+            state.last_request = {"seq": ev.seq, "time": ev.time, "model": d.get("model")}
+        elif t == "assistant/message":
+            step = self._current_step(state)
+            usage: dict[str, Any] = d["usage"] if isinstance(d.get("usage"), dict) else {}
+            req = state.last_request or {}
+            latency = d.get("latency_ms")
+            if latency is None and req.get("time") is not None:
+                latency = ev.time - req["time"]
+            calls = [c for c in d.get("tool_calls") or () if isinstance(c, dict)]
+            step["requests"].append({
+                "seq": ev.seq, "model": d.get("model", req.get("model")), "latency_ms": latency,
+                "ttft_ms": d.get("ttft_ms"),
+                "tokens_in": usage.get("input_tokens"), "tokens_out": usage.get("output_tokens"),
+                "tool_calls": len(calls)})
+            state.last_request = None
+            turn_i = len(state.turns) - 1
+            step_i = len(state.turns[-1]["steps"]) - 1
+            for c in calls:
+                if isinstance(c.get("id"), str):
+                    state.calls[c["id"]] = [turn_i, step_i, len(step["tools"])]
+                    step["tools"].append({
+                        "call_id": c["id"], "name": c.get("name"),
+                        "arguments": c.get("arguments"), "requested_seq": ev.seq,
+                        "started_seq": None, "started_time": None, "result_seq": None,
+                        "duration_ms": None, "error": None, "status": "requested",
+                        "result_summary": None})
+        elif t in ("tool/call", "tool/result"):
+            span = self._span(state, d.get("call_id"))
+            if span is None:
+                return state
+            if t == "tool/call":
+                span["started_seq"], span["started_time"] = ev.seq, ev.time
+                span["status"] = "running"
+            else:
+                span["result_seq"] = ev.seq
+                if span["started_time"] is not None:
+                    span["duration_ms"] = ev.time - span["started_time"]
+                synthetic = d.get("status")
+                span["error"] = bool(d.get("is_error"))
+                span["status"] = ("unknown" if synthetic == TOOL_OUTCOME_UNKNOWN else
+                                  "not_started" if synthetic == TOOL_NOT_STARTED else
+                                  "error" if span["error"] else "done")
+                span["result_summary"] = _text(d.get("output", ""), 120)
+        return state
+
+    def _current_step(self, state: TrajectoryState) -> dict[str, Any]:
+        turn = self._open_turn(state)
+        if not turn["steps"] or turn["steps"][-1]["end_seq"] is not None:
+            turn["steps"].append({"start_seq": None, "end_seq": None, "requests": [],
+                                  "tools": []})
+        step: dict[str, Any] = turn["steps"][-1]
+        return step
+
+    @staticmethod
+    def _span(state: TrajectoryState, call_id: Any) -> dict[str, Any] | None:
+        where = state.calls.get(call_id) if isinstance(call_id, str) else None
+        if where is None:
+            return None
+        span: dict[str, Any] = state.turns[where[0]]["steps"][where[1]]["tools"][where[2]]
+        return span
+
+    def view(self, state: TrajectoryState) -> list[Turn]:
+        out = []
+        for t in state.turns:
+            steps = [Step(s["start_seq"], s["end_seq"],
+                          [ModelRequest(**r) for r in s["requests"]],
+                          [ToolSpan(**{k: v for k, v in x.items() if k != "started_time"})
+                           for x in s["tools"]]) for s in t["steps"]]
+            out.append(Turn(t["start_seq"], t["end_seq"], t["interrupted"], steps))
+        return out
+
+
+class GoalState(msgspec.Struct):
+    goal: Any
+    revision: int | None
+    seq: int | None
+    cleared: bool
+    skipped: list[dict[str, Any]]
+
+
+class Goal:
+    """``goal/change {revision, goal: {...}}`` sets a full snapshot;
+    ``goal/change {revision, cleared: true}`` is the tombstone that clears it.
+    A snapshot that is malformed (no int revision, not newer than the current
+    one, no dict goal) is skipped and reported, never fatal."""
+
+    name: ClassVar[str] = "goal"
+    version: ClassVar[int] = 1
+    state_type: ClassVar[Any] = GoalState
+
+    def init(self) -> GoalState:
+        return GoalState(None, None, None, False, [])
+
+    def step(self, state: GoalState, ev: Event) -> GoalState:
+        if ev.type != "goal/change":
+            return state
+        d = ev.data
+        reason = None
+        if not isinstance(d, dict):
+            reason = "data is not an object"
+        elif not isinstance(d.get("revision"), int) or isinstance(d.get("revision"), bool):
+            reason = "no integer revision"
+        elif state.revision is not None and d["revision"] <= state.revision:
+            reason = f"revision {d['revision']} is not newer than {state.revision}"
+        elif d.get("cleared") is True:
+            state.goal, state.revision = None, d["revision"]
+            state.seq, state.cleared = ev.seq, True
+            return state
+        elif not isinstance(d.get("goal"), dict):
+            reason = "no full goal snapshot (an object)"
+        if reason is not None:
+            state.skipped.append({"seq": ev.seq, "reason": reason})
+            return state
+        state.goal, state.revision = d["goal"], d["revision"]
+        state.seq, state.cleared = ev.seq, False
+        return state
+
+    def view(self, state: GoalState) -> GoalView:
+        return GoalView(state.goal, state.revision, state.seq, state.cleared, list(state.skipped))
+
+
+class StatusState(msgspec.Struct):
+    turn: int | None
+    step: int | None
+    calls: dict[str, str]
+    last_seq: int
+
+
+class Status:
+    name: ClassVar[str] = "status"
+    version: ClassVar[int] = 1
+    state_type: ClassVar[Any] = StatusState
+
+    def init(self) -> StatusState:
+        return StatusState(None, None, {}, -1)
+
+    def step(self, state: StatusState, ev: Event) -> StatusState:
+        t, d = ev.type, ev.data if isinstance(ev.data, dict) else {}
+        state.last_seq = ev.seq
+        if t == "turn/start":
+            state.turn = ev.seq
+        elif t == "turn/end":
+            state.turn = state.step = None
+        elif t == "step/start":
+            state.step = ev.seq
+        elif t == "step/end":
+            state.step = None
+        elif t == "assistant/message":
+            for c in d.get("tool_calls") or ():
+                if isinstance(c, dict) and isinstance(c.get("id"), str):
+                    state.calls[c["id"]] = "requested"
+        elif t == "tool/call" and isinstance(d.get("call_id"), str):
+            state.calls[d["call_id"]] = "running"
+        elif t == "tool/result":
+            state.calls.pop(d.get("call_id"), None)  # type: ignore[arg-type]
+        return state
+
+    def view(self, state: StatusState) -> StatusView:
+        return StatusView(state.turn, state.step,
+                          [c for c, s in state.calls.items() if s == "running"],
+                          [c for c, s in state.calls.items() if s == "requested"],
+                          state.last_seq)
+
+
+# ---------------------------------------------------------------------------
+# The incremental engine.
+
+@dataclass
+class _Cached:
+    seq: int
+    chain: int
+    state: Any
+    saved_seq: int
+
+
+FOLDS: dict[str, Any] = {f.name: f for f in (ModelHistory(), RequestConfigFold(), Chat(),
+                                             Trajectory(), Goal(), Status())}
+
+
+def project(session: Session, fold: Any) -> Any:
+    """Fold ``session``'s log with ``fold``, resuming from the newest valid
+    saved state (in memory, else in the derived table), and return the view."""
+    store = session._store
+    key = (session._sid, fold.name)
+    last = session.last_seq
+    cache: dict[tuple[int, str], _Cached] = store._projections
+    hit = cache.get(key)
+    if hit is not None and not _valid(session, hit.seq, hit.chain, last):
+        hit = None
+    if hit is None:
+        hit = _load_saved(session, fold, last)
+    if hit is None:
+        hit = _Cached(-1, session._key, fold.init(), -1)
+    state = hit.state
+    if hit.seq < last:
+        for ev in session.events(hit.seq + 1, last):
+            state = fold.step(state, ev)
+        hit = _Cached(last, session._chain_at(last), state, hit.saved_seq)
+        if last - hit.saved_seq >= SAVE_EVERY:
+            _save(session, fold, hit)
+            hit.saved_seq = last
+    cache[key] = hit
+    return fold.view(state)
+
+
+def _valid(session: Session, seq: int, chain: int, last: int) -> bool:
+    """A saved state is usable if the log still holds its seq with its chain."""
+    if seq > last:
+        return False
+    return seq < 0 or session._chain_at(seq) == chain
+
+
+def _load_saved(session: Session, fold: Any, last: int) -> _Cached | None:
+    with storage.translate():
+        row = storage.projection_state(session._store._reader(), session._sid, fold.name,
+                                       fold.version)
+    if row is None:
+        return None
+    seq, chain, blob = row
+    if not _valid(session, seq, chain, last):
+        return None
+    try:
+        state = msgspec.msgpack.decode(blob, type=fold.state_type)
+    except msgspec.DecodeError:
+        return None  # derived and never authoritative: rebuild it
+    return _Cached(seq, chain, state, seq)
+
+
+def _save(session: Session, fold: Any, hit: _Cached) -> None:
+    blob = msgspec.msgpack.encode(hit.state)
+    with session._store._write_txn() as conn:
+        storage.save_projection_state(conn, session._sid, fold.name, fold.version, hit.seq,
+                                      hit.chain, blob)
+
+
+def rebuild(session: Session) -> None:
+    """Drop every saved and cached projection state of the session."""
+    store = session._store
+    for name in FOLDS:
+        store._projections.pop((session._sid, name), None)
+    with store._write_txn() as conn:
+        storage.drop_projection_states(conn, session._sid)
+
+
+def from_scratch(events: Any, fold: Any) -> Any:
+    """Fold an event iterable without any saved state (tests, tools)."""
+    state = fold.init()
+    for ev in events:
+        state = fold.step(state, ev)
+    return fold.view(state)
+
+
+def model_history(session: Session) -> list[Message]:
+    """Messages for the model: user, assistant (text, reasoning, tool calls)
+    and tool results, with compactions applied."""
+    result: list[Message] = project(session, FOLDS["model_history"])
+    return result
+
+
+def request_config(session: Session) -> RequestConfig | None:
+    """System prompt, tools and parameters from the last ``request/header``."""
+    result: RequestConfig | None = project(session, FOLDS["request_config"])
+    return result
+
+
+def chat(session: Session) -> list[ChatNode]:
+    """Bubbles and tool cards for people."""
+    result: list[ChatNode] = project(session, FOLDS["chat"])
+    return result
+
+
+def trajectory(session: Session) -> list[Turn]:
+    """Turn -> step -> model requests and tool spans, for debugging."""
+    result: list[Turn] = project(session, FOLDS["trajectory"])
+    return result
+
+
+def goal(session: Session) -> GoalView:
+    """The current goal snapshot and the malformed changes that were skipped."""
+    result: GoalView = project(session, FOLDS["goal"])
+    return result
+
+
+def status(session: Session) -> StatusView:
+    """What is open now: turn, step, tools running or requested."""
+    result: StatusView = project(session, FOLDS["status"])
+    return result
+
+
+def check_compaction(session: Session, from_seq: int, to_seq: int) -> None:
+    """A compaction must cover whole tool calls (no call split from its
+    result) and nest with earlier ones."""
+    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (from_seq, to_seq)):
+        raise TypeError("from_seq and to_seq must be int")
+    last = session.last_seq
+    if not 0 <= from_seq <= to_seq <= last:
+        raise InvalidArgumentError(f"compaction range {from_seq}..{to_seq} is not inside the "
+                                   f"log (0..{last})")
+    inside: set[str] = set()
+    answered: set[str] = set()
+    for ev in session.events(from_seq, to_seq):
+        d = ev.data if isinstance(ev.data, dict) else {}
+        if ev.type == "assistant/message":
+            inside.update(c["id"] for c in d.get("tool_calls") or ()
+                          if isinstance(c, dict) and isinstance(c.get("id"), str))
+        elif ev.type == "tool/result":
+            answered.add(str(d.get("call_id")))
+    if inside != answered:
+        split = sorted(inside ^ answered)
+        raise ValidationError(f"compaction {from_seq}..{to_seq} would split tool calls from "
+                              f"their results: {', '.join(split)}")
+    for lo, hi in _compactions(session):
+        overlap = not (hi < from_seq or lo > to_seq)
+        nested = from_seq <= lo and hi <= to_seq
+        if overlap and not nested:
+            raise ValidationError(f"compaction {from_seq}..{to_seq} partly overlaps the "
+                                  f"earlier compaction {lo}..{hi}")
+
+
+def _compactions(session: Session) -> list[tuple[int, int]]:
+    project(session, FOLDS["model_history"])
+    cached = session._store._projections[(session._sid, "model_history")]
+    return list(cached.state.compactions)
+
+
+__all__ = ["FOLDS", "ChatNode", "GoalView", "Message", "ModelRequest", "RequestConfig",
+           "StatusView", "Step", "ToolSpan", "Turn", "chat", "from_scratch", "goal",
+           "model_history", "rebuild", "request_config", "status", "trajectory"]
