@@ -5,8 +5,8 @@
    of repeated forks (each one a durable commit).  Baseline: a raw apsw
    ``INSERT ... SELECT`` copying the same prefix rows into another table.
 2. Reading a child: a parent of N workload events (DESIGN.md section 8), a fork
-   at its middle with 1,000 own events, against a flat session holding exactly
-   the same events; full verified reads, best of 3.
+   at its middle with 1,000 own events (small turns), against a flat session
+   holding exactly the same events; full verified reads, best of 3.
 
 Prints ratios; last line: JSON.
 
@@ -80,13 +80,13 @@ def fork_cost(store: trajlog.Store, n: int, repeats: int) -> dict[str, float]:
 
 
 def read_cost(store: trajlog.Store, n: int) -> dict[str, float]:
-    events = workload.events(n + 1000)
+    events = workload.events(n)
     parent = store.create_session(cwd="/bench/read")
-    fill(parent, events[:n])
+    fill(parent, events)
     at = n // 2
     child = parent.fork(at)
     seed = child.header.seed_length
-    own = events[n:n + 1000]
+    own = small_turns(1000)   # own turns (no tool calls that could clash with the parent's)
     fill(child, own)
     flat = store.create_session(cwd="/bench/flat")
     fill(flat, events[:seed] + own)
