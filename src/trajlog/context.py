@@ -45,6 +45,9 @@ STRUCTURAL = frozenset({"turn/start", "turn/end", "step/start", "step/end", "too
                         "context/injection", "event/status", "request/header",
                         "approval/policy", "sandbox/mode", "goal/change"})
 BLOCKS = ("confirmed", "failed", "conflicts", "to confirm", "forbidden actions", "next step")
+# Exclusions that keep an event out of the messages but not out of the summary
+# (it is admissible evidence, just not shown in full).
+_SUMMARY_OK = ("not.included.", "model.plan.stale")
 
 
 @dataclass(frozen=True, slots=True)
@@ -217,28 +220,37 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     the build as a ``context/injection`` event (see the module docstring)."""
     policy = policy or ContextPolicy()
     events = list(session.events())
-    evidence = Evidence()
+    statuses = Evidence()
     latest_plan = None
     revision = None
+    latest_file: dict[str, int] = {}
     for ev in events:
-        evidence.feed(ev)
-        if ev.type == "plan/update":
+        if ev.type == "event/status":
+            statuses.feed(ev)
+        elif ev.type == "plan/update":
             latest_plan = ev.seq
+        elif ev.type == "file/snapshot" and isinstance(ev.data, dict):
+            latest_file[str(ev.data.get("path"))] = ev.seq
         if ev.workspace_revision is not None:
             revision = ev.workspace_revision
     branch = session.header.metadata.get("branch", "main")
-    latest_file: dict[str, int] = {}
-    for ev in events:
-        if ev.type == "file/snapshot" and isinstance(ev.data, dict):
-            latest_file[str(ev.data.get("path"))] = ev.seq
 
+    # Exclusion by branch, status, data class and source applies to everything
+    # the context shows -- the summary's claims included.
     excluded: list[Excluded] = []
     candidates: list[tuple[Event, str]] = []
+    admitted: list[Event] = []
+    evidence = Evidence(status=statuses.status)
     for ev in events:
         if ev.type in STRUCTURAL or ev.type.startswith("compaction/"):
             continue
         category = _category(ev, latest_plan)
-        reason = _exclusion(ev, category, policy, evidence, branch, revision, latest_file)
+        reason = _exclusion(ev, category, policy, statuses, branch, revision, latest_file)
+        if reason is not None and not reason.startswith(_SUMMARY_OK):
+            excluded.append(Excluded(ev.seq, ref(ev), reason))
+            continue
+        admitted.append(ev)
+        evidence.feed(ev)
         if reason is not None:
             excluded.append(Excluded(ev.seq, ref(ev), reason))
         elif category is not None:
@@ -252,7 +264,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
             role, text = _render(ev, policy)
             selected.append(Item(ev.seq, ref(ev), category, "core", role, text))
             used += len(text)
-    blocks = _summary(events, evidence)
+    blocks = _summary(admitted, evidence)
     summary = summary_text(blocks)
     header = (f"Context built by policy {policy.name} v{policy.version}. Facts carry source "
               f"references such as [HUMAN-12] or [TEST-31]; cite them.\n{summary}")
