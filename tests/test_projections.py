@@ -217,16 +217,26 @@ def test_incremental_uses_saved_state_and_rebuilds_on_version_change(store, monk
 def test_saved_state_is_never_authoritative(store, monkeypatch):
     s = store.create_session(cwd="/r")
     agent_turn(s, 1)
+    other = store.create_session(cwd="/other")
+    agent_turn(other, 7)
     monkeypatch.setattr(projections, "SAVE_EVERY", 1)
     projections.model_history(s)
+    projections.model_history(other)
     store._projections.clear()
-    with store._write_txn() as conn:   # a saved state whose chain is not the log's
-        conn.execute("UPDATE projection_states SET chain = chain + 1")
-    assert projections.model_history(s) == from_scratch(s.events(), FOLDS["model_history"])
+    with store._write_txn() as conn:   # another log's state planted in this session's slot
+        conn.execute("UPDATE projection_states SET state = (SELECT state FROM "
+                     "projection_states WHERE sid = ? AND name = 'model_history'), chain = "
+                     "(SELECT chain FROM projection_states WHERE sid = ? AND name = "
+                     "'model_history') WHERE sid = ? AND name = 'model_history'",
+                     (other._sid, other._sid, s._sid))
+    expected = from_scratch(s.events(), FOLDS["model_history"])
+    assert projections.model_history(s) == expected
+    assert [m.content for m in expected][0] == "task 1"
     store._projections.clear()
     with store._write_txn() as conn:   # and one that does not even decode
-        conn.execute("UPDATE projection_states SET state = x'c1c1c1'")
-    assert projections.model_history(s) == from_scratch(s.events(), FOLDS["model_history"])
+        conn.execute("UPDATE projection_states SET state = x'c1c1c1' WHERE sid = ?",
+                     (s._sid,))
+    assert projections.model_history(s) == expected
     projections.rebuild(s)
     assert storage.projection_state(store._reader(), s._sid, "model_history", 1) is None
 
