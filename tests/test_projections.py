@@ -188,8 +188,9 @@ def test_incremental_uses_saved_state_and_rebuilds_on_version_change(store, monk
     s = store.create_session(cwd="/r")
     for k in range(4):
         agent_turn(s, k)
-    monkeypatch.setattr(projections, "SAVE_EVERY", 10)
     full = projections.model_history(s)
+    assert storage.projection_state(store._reader(), s._sid, "model_history", 1) is None
+    assert "model_history" in projections.checkpoint(s)
     saved = storage.projection_state(store._reader(), s._sid, "model_history", 1)
     assert saved is not None and saved[0] == s.last_seq
     # a new process: no memory cache, resume from the derived table
@@ -219,9 +220,8 @@ def test_saved_state_is_never_authoritative(store, monkeypatch):
     agent_turn(s, 1)
     other = store.create_session(cwd="/other")
     agent_turn(other, 7)
-    monkeypatch.setattr(projections, "SAVE_EVERY", 1)
-    projections.model_history(s)
-    projections.model_history(other)
+    projections.checkpoint(s)
+    projections.checkpoint(other)
     store._projections.clear()
     with store._write_txn() as conn:   # another log's state planted in this session's slot
         conn.execute("UPDATE projection_states SET state = (SELECT state FROM "

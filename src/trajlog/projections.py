@@ -6,8 +6,9 @@ first, for a fork): ``init() -> state``, ``step(state, event) -> state``,
 ``view(state) -> result``.  Folding is incremental: the store keeps the state
 reached at some seq -- in memory, and from time to time in the derived table
 ``projection_states`` -- and a later call folds only the events appended since.
-Saved states are keyed by (session, projection, version) and carry the seq and
-chain they were computed at: a state whose version differs, or whose chain no
+Saved states (:func:`checkpoint`; small states save themselves every
+``SAVE_EVERY`` events) are keyed by (session, projection, version) and carry
+the seq and chain they were computed at: a state whose version differs, or whose chain no
 longer matches the log, is ignored and rebuilt.  They are never authoritative;
 :func:`rebuild` drops them.
 
@@ -160,6 +161,7 @@ class ModelHistory:
     name: ClassVar[str] = "model_history"
     version: ClassVar[int] = 1
     state_type: ClassVar[Any] = HistoryState
+    autosave: ClassVar[bool] = False  # the state holds every message: save on request
 
     def init(self) -> HistoryState:
         return HistoryState([], [])
@@ -194,6 +196,7 @@ class ModelHistory:
 class RequestConfigFold:
     name: ClassVar[str] = "request_config"
     version: ClassVar[int] = 1
+    autosave: ClassVar[bool] = True
     state_type: ClassVar[Any] = RequestConfig | None
 
     def init(self) -> RequestConfig | None:
@@ -219,6 +222,7 @@ class Chat:
     name: ClassVar[str] = "chat"
     version: ClassVar[int] = 1
     state_type: ClassVar[Any] = ChatState
+    autosave: ClassVar[bool] = False
 
     def init(self) -> ChatState:
         return ChatState([], {})
@@ -277,6 +281,7 @@ class Trajectory:
     name: ClassVar[str] = "trajectory"
     version: ClassVar[int] = 1
     state_type: ClassVar[Any] = TrajectoryState
+    autosave: ClassVar[bool] = False
 
     def init(self) -> TrajectoryState:
         return TrajectoryState([], {}, None)
@@ -394,6 +399,7 @@ class Goal:
 
     name: ClassVar[str] = "goal"
     version: ClassVar[int] = 1
+    autosave: ClassVar[bool] = True
     state_type: ClassVar[Any] = GoalState
 
     def init(self) -> GoalState:
@@ -437,6 +443,7 @@ class StatusState(msgspec.Struct):
 class Status:
     name: ClassVar[str] = "status"
     version: ClassVar[int] = 1
+    autosave: ClassVar[bool] = True
     state_type: ClassVar[Any] = StatusState
 
     def init(self) -> StatusState:
@@ -504,7 +511,7 @@ def project(session: Session, fold: Any) -> Any:
         for ev in session.events(hit.seq + 1, last):
             state = fold.step(state, ev)
         hit = _Cached(last, session._chain_at(last), state, hit.saved_seq)
-        if last - hit.saved_seq >= SAVE_EVERY:
+        if fold.autosave and last - hit.saved_seq >= SAVE_EVERY:
             _save(session, fold, hit)
             hit.saved_seq = last
     cache[key] = hit
@@ -539,6 +546,23 @@ def _save(session: Session, fold: Any, hit: _Cached) -> None:
     with session._store._write_txn() as conn:
         storage.save_projection_state(conn, session._sid, fold.name, fold.version, hit.seq,
                                       hit.chain, blob)
+
+
+def checkpoint(session: Session) -> list[str]:
+    """Save the current state of every projection of ``session`` (computing it
+    if needed) to the derived table; returns their names.  Projections whose
+    state is small save themselves every SAVE_EVERY events; those that hold a
+    copy of the history (model_history, chat, trajectory) save only here, so
+    that a read never pays for writing megabytes."""
+    saved = []
+    for name, fold in FOLDS.items():
+        project(session, fold)
+        hit = session._store._projections[(session._sid, name)]
+        if hit.saved_seq != hit.seq:
+            _save(session, fold, hit)
+            hit.saved_seq = hit.seq
+        saved.append(name)
+    return saved
 
 
 def rebuild(session: Session) -> None:
@@ -631,6 +655,24 @@ def _compactions(session: Session) -> list[tuple[int, int]]:
     return list(cached.state.compactions)
 
 
-__all__ = ["FOLDS", "ChatNode", "GoalView", "Message", "ModelRequest", "RequestConfig",
-           "StatusView", "Step", "ToolSpan", "Turn", "chat", "from_scratch", "goal",
-           "model_history", "rebuild", "request_config", "status", "trajectory"]
+__all__ = [
+    "FOLDS",
+    "ChatNode",
+    "GoalView",
+    "Message",
+    "ModelRequest",
+    "RequestConfig",
+    "StatusView",
+    "Step",
+    "ToolSpan",
+    "Turn",
+    "chat",
+    "checkpoint",
+    "from_scratch",
+    "goal",
+    "model_history",
+    "rebuild",
+    "request_config",
+    "status",
+    "trajectory",
+]
