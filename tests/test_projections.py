@@ -204,6 +204,7 @@ def test_incremental_uses_saved_state_and_rebuilds_on_version_change(store, monk
         return original(state, ev)
 
     monkeypatch.setattr(FOLDS["model_history"], "step", counting)
+    monkeypatch.setattr(FOLDS["model_history"], "step_many", None)  # fold event by event
     again = projections.model_history(s)
     assert folded == list(range(saved[0] + 1, s.last_seq + 1))  # only the new events
     assert again[: len(full)] == full
