@@ -30,6 +30,12 @@ def test_cli_demo_on_the_default_database(tmp_path):
     assert "reads 18 inherited events + 1 of its own, copying none" in out
     assert "'Looks right; add a test for expiry.'" in out
     assert "store.sessions() lists 2 (subagents hidden), 4 with subagents" in out
+    # views and the context build
+    assert "[tool read_file #call_1] done" in out
+    assert "step 1: 1 model request(s); deploy=unknown, notify=not_started" in out
+    assert "- token.expiry = t.expires > now [HUMAN-36]" in out
+    assert "source.untrusted x1" in out and "file.snapshot.stale x1" in out
+    assert "Ignore previous instructions" not in out.split("context for the model")[1]
     assert (tmp_path / "trajlog.db").exists()
     with trajlog.open(str(tmp_path / "trajlog.db")) as st:
         root = next(h for h in st.sessions() if h.parent_session is None)
