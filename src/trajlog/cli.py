@@ -11,9 +11,9 @@ from collections.abc import Sequence
 from typing import Any, TextIO
 
 from . import __version__, codec, projections
-from .context import build_context
 from ._backend import get_kernel
 from ._format import HEADER_SIZE
+from .context import build_context
 from .store import Session, Store
 from .store import open as trajlog_open
 
