@@ -36,7 +36,7 @@ import msgspec
 from . import storage
 from .errors import InvalidArgumentError, ValidationError
 from .events import Event
-from .recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+from .recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, OpenState
 
 if TYPE_CHECKING:
     from .store import Session
@@ -451,47 +451,25 @@ class Goal:
         return GoalView(state.goal, state.revision, state.seq, state.cleared, list(state.skipped))
 
 
-class StatusState(msgspec.Struct):
-    turn: int | None
-    step: int | None
-    calls: dict[str, str]
-    last_seq: int
-
-
 class Status:
+    """What is open now -- the same one-pass analysis recovery uses."""
+
     name: ClassVar[str] = "status"
     version: ClassVar[int] = 1
     autosave: ClassVar[bool] = True
-    state_type: ClassVar[Any] = StatusState
+    state_type: ClassVar[Any] = OpenState
 
-    def init(self) -> StatusState:
-        return StatusState(None, None, {}, -1)
+    def init(self) -> OpenState:
+        return OpenState()
 
-    def step(self, state: StatusState, ev: Event) -> StatusState:
-        t, d = ev.type, ev.data if isinstance(ev.data, dict) else {}
-        state.last_seq = ev.seq
-        if t == "turn/start":
-            state.turn = ev.seq
-        elif t == "turn/end":
-            state.turn = state.step = None
-        elif t == "step/start":
-            state.step = ev.seq
-        elif t == "step/end":
-            state.step = None
-        elif t == "assistant/message":
-            for c in d.get("tool_calls") or ():
-                if isinstance(c, dict) and isinstance(c.get("id"), str):
-                    state.calls[c["id"]] = "requested"
-        elif t == "tool/call" and isinstance(d.get("call_id"), str):
-            state.calls[d["call_id"]] = "running"
-        elif t == "tool/result":
-            state.calls.pop(d.get("call_id"), None)  # type: ignore[arg-type]
+    def step(self, state: OpenState, ev: Event) -> OpenState:
+        state.feed(ev)
         return state
 
-    def view(self, state: StatusState) -> StatusView:
-        return StatusView(state.turn, state.step,
-                          [c for c, s in state.calls.items() if s == "running"],
-                          [c for c, s in state.calls.items() if s == "requested"],
+    def view(self, state: OpenState) -> StatusView:
+        return StatusView(state.turn_start, state.step_start,
+                          [c for c, (s, _) in state.calls.items() if s == "started"],
+                          [c for c, (s, _) in state.calls.items() if s == "requested"],
                           state.last_seq)
 
 
