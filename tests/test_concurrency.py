@@ -14,7 +14,7 @@ import pytest
 
 import trajlog
 from trajlog import errors, storage
-from trajlog.store import lease_is_live
+from trajlog.store import lease_is_live, process_token
 
 
 def test_concurrency_threads_group_commit(tmp_path):
@@ -207,13 +207,19 @@ def test_concurrency_stale_lease_of_dead_process_is_taken_over(tmp_path):
 
 def test_concurrency_lease_liveness_rule():
     now = storage.now_ms()
-    assert lease_is_live(storage_host(), os.getpid(), None, 1000)
+    me = f"{storage_host()}:{os.getpid()}:{process_token()}:abc"
+    assert lease_is_live(me, storage_host(), os.getpid(), now, None, 1000)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
-    assert not lease_is_live(storage_host(), dead.pid, now, 10**9)
-    assert lease_is_live("elsewhere", 1, now - 500, 1000)
-    assert not lease_is_live("elsewhere", 1, now - 5000, 1000)
-    assert not lease_is_live("elsewhere", 1, None, 1000)
+    assert not lease_is_live("x", storage_host(), dead.pid, now, now, 10**9)
+    # same pid, another process (a restarted writer, a reused pid): not live
+    other = f"{storage_host()}:{os.getpid()}:{process_token()}0:abc"
+    assert not lease_is_live(other, storage_host(), os.getpid(), now, now, 10**9)
+    # no token: a process that started after the lease was taken is not its holder
+    assert not lease_is_live("old", storage_host(), os.getpid(), now - 3_600_000, now, 10**9)
+    assert lease_is_live("elsewhere:1:-:x", "elsewhere", 1, now, now - 500, 1000)
+    assert not lease_is_live("elsewhere:1:-:x", "elsewhere", 1, now, now - 5000, 1000)
+    assert not lease_is_live("elsewhere:1:-:x", "elsewhere", 1, now, None, 1000)
 
 
 def storage_host() -> str:

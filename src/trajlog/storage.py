@@ -267,8 +267,14 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
             ("journal_size_limit", 64 * 1024 * 1024, 64 * 1024 * 1024),
         ]
         for name, value, expect in wanted:
-            _pragma(conn, name, value)
-            got = _pragma(conn, name)
+            try:
+                _pragma(conn, name, value)
+                got = _pragma(conn, name)
+            except apsw.NotADBError as exc:
+                raise SchemaError(f"{path!r} is not an SQLite database (or it is damaged "
+                                  f"beyond SQLite's own recovery): {exc}") from exc
+            except apsw.Error as exc:
+                raise StoreError(f"cannot set up {path!r}: {type(exc).__name__}: {exc}") from exc
             if (got.lower() if isinstance(got, str) else got) != expect:
                 raise SchemaError(f"PRAGMA {name} reads back {got!r}, expected {expect!r}")
         if conn.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, -1) != 1 or conn.config(
@@ -416,9 +422,10 @@ def head(conn: apsw.Connection, sid: int) -> tuple[int, int]:
 
 
 def head_and_lease(conn: apsw.Connection, sid: int) -> tuple[Any, ...]:
-    """(last_seq, chain_head u64, lease_owner, lease_host, lease_pid, lease_heartbeat_ms)."""
+    """(last_seq, chain_head u64, lease_owner, lease_host, lease_pid,
+    lease_started_ms, lease_heartbeat_ms)."""
     row: list[Any] = conn.execute(
-        "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, "
+        "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, lease_started_ms, "
         "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (sid,)).fetchall()
     if not row:
         raise StoreError(f"session {sid} has no head row")

@@ -21,6 +21,7 @@ import socket
 import threading
 import time as time_mod
 import uuid as uuid_mod
+from builtins import open as builtins_open
 from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
@@ -183,7 +184,7 @@ class _LogState:
 
     synced_seq: int
     chain: int
-    lease: tuple[Any, ...] = (None, None, None, None)
+    lease: tuple[Any, ...] = (None, None, None, None, None)
     calls: dict[str, int] = field(default_factory=dict)
     turn_open: bool = False
     step_open: bool = False
@@ -330,9 +331,13 @@ class Store:
         self._leader = False
         self._states: dict[int, _LogState] = {}
         self._projections: dict[tuple[int, str], Any] = {}  # see projections.project
+        self._held: dict[int, Session] = {}  # sessions whose writer lease this store holds
         self._types_seen: set[str] = set()
         self._closed = False
-        self.writer_id = f"{_HOST}:{os.getpid()}:{uuid_mod.uuid4().hex[:12]}"
+        # host:pid:token:nonce -- the token tells this process from a later one
+        # that gets the same pid (lease_is_live)
+        token = process_token() or "-"
+        self.writer_id = f"{_HOST}:{os.getpid()}:{token}:{uuid_mod.uuid4().hex[:12]}"
 
     # -- connections --------------------------------------------------------
 
@@ -354,9 +359,14 @@ class Store:
             raise StoreClosedError("the store is closed")
 
     def close(self) -> None:
-        """Close every connection.  Idempotent."""
+        """Release the writer leases this store still holds, then close every
+        connection.  Idempotent."""
         if self._closed:
             return
+        for session in list(self._held.values()):
+            session._lease_depth = 1
+            with contextlib.suppress(TrajlogError, apsw.Error):
+                session._release()
         with self._mutex, self._conn_lock:
             self._closed = True
         for conn in [*self._readers, self._write, self._keeper]:
@@ -775,14 +785,15 @@ class Session:
     # -- the writer lease ---------------------------------------------------
 
     def _lease_live(self, owner: str | None, host: str | None, pid: int | None,
-                    heartbeat_ms: int | None) -> bool:
+                    started_ms: int | None, heartbeat_ms: int | None) -> bool:
         if owner is None or owner == self._store.writer_id:
             return False
-        return lease_is_live(host, pid, heartbeat_ms, self._store.lease_ttl_ms)
+        return lease_is_live(owner, host, pid, started_ms, heartbeat_ms,
+                             self._store.lease_ttl_ms)
 
     def _check_lease(self, conn: apsw.Connection, state: _LogState) -> None:
-        owner, host, pid, heartbeat_ms = state.lease
-        if self._lease_live(owner, host, pid, heartbeat_ms):
+        owner, host, pid, started_ms, heartbeat_ms = state.lease
+        if self._lease_live(owner, host, pid, started_ms, heartbeat_ms):
             raise LeaseHeldError(
                 f"session {self.id} is being written by {owner} (pid {pid} on {host}); "
                 "wait for its lease or let it expire")
@@ -790,7 +801,7 @@ class Session:
             now = storage.now_ms()
             if heartbeat_ms is None or now - heartbeat_ms > self._store.lease_ttl_ms // 4:
                 storage.heartbeat(conn, self._sid, owner, now)
-                state.lease = (owner, host, pid, now)
+                state.lease = (owner, host, pid, started_ms, now)
 
     @contextlib.contextmanager
     def lease(self, wait: float | bool = False) -> Iterator[Session]:
@@ -816,8 +827,8 @@ class Session:
         while True:
             try:
                 with self._store._write_txn() as conn:
-                    owner, host, pid, _started, heartbeat_ms = storage.lease(conn, self._sid)
-                    if self._lease_live(owner, host, pid, heartbeat_ms):
+                    owner, host, pid, started, heartbeat_ms = storage.lease(conn, self._sid)
+                    if self._lease_live(owner, host, pid, started, heartbeat_ms):
                         raise LeaseHeldError(
                             f"session {self.id} is being written by {owner} "
                             f"(pid {pid} on {host})")
@@ -826,6 +837,7 @@ class Session:
                                       os.getpid(), now, now)
                     self._store._states.pop(self._sid, None)
                 self._lease_depth = 1
+                self._store._held[self._sid] = self
                 return
             except LeaseHeldError:
                 if deadline is not None and time_mod.monotonic() >= deadline:
@@ -834,14 +846,19 @@ class Session:
                 delay = min(delay * 2, 0.25)
 
     def _release(self) -> None:
-        self._lease_depth -= 1
-        if self._lease_depth:
+        if self._lease_depth > 1:
+            self._lease_depth -= 1
             return
-        with contextlib.suppress(StoreClosedError), self._store._write_txn() as conn:
+        # If this write fails the lease stays held -- and known to be held:
+        # the depth stays 1, the store keeps it registered, and close() (or
+        # the next exit of a lease block) releases it.
+        with self._store._write_txn() as conn:
             owner = storage.lease(conn, self._sid)[0]
             if owner == self._store.writer_id:
                 storage.set_lease(conn, self._sid, None, None, None, None, None)
                 self._store._states.pop(self._sid, None)
+        self._lease_depth = 0
+        self._store._held.pop(self._sid, None)
 
     # -- turns and steps ----------------------------------------------------
 
@@ -1141,9 +1158,9 @@ class Session:
                      for i, (t, d) in enumerate(closers(state)))
 
     def _live_refusal(self, state: OpenState, last_seq: int) -> LiveWriterError | None:
-        owner, host, pid, _started, heartbeat_ms = storage.lease(self._store._reader(),
-                                                                 self._sid)
-        if not self._lease_live(owner, host, pid, heartbeat_ms):
+        owner, host, pid, started, heartbeat_ms = storage.lease(self._store._reader(),
+                                                                self._sid)
+        if not self._lease_live(owner, host, pid, started, heartbeat_ms):
             return None
         open_at = state.turn_start if state.turn_start is not None else last_seq
         return LiveWriterError(f"writer {owner} (pid {pid} on {host}) is live and the log is "
@@ -1291,17 +1308,71 @@ def _pid_alive(pid: int) -> bool:
     return True
 
 
-def lease_is_live(host: str | None, pid: int | None, heartbeat_ms: int | None,
-                  ttl_ms: int) -> bool:
+def _proc_stat_start(pid: int | None) -> int | None:
+    """Start time of a process in clock ticks since boot (/proc; None elsewhere)."""
+    try:
+        with builtins_open("/proc/self/stat" if pid is None else f"/proc/{pid}/stat",
+                           "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])  # field 22, starttime
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _boot_id() -> str | None:
+    try:
+        with builtins_open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def process_token(pid: int | None = None) -> str | None:
+    """Who a process is, beyond its pid: the boot it belongs to and its start
+    time (``None``: this process).  Two processes never share a token; a
+    restarted writer that got its old pid back does not get its old token."""
+    start, boot = _proc_stat_start(pid), _boot_id()
+    return None if start is None or boot is None else f"{boot}/{start}"
+
+
+def _started_ms(pid: int) -> int | None:
+    """Wall-clock start of a process in ms (second resolution; /proc only)."""
+    start = _proc_stat_start(pid)
+    try:
+        with builtins_open("/proc/stat") as f:
+            btime = next(int(x.split()[1]) for x in f if x.startswith("btime"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    if start is None:
+        return None
+    return (btime * 1000) + start * 1000 // os.sysconf("SC_CLK_TCK")
+
+
+def lease_is_live(owner: str | None, host: str | None, pid: int | None,
+                  started_ms: int | None, heartbeat_ms: int | None, ttl_ms: int) -> bool:
     """The liveness rule of a writer lease.
 
-    On this host, a lease is live exactly while its process exists (signal 0
-    succeeds).  From another host, it is live while its heartbeat is younger
-    than ``ttl_ms``.  A lease that is not live may be taken over.
+    On this host, a lease is live while the very process that took it exists:
+    a process with its pid, that is the same process -- the same boot and start
+    time as recorded in the lease owner's token, or, for a lease without a
+    token, a process that started before the lease was taken.  (A restarted
+    writer that got its old pid back, or any pid reused after a reboot, does not
+    keep the lease alive.)  From another host, a lease is live while its
+    heartbeat is younger than ``ttl_ms``.  A lease that is not live may be taken
+    over.
     """
-    if host == _HOST and pid is not None:
-        return _pid_alive(pid)
-    return heartbeat_ms is not None and storage.now_ms() - heartbeat_ms <= ttl_ms
+    if host != _HOST or pid is None:
+        return heartbeat_ms is not None and storage.now_ms() - heartbeat_ms <= ttl_ms
+    if not _pid_alive(pid):
+        return False
+    parts = (owner or "").split(":")
+    recorded = parts[2] if len(parts) >= 4 and "/" in parts[2] else None
+    current = process_token(None if pid == os.getpid() else pid)
+    if recorded is not None and current is not None:
+        return recorded == current
+    begun = _started_ms(pid)
+    if begun is not None and started_ms is not None:
+        return begun <= started_ms + 2000  # btime has one-second resolution
+    return True
 
 
 __all__ = ["DURABILITY", "BalancedView", "Session", "SessionHeader", "Store", "VerifyReport",
