@@ -38,7 +38,7 @@ from typing import Any
 import pytest
 
 import trajlog
-from trajlog.errors import LeaseHeldError, LiveWriterError, StoreClosedError, StoreError
+from trajlog.errors import LiveWriterError, StoreClosedError, StoreError
 from vfs_faults import FaultVFS, Faulty, IOFaults, Plan, PowerLoss
 
 BIG = "lorem ipsum dolor sit amet, " * 80           # > 512 bytes: the zstd path

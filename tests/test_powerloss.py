@@ -28,7 +28,7 @@ import pytest
 import powerloss_sim as sim
 import trajlog
 from trajlog import storage
-from trajlog.errors import LeaseHeldError, StoreError
+from trajlog.errors import StoreError
 from vfs_faults import Crash, FaultVFS, Faulty, IOFaults, PowerLoss
 
 SLOW = os.environ.get("TRAJLOG_SLOW_TESTS") == "1"
