@@ -25,10 +25,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workload  # noqa: E402
-
-import trajlog  # noqa: E402
-from trajlog import storage  # noqa: E402
+import trajlog
+import workload
+from trajlog import storage
 
 
 def small_turns(n: int) -> list[tuple[str, dict]]:

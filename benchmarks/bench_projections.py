@@ -20,10 +20,9 @@ import time
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workload  # noqa: E402
-
-import trajlog  # noqa: E402
-from trajlog import projections  # noqa: E402
+import trajlog
+import workload
+from trajlog import projections
 
 
 def main() -> None:

@@ -22,9 +22,8 @@ import tempfile
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-import workload  # noqa: E402
-
-import trajlog  # noqa: E402
+import trajlog
+import workload
 
 CHILD = """
 import resource, sys, time, trajlog

@@ -232,7 +232,7 @@ def test_saved_state_is_never_authoritative(store, monkeypatch):
                      (other._sid, other._sid, s._sid))
     expected = from_scratch(s.events(), FOLDS["model_history"])
     assert projections.model_history(s) == expected
-    assert [m.content for m in expected][0] == "task 1"
+    assert next(m.content for m in expected) == "task 1"
     store._projections.clear()
     with store._write_txn() as conn:   # and one that does not even decode
         conn.execute("UPDATE projection_states SET state = x'c1c1c1' WHERE sid = ?",
