@@ -38,7 +38,7 @@ _TYPE_RE = re.compile(r"[a-z][a-z0-9_.-]*(/[a-z0-9_.*-]+)*")
 MAX_TYPE_LEN = 128
 
 
-class Event(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True):
+class Event(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True, gc=False):
     """One event of a session's log: ``seq``, ``type``, ``time`` (epoch ms),
     ``data`` and the envelope (``source`` ... ``idempotency_key``, ``None``
     when not given).  Immutable: no field can be reassigned.

@@ -45,7 +45,7 @@ SURFACE_REPLACE = "surface-replace"
 SAVE_EVERY = 5000   # persist a state after this many newly folded events
 
 
-class Message(msgspec.Struct, frozen=True, omit_defaults=True):
+class Message(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
     """One entry of the model history.  ``role`` is ``user``, ``assistant``,
     ``tool`` or ``summary`` (a compaction's summary of ``seq .. until``)."""
 
@@ -193,16 +193,19 @@ class ModelHistory:
         """The same fold as :meth:`step`, one loop for a run of events (the hot
         path of a from-scratch build): locals instead of attribute lookups."""
         append = state.messages.append
+        new = Message
         for ev in events:
-            t, d = ev.type, ev.data
-            if t == "user/message":
-                append(Message("user", d.get("content"), ev.seq))
+            t = ev.type
+            if t == "tool/result":
+                get = ev.data.get
+                append(new("tool", get("output"), ev.seq, None, None, get("call_id"),
+                           get("is_error"), get("status")))
             elif t == "assistant/message":
-                append(Message("assistant", d.get("content"), ev.seq,
-                               d.get("tool_calls") or None, d.get("reasoning")))
-            elif t == "tool/result":
-                append(Message("tool", d.get("output"), ev.seq, tool_call_id=d.get("call_id"),
-                               is_error=d.get("is_error"), status=d.get("status")))
+                get = ev.data.get
+                append(new("assistant", get("content"), ev.seq, get("tool_calls") or None,
+                           get("reasoning")))
+            elif t == "user/message":
+                append(new("user", ev.data.get("content"), ev.seq))
             elif t.startswith("compaction/"):
                 self.step(state, ev)
         return state
