@@ -150,6 +150,9 @@ def _text(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
+_HISTORY_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
+
+
 class HistoryState(msgspec.Struct):
     messages: list[Message]
     compactions: list[tuple[int, int]]
@@ -162,6 +165,10 @@ class ModelHistory:
     version: ClassVar[int] = 1
     state_type: ClassVar[Any] = HistoryState
     autosave: ClassVar[bool] = False  # the state holds every message: save on request
+
+    @staticmethod
+    def wants(type_: str) -> bool:
+        return type_ in _HISTORY_TYPES or type_.startswith("compaction/")
 
     def init(self) -> HistoryState:
         return HistoryState([], [])
@@ -218,6 +225,10 @@ class RequestConfigFold:
     name: ClassVar[str] = "request_config"
     version: ClassVar[int] = 1
     autosave: ClassVar[bool] = True
+
+    @staticmethod
+    def wants(type_: str) -> bool:
+        return type_ == "request/header"
     state_type: ClassVar[Any] = RequestConfig | None
 
     def init(self) -> RequestConfig | None:
@@ -244,6 +255,8 @@ class Chat:
     version: ClassVar[int] = 1
     state_type: ClassVar[Any] = ChatState
     autosave: ClassVar[bool] = False
+    wants = staticmethod(frozenset({"user/message", "assistant/message", "tool/call",
+                                    "tool/result"}).__contains__)
 
     def init(self) -> ChatState:
         return ChatState([], {})
@@ -303,6 +316,9 @@ class Trajectory:
     version: ClassVar[int] = 1
     state_type: ClassVar[Any] = TrajectoryState
     autosave: ClassVar[bool] = False
+    wants = staticmethod(frozenset({"turn/start", "turn/end", "step/start", "step/end",
+                                    "request/header", "assistant/message", "tool/call",
+                                    "tool/result"}).__contains__)
 
     def init(self) -> TrajectoryState:
         return TrajectoryState([], {}, None)
@@ -421,6 +437,10 @@ class Goal:
     name: ClassVar[str] = "goal"
     version: ClassVar[int] = 1
     autosave: ClassVar[bool] = True
+
+    @staticmethod
+    def wants(type_: str) -> bool:
+        return type_ == "goal/change"
     state_type: ClassVar[Any] = GoalState
 
     def init(self) -> GoalState:
@@ -507,7 +527,7 @@ def project(session: Session, fold: Any) -> Any:
         hit = _Cached(-1, session._key, fold.init(), -1)
     state = hit.state
     if hit.seq < last:
-        events = session.events(hit.seq + 1, last)
+        events = session._events(hit.seq + 1, last, None, getattr(fold, "wants", None))
         step_many = getattr(fold, "step_many", None)
         if step_many is not None:
             state = step_many(state, events)

@@ -22,7 +22,7 @@ import threading
 import time as time_mod
 import uuid as uuid_mod
 from builtins import open as builtins_open
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -60,6 +60,7 @@ from .events import (
     check_type,
     decode_event,
     encode_event,
+    peek_type,
     with_seq,
 )
 from .lineage import DEFAULT_MAX_DEPTH, SessionTree
@@ -950,12 +951,15 @@ class Session:
         return codec.decode_header(rows[0], kernel=self._store._kernel).chain
 
     def _stream(self, first: int, last: int, cursor: Cursor,
-                watermark: Watermark | None) -> Iterator[Event]:
+                watermark: Watermark | None,
+                want: Callable[[str], bool] | None = None) -> Iterator[Event]:
         """Verified events first..last of this session's own log (>= seed).
 
         Each chunk of rows is verified as a whole (every check, the chain
         continuing from the previous chunk) before any of its events is
-        decoded and yielded.
+        decoded and yielded.  With ``want``, events whose type (read from the
+        verified payload, not from the type column) it rejects are skipped
+        without being decoded.
         """
         kernel = self._store._kernel
         conn = self._store._reader()
@@ -989,6 +993,10 @@ class Session:
                 payload: Any = view[p:p + h.stored_len]
                 if h.flags & FLAG_ZSTD:
                     payload = decompress(payload, h.raw_len)
+                if want is not None:
+                    kind = peek_type(payload)
+                    if kind is not None and not want(kind):
+                        continue
                 try:
                     yield decode_event(payload, h.seq)
                 except msgspec.DecodeError as exc:
@@ -1017,9 +1025,11 @@ class Session:
         return self._events(from_seq, to_seq, None)
 
     def _events(self, from_seq: int, to_seq: int | None,
-                end_chain: tuple[int, int] | None) -> Iterator[Event]:
+                end_chain: tuple[int, int] | None,
+                want: Callable[[str], bool] | None = None) -> Iterator[Event]:
         """events(); ``end_chain = (seq, chain)`` also requires frame ``seq`` to
-        carry ``chain`` (a child checking the parent frame it continues)."""
+        carry ``chain`` (a child checking the parent frame it continues);
+        ``want`` selects event types (every frame is still verified)."""
         last_seq, chain_head = self._head()
         to_seq = last_seq if to_seq is None else min(to_seq, last_seq)
         if from_seq > to_seq:
@@ -1029,14 +1039,16 @@ class Session:
             assert self._parent is not None
             stop = min(to_seq, seed - 1)
             yield from self._parent._events(
-                from_seq, stop, (seed - 1, self._seed_chain) if stop == seed - 1 else end_chain)
+                from_seq, stop, (seed - 1, self._seed_chain) if stop == seed - 1 else end_chain,
+                want)
             from_seq = seed
             if to_seq < seed:
                 return
         chain = self._chain_at(from_seq - 1)
         mark = end_chain if end_chain is not None and end_chain[0] == to_seq else (
             last_seq, chain_head)
-        yield from self._stream(from_seq, to_seq, Cursor(0, from_seq, chain), Watermark(*mark))
+        yield from self._stream(from_seq, to_seq, Cursor(0, from_seq, chain), Watermark(*mark),
+                                want)
 
     def get(self, seq: int) -> Event:
         """The event at ``seq`` (verified against the frame before it)."""
