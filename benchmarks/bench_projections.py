@@ -2,7 +2,7 @@
 
 A session of N workload events (DESIGN.md section 8; 100k, --quick 20k).  For
 each projection: the time of a from-scratch fold (no saved state) as events/s
-against a plain verified iteration of the same events (interleaved, best of 5
+against a plain verified iteration of the same events (interleaved, best of 9
 each), then the time of the call after one more append (the engine folds only
 the new event; best of 5).  Last line: JSON.
 
@@ -48,9 +48,9 @@ def main() -> None:
             print(f"{'projection':<16}{'scratch ev/s':>14}{'vs iterate':>12}"
                   f"{'after 1 append':>16}")
             for name, fold in projections.FOLDS.items():
-                # interleaved with a plain iteration, best of 5 each: the VM is noisy
+                # interleaved with a plain iteration, best of 9 each: the VM is noisy
                 scratch = it_best = float("inf")
-                for _ in range(5):
+                for _ in range(9):
                     t = time.perf_counter()
                     sum(1 for _ in s.events())
                     it_best = min(it_best, time.perf_counter() - t)
