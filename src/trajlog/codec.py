@@ -184,6 +184,25 @@ def encode(payloads: Sequence[Any], key: int, cursor: Cursor, *,
     return out, new_cursor
 
 
+def split_frames(blob: bytes, stored_lengths: Sequence[int]) -> list[tuple[bytes, int]]:
+    """Cut a blob of consecutive frames just encoded (so trusted) into one
+    ``(frame bytes, chain)`` per frame; the chain as the signed 64-bit value
+    SQLite stores."""
+    out, pos = [], 0
+    for n in stored_lengths:
+        end = pos + HEADER_SIZE + n + (-n & 7)
+        out.append((blob[pos:end], int.from_bytes(blob[pos + 32:pos + 40], "little",
+                                                  signed=True)))
+        pos = end
+    return out
+
+
+def payload_of(frame: Any, header: FrameHeader) -> memoryview:
+    """The stored payload bytes of a frame whose header was decoded (no copy)."""
+    start = header.offset + HEADER_SIZE
+    return memoryview(frame)[start:start + header.stored_len]
+
+
 def decode_header(buf: Any, offset: int = 0, *, kernel: Kernel | None = None) -> FrameHeader:
     """Decode the header at ``buf[offset:]`` without verifying checksums.
 
@@ -448,8 +467,10 @@ __all__ = [
     "decode_header",
     "encode",
     "iter_frames",
+    "payload_of",
     "scan",
     "session_key",
+    "split_frames",
     "start_cursor",
     "verify",
 ]

@@ -752,16 +752,14 @@ class Session:
             [r.flags for r in rows], [r.raw_len for r in rows])
         if status != Status.OK:
             raise error_for(status, seq=first, session=self.id)
-        sid, pos, db_rows = self._sid, 0, []
+        sid = self._sid
         base = storage.rid(sid, 0)
-        for i, ev in enumerate(events):
-            end_pos = pos + 40 + len(rows[i].stored) + (-len(rows[i].stored) & 7)
-            chain = int.from_bytes(blob[pos + 32:pos + 40], "little", signed=True)
-            db_rows.append((base + first + i, sid, first + i, ev.type, ev.time, ev.source,
-                            ev.causal_parent,
-                            ev.workspace_revision, ev.data_class, ev.idempotency_key, chain,
-                            blob[pos:end_pos]))
-            pos = end_pos
+        db_rows = [(base + first + i, sid, first + i, ev.type, ev.time, ev.source,
+                    ev.causal_parent, ev.workspace_revision, ev.data_class, ev.idempotency_key,
+                    chain, frame)
+                   for i, (ev, (frame, chain)) in enumerate(zip(
+                       events, codec.split_frames(blob, [len(r.stored) for r in rows]),
+                       strict=True))]
         storage.insert_events(conn, db_rows)
         state.commit(events, overlay, end.next_seq - 1, end.chain)
         return [with_seq(ev, first + i) for i, ev in enumerate(events)]
@@ -913,7 +911,7 @@ class Session:
     def _decode_frame(self, frame: Any, seq: int) -> Event:
         """Decode one frame whose verification happened elsewhere (or is not needed)."""
         header = codec.decode_header(frame, kernel=self._store._kernel)
-        payload = memoryview(frame)[40:40 + header.stored_len]
+        payload = codec.payload_of(frame, header)
         return self._decode_payload(header.flags, header.raw_len, payload, seq)
 
     def _decode_payload(self, flags: int, raw_len: int, payload: Any, seq: int) -> Event:
@@ -989,7 +987,7 @@ class Session:
                                 corrupt=True)
             view = memoryview(buf)
             for h in headers:
-                p = h.offset + 40
+                p = h.payload_offset
                 payload: Any = view[p:p + h.stored_len]
                 if h.flags & FLAG_ZSTD:
                     payload = decompress(payload, h.raw_len)
