@@ -207,10 +207,10 @@ def test_recovery_refuses_log_shorter_than_head(store):
 def test_recovery_refuses_rows_beyond_head(store):
     s = crashed(store, 8)
     conn = foreign(store)
-    row = list(conn.execute("SELECT * FROM events WHERE rid = ?",
+    row = list(conn.execute(f"SELECT {storage.EVENT_COLUMNS} FROM events WHERE rid = ?",
                             (storage.rid(s._sid, 7),)).fetchall()[0])
-    row[0], row[2] = storage.rid(s._sid, 8), 8
-    conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
+    row[0] = storage.rid(s._sid, 8)
+    conn.execute(storage.EVENT_INSERT, row)
     conn.close()
     assert_refused(store, s, errors.HeadMismatchError, 8)
 

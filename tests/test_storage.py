@@ -93,9 +93,9 @@ def test_storage_triggers_refuse_mutation(filled, sql):
 
 def _event_row(store, s, seq):
     conn = store._write
-    return conn.execute("SELECT rid, sid, seq, type, time_ms, source, causal_parent, "
-                        "workspace_revision, data_class, idempotency_key, chain, frame "
-                        "FROM events WHERE sid = ? AND seq = ?", (s._sid, seq)).fetchall()[0]
+    return conn.execute(f"SELECT {storage.EVENT_COLUMNS} FROM events WHERE sid = ? AND seq = ?",
+                        (s._sid, seq)).fetchall()[0]
+
 
 
 @pytest.mark.parametrize("verb", ["INSERT OR REPLACE", "INSERT OR IGNORE", "REPLACE",
@@ -104,10 +104,10 @@ def test_storage_replace_and_ignore_bypasses(filled, verb):
     """Re-inserting an existing seq is an error, never a silent replace or skip."""
     store, s = filled
     row = list(_event_row(store, s, 2))
-    row[3] = "forged/type"
+    row[1] = "forged/type"
     conn = raw_write(store)
     with pytest.raises(apsw.ConstraintError):
-        conn.execute(f"{verb} INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
+        conn.execute(storage.EVENT_INSERT.replace("INSERT", verb, 1), row)
     conn.close()
     assert s.get(2).type == "user/message"
 
@@ -117,7 +117,7 @@ def test_storage_upsert_bypass(filled):
     row = _event_row(store, s, 2)
     conn = raw_write(store)
     with pytest.raises(apsw.ConstraintError):
-        conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?) "
+        conn.execute(f"INSERT INTO events({storage.EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?) "
                      "ON CONFLICT(rid) DO UPDATE SET type = 'x'", row)
     conn.close()
 
@@ -126,10 +126,10 @@ def test_storage_upsert_bypass(filled):
 def test_storage_seq_must_be_next(filled, seq):
     store, s = filled
     row = list(_event_row(store, s, 4))
-    row[0], row[2] = row[0] - 4 + seq, seq
+    row[0] = row[0] - 4 + seq
     conn = raw_write(store)
     with pytest.raises(apsw.ConstraintError, match="next one"):
-        conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
+        conn.execute(storage.EVENT_INSERT, row)
     conn.close()
 
 
@@ -138,9 +138,9 @@ def test_storage_head_advances_with_the_insert(filled):
     verify() then sees that the frame does not continue the chain."""
     store, s = filled
     row = list(_event_row(store, s, 4))
-    row[0], row[2] = row[0] + 1, 5
+    row[0] += 1
     conn = raw_write(store)
-    conn.execute("INSERT INTO events VALUES (?,?,?,?,?,?,?,?,?,?,?,?)", row)
+    conn.execute(storage.EVENT_INSERT, row)
     conn.close()
     assert s.last_seq == 5
     report = s.verify()
@@ -186,7 +186,7 @@ def test_storage_what_triggers_cannot_stop_verify_finds(filled):
     store, s = filled
     conn = apsw.Connection(store.path)
     conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
-    frame = bytearray(_event_row(store, s, 3)[11])
+    frame = bytearray(_event_row(store, s, 3)[9])
     frame[45] ^= 0x01
     conn.execute("UPDATE events SET frame = ? WHERE sid = ? AND seq = 3", (bytes(frame), s._sid))
     conn.close()

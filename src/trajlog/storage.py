@@ -83,8 +83,10 @@ _MIGRATIONS: list[str] = [
 
     CREATE TABLE events(
         rid                INTEGER PRIMARY KEY,  -- (sid << 32) + seq: the key, no extra index
-        sid                INTEGER NOT NULL REFERENCES sessions(sid),
-        seq                INTEGER NOT NULL CHECK (seq BETWEEN 0 AND 4294967295),
+        -- derived from rid and not stored; an event of an unknown session is
+        -- refused by events_seq_next (its head row does not exist)
+        sid                INTEGER GENERATED ALWAYS AS (rid >> 32) VIRTUAL,
+        seq                INTEGER GENERATED ALWAYS AS (rid & 4294967295) VIRTUAL,
         type               TEXT    NOT NULL,
         time_ms            INTEGER NOT NULL,
         source             TEXT,
@@ -94,7 +96,7 @@ _MIGRATIONS: list[str] = [
         idempotency_key    TEXT,
         chain              INTEGER NOT NULL,
         frame              BLOB    NOT NULL CHECK (length(frame) >= 40),
-        CHECK (rid = (sid << 32) + seq)
+        CHECK (rid >= 4294967296)
     ) STRICT;
     CREATE UNIQUE INDEX events_idempotency ON events(sid, idempotency_key)
         WHERE idempotency_key IS NOT NULL;
@@ -456,9 +458,9 @@ def heartbeat(conn: apsw.Connection, sid: int, owner: str, now_ms: int) -> None:
                  "lease_owner = ?", (now_ms, sid, owner))
 
 
-EVENT_INSERT = ("INSERT INTO events(rid, sid, seq, type, time_ms, source, causal_parent, "
-                "workspace_revision, data_class, idempotency_key, chain, frame) "
-                "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)")
+EVENT_COLUMNS = ("rid, type, time_ms, source, causal_parent, workspace_revision, data_class, "
+                 "idempotency_key, chain, frame")
+EVENT_INSERT = f"INSERT INTO events({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
 MAX_SESSION_SEQ = 2**32 - 1   # a session's own log in one store: 4.29 billion events
 MAX_SESSIONS = 2**31 - 1
 

@@ -17,8 +17,8 @@ from __future__ import annotations
 
 import contextlib
 import os
-import struct
 import socket
+import struct
 import threading
 import time as time_mod
 import uuid as uuid_mod
@@ -773,9 +773,8 @@ class Session:
             raise error_for(status, seq=first, session=self.id)
         sid = self._sid
         base = storage.rid(sid, 0)
-        db_rows = [(base + first + i, sid, first + i, ev.type, ev.time, ev.source,
-                    ev.causal_parent, ev.workspace_revision, ev.data_class, ev.idempotency_key,
-                    chain, frame)
+        db_rows = [(base + first + i, ev.type, ev.time, ev.source, ev.causal_parent,
+                    ev.workspace_revision, ev.data_class, ev.idempotency_key, chain, frame)
                    for i, (ev, (frame, chain)) in enumerate(zip(
                        events, codec.split_frames(blob, [len(r.stored) for r in rows]),
                        strict=True))]
