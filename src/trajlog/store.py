@@ -693,7 +693,6 @@ class Session:
         self._lease_depth = 0
         self._turn_depth = 0
         self._step_depth = 0
-        self._lease_wait: float | bool = False
 
     @property
     def id(self) -> str:
