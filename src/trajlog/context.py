@@ -47,6 +47,9 @@ STRUCTURAL = frozenset({"turn/start", "turn/end", "step/start", "step/end", "too
 BLOCKS = ("confirmed", "failed", "conflicts", "to confirm", "forbidden actions", "next step")
 # Exclusions that keep an event out of the messages but not out of the summary
 # (it is admissible evidence, just not shown in full).
+# The envelope fields a policy may require an event to carry.
+_REQUIRABLE = ("source", "causal_parent", "workspace_revision", "data_class",
+               "idempotency_key")
 _SUMMARY_OK = ("not.included.", "model.plan.stale")
 
 
@@ -79,6 +82,11 @@ class ContextPolicy:
             raise InvalidArgumentError("a context policy needs a name and a version >= 1")
         if self.reserved_chars > self.budget_chars or self.budget_chars <= 0:
             raise InvalidArgumentError("reserved_chars must be within budget_chars")
+        unknown = [n for n in self.require if n not in _REQUIRABLE]
+        if unknown:
+            raise InvalidArgumentError(
+                f"require names unknown envelope field(s) {', '.join(map(repr, unknown))}; "
+                f"one of {', '.join(_REQUIRABLE)}")
 
 
 @dataclass(frozen=True, slots=True)
@@ -195,7 +203,10 @@ def _summary(events: list[Event], evidence: Evidence) -> dict[str, list[str]]:
             blocks["failed"].append(f"denied: {_str(d.get('tool', d))} [{ref(ev)}]")
             blocks["forbidden actions"].append(f"{_str(d.get('tool', d))} [{ref(ev)}]")
         elif ev.type == "task/contract":
-            for action in d.get("forbidden") or ():
+            forbidden = d.get("forbidden")
+            if isinstance(forbidden, str):
+                forbidden = [forbidden]
+            for action in forbidden if isinstance(forbidden, list) else ():
                 blocks["forbidden actions"].append(f"{_str(action)} [{ref(ev)}]")
         elif ev.type == "plan/update":
             plan = ev

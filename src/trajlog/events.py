@@ -249,8 +249,8 @@ def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, dat
     if causal_parent is not None and (not isinstance(causal_parent, int)
                                       or isinstance(causal_parent, bool)):
         raise TypeError(f"causal_parent must be int or None, not {type(causal_parent).__name__}")
-    if causal_parent is not None and causal_parent < 0:
-        raise ValidationError("causal_parent must be a seq (>= 0)")
+    if causal_parent is not None and not 0 <= causal_parent < 2**63:
+        raise ValidationError("causal_parent must be a seq (0 <= seq < 2**63)")
     if data_class is not None and data_class not in DATA_CLASSES:
         raise ValidationError(f"data_class must be one of {', '.join(DATA_CLASSES)}")
 

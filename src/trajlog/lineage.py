@@ -34,6 +34,7 @@ without one; the child's own log is the authority).
 
 from __future__ import annotations
 
+import uuid
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
@@ -148,9 +149,29 @@ def _sandbox_snapshot(parent: Session, upto: int,
     return {**settings, "snapshot_of": {"session": parent.id, "seq": seq}}
 
 
+def _caller_metadata(metadata: Mapping[str, Any] | None,
+                     reserved: frozenset[str]) -> dict[str, Any]:
+    """The caller's metadata for a new session; keys trajlog sets itself are
+    refused, so that nobody can, say, lift a forked subagent's fixed policy."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a mapping, not {type(metadata).__name__}")
+    taken = sorted(reserved.intersection(metadata))
+    if taken:
+        raise InvalidArgumentError(f"metadata key(s) {', '.join(taken)} are set by trajlog "
+                                   "and cannot be given")
+    return dict(metadata)
+
+
+_FORK_KEYS = frozenset({"forked_at"})
+_SPAWN_KEYS = frozenset({"task", "background", "kind", "parent_call_id", "approval_policy"})
+
+
 def fork(parent: Session, at_seq: int, metadata: Mapping[str, Any] | None = None) -> Session:
+    meta = _inherited_metadata(parent, {**_caller_metadata(metadata, _FORK_KEYS),
+                                        "forked_at": at_seq})
     cut = turn_end_of(parent, at_seq)
-    meta = _inherited_metadata(parent, {"forked_at": at_seq, **dict(metadata or {})})
     return parent._store._create(
         cwd=parent.header.cwd, agent_preset=parent.header.agent_preset, metadata=meta,
         parent=parent, seed_length=cut + 1, origin=None,
@@ -171,15 +192,17 @@ def spawn(parent: Session, task: str, agent_preset: str | None, *, seeded: bool,
             f"store allows {store.max_delegation_depth} (trajlog.open(max_delegation_depth=))")
     if call_id is not None and not isinstance(call_id, str):
         raise TypeError("call_id must be str or None")
-    last = parent.last_seq
-    seed = last_completed_turn(parent) + 1 if seeded else 0
-    extra: dict[str, Any] = {"task": task, "background": bool(background),
-                             "kind": "forked" if seeded else "spawned"}
+    if sandbox is not None and not isinstance(sandbox, Mapping):
+        raise TypeError(f"sandbox must be a mapping, not {type(sandbox).__name__}")
+    extra = _caller_metadata(metadata, _SPAWN_KEYS)
+    extra.update({"task": task, "background": bool(background),
+                  "kind": "forked" if seeded else "spawned"})
     if call_id is not None:
         extra["parent_call_id"] = call_id
     if seeded:
         extra["approval_policy"] = "never"
-    extra.update(dict(metadata or {}))
+    last = parent.last_seq
+    seed = last_completed_turn(parent) + 1 if seeded else 0
     initial: list[tuple[str, dict[str, Any]]] = []
     if seeded:
         initial.append(("approval/policy", {"policy": "never", "fixed": True}))
@@ -187,31 +210,38 @@ def spawn(parent: Session, task: str, agent_preset: str | None, *, seeded: bool,
     if snapshot is not None:
         initial.append(("sandbox/mode", snapshot))
     initial.append(("user/message", {"content": task}))
-    child = store._create(
+    child_id = str(uuid.uuid4())
+    answer: list[tuple[str, Any, Mapping[str, Any]]] = []
+    if background and call_id is not None:
+        # The job result answers the parent's call in the child's creating
+        # transaction: if the parent refuses it, no child is left behind.
+        answer.append(("tool/result", {
+            "call_id": call_id, "job_id": child_id, "child_session": child_id,
+            "status": "running", "output": f"subagent {child_id} started in the background",
+            "is_error": False}, {"source": f"session:{child_id}",
+                                 "idempotency_key": _key(child_id, "job")}))
+    return store._create(
         cwd=parent.header.cwd, agent_preset=agent_preset or parent.header.agent_preset,
         metadata=_inherited_metadata(parent, extra), parent=parent, seed_length=seed,
-        origin="subagent", delegation_depth=depth,
-        initial=[(t, d, {"source": f"session:{parent.id}"}) for t, d in initial])
-    if background and call_id is not None:
-        parent.append("tool/result", {"call_id": call_id, "job_id": child.id,
-                                      "child_session": child.id, "status": "running",
-                                      "output": f"subagent {child.id} started in the "
-                                                "background", "is_error": False},
-                      source=f"session:{child.id}", idempotency_key=_key(child, "job"))
-    return child
+        origin="subagent", delegation_depth=depth, session_id=child_id,
+        initial=[(t, d, {"source": f"session:{parent.id}"}) for t, d in initial],
+        parent_events=answer)
 
 
-def _key(child: Session, what: str) -> str:
-    return f"subagent:{child.id}:{what}"
+def _key(child: Session | str, what: str) -> str:
+    return f"subagent:{child if isinstance(child, str) else child.id}:{what}"
 
 
 def final_output(child: Session) -> str:
-    """The child's last assistant message content ('' when it has none)."""
+    """The child's last assistant message content ('' when it has none).  Only
+    the child's own events count: a forked child's inherited prefix holds the
+    parent's messages, not its answer."""
+    own = child.header.seed_length
     for ev in reversed(child.tail(200)):
-        if ev.type == "assistant/message" and isinstance(ev.data, dict):
+        if ev.seq >= own and ev.type == "assistant/message" and isinstance(ev.data, dict):
             content = ev.data.get("content")
             return content if isinstance(content, str) else str(content or "")
-    for ev in reversed(list(child.events())):  # rare: a long tail of other events
+    for ev in reversed(list(child.events(own))):  # rare: a long tail of other events
         if ev.type == "assistant/message" and isinstance(ev.data, dict):
             content = ev.data.get("content")
             return content if isinstance(content, str) else str(content or "")

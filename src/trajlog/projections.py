@@ -28,6 +28,7 @@ The projections:
 from __future__ import annotations
 
 import bisect
+import threading
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -145,6 +146,16 @@ class StatusView(msgspec.Struct, frozen=True):
 # The folds.  State objects are msgspec Structs or plain containers so that the
 # engine can persist them with MessagePack.
 
+def _json_copy(value: Any) -> Any:
+    """A deep copy of a JSON value, for the small views (goal, request config):
+    their callers own what they get.  The history-sized views (model_history,
+    chat, trajectory) share nested JSON values with the cached state instead
+    -- copying them would cost far more than the fold (README, Projections)."""
+    if value is None or isinstance(value, (str, int, float)):
+        return value
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(value))
+
+
 def _text(value: Any, limit: int = 200) -> str:
     text = value if isinstance(value, str) else msgspec.json.encode(value).decode()
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
@@ -242,7 +253,11 @@ class RequestConfigFold:
                              list(d.get("tools") or []), dict(d.get("parameters") or {}))
 
     def view(self, state: RequestConfig | None) -> RequestConfig | None:
-        return state
+        if state is None:
+            return None
+        return msgspec.structs.replace(state, system_prompt=_json_copy(state.system_prompt),
+                                       tools=_json_copy(state.tools),
+                                       parameters=_json_copy(state.parameters))
 
 
 class ChatState(msgspec.Struct):
@@ -471,7 +486,8 @@ class Goal:
         return state
 
     def view(self, state: GoalState) -> GoalView:
-        return GoalView(state.goal, state.revision, state.seq, state.cleared, list(state.skipped))
+        return GoalView(_json_copy(state.goal), state.revision, state.seq, state.cleared,
+                        _json_copy(state.skipped))
 
 
 class Status:
@@ -513,9 +529,21 @@ FOLDS: dict[str, Any] = {f.name: f for f in (ModelHistory(), RequestConfigFold()
 
 def project(session: Session, fold: Any) -> Any:
     """Fold ``session``'s log with ``fold``, resuming from the newest valid
-    saved state (in memory, else in the derived table), and return the view."""
+    saved state (in memory, else in the derived table), and return the view.
+
+    Folds update their state in place, so one (session, projection) folds
+    under a lock: two readers never fold the same events into one state."""
     store = session._store
     key = (session._sid, fold.name)
+    lock = store._projection_locks.get(key)
+    if lock is None:
+        lock = store._projection_locks.setdefault(key, threading.Lock())
+    with lock:
+        return _project(session, fold, key)
+
+
+def _project(session: Session, fold: Any, key: tuple[int, str]) -> Any:
+    store = session._store
     last = session.last_seq
     cache: dict[tuple[int, str], _Cached] = store._projections
     hit = cache.get(key)
@@ -527,6 +555,7 @@ def project(session: Session, fold: Any) -> Any:
         hit = _Cached(-1, session._key, fold.init(), -1)
     state = hit.state
     if hit.seq < last:
+        cache.pop(key, None)  # a fold that fails half-way leaves a state nobody may reuse
         events = session._events(hit.seq + 1, last, None, getattr(fold, "wants", None))
         step_many = getattr(fold, "step_many", None)
         if step_many is not None:
@@ -671,6 +700,21 @@ def check_compaction(session: Session, from_seq: int, to_seq: int) -> None:
         if overlap and not nested:
             raise ValidationError(f"compaction {from_seq}..{to_seq} partly overlaps the "
                                   f"earlier compaction {lo}..{hi}")
+
+
+def check_compaction_event(session: Session, type_: Any, data: Any) -> None:
+    """The rules of :func:`check_compaction` for an appended ``compaction/*``
+    event whose op is ``surface-replace`` (the only op model_history applies),
+    however it is appended: ``Session.compact`` or a raw append."""
+    if (not isinstance(type_, str) or not type_.startswith("compaction/")
+            or not isinstance(data, dict) or data.get("op") != SURFACE_REPLACE):
+        return
+    lo, hi = data.get("from_seq"), data.get("to_seq")
+    if (not isinstance(lo, int) or not isinstance(hi, int) or isinstance(lo, bool)
+            or isinstance(hi, bool)):
+        raise ValidationError(f"{type_}: a surface-replace compaction needs int from_seq "
+                              "and to_seq")
+    check_compaction(session, lo, hi)
 
 
 def _compactions(session: Session) -> list[tuple[int, int]]:

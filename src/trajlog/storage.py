@@ -519,12 +519,14 @@ def max_seq(conn: apsw.Connection, sid: int) -> int:
     return -1 if rows[0][0] is None else int(rows[0][0]) - rid(sid, 0)
 
 
-def frames_of_types(conn: apsw.Connection, sid: int, after: int,
-                    types: Sequence[str]) -> list[tuple[int, bytes]]:
+def frames_of_types(conn: apsw.Connection, sid: int, after: int, types: Sequence[str],
+                    upto: int = MAX_SESSION_SEQ) -> list[tuple[int, bytes]]:
+    """(seq, frame) of the session's own events after ``after`` up to
+    ``upto`` whose type is one of ``types``."""
     marks = ",".join("?" * len(types))
     return [(int(r[0]), r[1]) for r in conn.execute(
         f"SELECT seq, frame FROM events WHERE rid > ? AND rid <= ? AND type IN ({marks}) "
-        "ORDER BY rid", (rid(sid, after), rid(sid, MAX_SESSION_SEQ), *types))]
+        "ORDER BY rid", (rid(sid, after), rid(sid, upto), *types))]
 
 
 def projection_state(conn: apsw.Connection, sid: int, name: str,

@@ -47,6 +47,7 @@ from .errors import (
     SerializationError,
     SessionNotFoundError,
     StoreClosedError,
+    StoreError,
     TrajlogError,
     UnsupportedFormatError,
     ValidationError,
@@ -72,6 +73,8 @@ LEASE_TTL_MS = 30_000
 COMPRESS_THRESHOLD = 512   # payloads at least this long are zstd-compressed, if it pays
 COMPRESS_LEVEL = 3
 MAX_PAYLOAD = 16 * 1024 * 1024
+_RECOVERY_ATTEMPTS = 3      # analyses of a log that keeps moving before load gives up
+_PREFIX_CACHE = 64          # fork points whose prefix tool-call state is kept
 _READ_CHUNK = 512           # events per query when streaming
 _TOOL_TYPES = ("assistant/message", "tool/call", "tool/result", "turn/start", "turn/end",
                "step/start", "step/end")
@@ -168,6 +171,7 @@ class _Row:
 class _Request:
     session: Session
     rows: list[_Row]
+    expect_last: int | None = None  # refuse unless the log's last seq is this
     done: bool = False
     result: list[Event] | None = None
     error: BaseException | None = None
@@ -175,6 +179,11 @@ class _Request:
 
 
 _REQUESTED, _STARTED, _FINISHED = 1, 2, 3
+
+
+class _LogMovedError(InvalidStateError):
+    """A request that expected the log to end at a given seq found it moved."""
+
 # Refusals of one request that leave the rest of a group commit intact.
 _REFUSALS = (ValidationError, LeaseHeldError, IdempotencyConflictError, InvalidStateError)
 
@@ -351,7 +360,12 @@ class Store:
         self._leader = False
         self._states: dict[int, _LogState] = {}
         self._projections: dict[tuple[int, str], Any] = {}  # see projections.project
-        self._held: dict[int, Session] = {}  # sessions whose writer lease this store holds
+        self._projection_locks: dict[tuple[int, str], threading.Lock] = {}
+        # Writer leases this store holds: sid -> nesting depth.  The lease row
+        # names the store, not a handle, so the depth is counted here.
+        self._held: dict[int, int] = {}
+        self._lease_lock = threading.Lock()  # guards _held; taken before _conn_lock
+        self._prefix_calls: dict[tuple[int, int], dict[str, int]] = {}
         self._types_seen: set[str] = set()
         self._closed = False
         # host:pid:token:nonce -- the token tells this process from a later one
@@ -383,10 +397,9 @@ class Store:
         connection.  Idempotent."""
         if self._closed:
             return
-        for session in list(self._held.values()):
-            session._lease_depth = 1
+        for sid in list(self._held):
             with contextlib.suppress(TrajlogError, apsw.Error):
-                session._release()
+                self._release_lease(sid, force=True)
         with self._mutex, self._conn_lock:
             self._closed = True
         for conn in [*self._readers, self._write, self._keeper]:
@@ -414,17 +427,22 @@ class Store:
                 session_id: str | None = None, parent: Session | None = None,
                 seed_length: int = 0, origin: str | None = None,
                 delegation_depth: int = 0,
-                initial: Sequence[tuple[str, Any, Mapping[str, Any]]] = ()) -> Session:
-        """Create a session, and append its ``initial`` events in the same
-        transaction (a subagent's task, its sandbox snapshot...)."""
+                initial: Sequence[tuple[str, Any, Mapping[str, Any]]] = (),
+                parent_events: Sequence[tuple[str, Any, Mapping[str, Any]]] = (),
+                ) -> Session:
+        """Create a session, and append its ``initial`` events -- and
+        ``parent_events`` to the parent -- in the same transaction (a
+        subagent's task, its sandbox snapshot, a background job's answer)."""
         self._check_open()
         if not isinstance(cwd, str) or not cwd:
             raise TypeError("cwd must be a non-empty str")
         if agent_preset is not None and not isinstance(agent_preset, str):
             raise TypeError("agent_preset must be str or None")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TypeError(f"metadata must be a mapping, not {type(metadata).__name__}")
         meta = dict(metadata or {})
         check_json(meta, "metadata")
-        sid_uuid = uuid_mod.UUID(session_id) if session_id is not None else uuid_mod.uuid4()
+        sid_uuid = _session_uuid(session_id)
         key = codec.session_key(sid_uuid, kernel=self._kernel)
         created = storage.now_ms()
         if parent is None:
@@ -439,12 +457,15 @@ class Store:
                seed_length, _signed(seed_chain), origin, delegation_depth,
                agent_preset, meta_bytes, _signed(self._header_check(header, key)))
         rows = [self._prepare(t, d, None, dict(env)) for t, d, env in initial]
-        self._compressor.compress_rows(rows)
+        up = [self._prepare(t, d, None, dict(env)) for t, d, env in parent_events]
+        self._compressor.compress_rows(rows + up)
         with self._write_txn() as conn:
             sid = storage.insert_session(conn, row, seed_length - 1, _signed(seed_chain))
             session = Session(self, sid, header, key, parent, seed_chain)
             if rows:
                 session._apply(conn, rows)
+            if up and parent is not None:
+                parent._apply(conn, up)
         return session
 
     def _header_check(self, header: SessionHeader, key: int) -> int:
@@ -526,12 +547,21 @@ class Store:
             with storage.translate():
                 storage.begin(self._write)
                 try:
+                    self._check_data_version(self._write)
                     yield self._write
                     storage.commit(self._write)
                 except BaseException:
                     storage.rollback(self._write)
                     self._states.clear()
                     raise
+
+    def _check_data_version(self, conn: apsw.Connection) -> None:
+        """Inside a write transaction: forget the cached log states if another
+        connection committed since this one last looked."""
+        version = storage.data_version(conn)
+        if version != self._data_version:
+            self._data_version = version
+            self._states.clear()
 
     def _submit(self, request: _Request) -> list[Event]:
         """Queue a request; lead a group commit or wait for one to carry it.
@@ -579,21 +609,35 @@ class Store:
     def _commit(self, batch: list[_Request]) -> None:
         """One transaction for a batch of requests.  A request refused by
         validation writes nothing (every check runs before its inserts), so
-        the others still commit; a storage failure fails the whole batch."""
+        the others still commit.  With several requests, each runs in a
+        savepoint: one that fails later (a constraint, an unexpected error) is
+        rolled back alone and fails alone.  A failure that ends the transaction
+        itself, or a commit failure, fails the whole batch."""
         conn = self._write
+        isolate = len(batch) > 1
         try:
             with storage.translate():
                 storage.begin(conn)
                 try:
-                    version = storage.data_version(conn)
-                    if version != self._data_version:
-                        self._data_version = version
-                        self._states.clear()  # another connection committed
+                    self._check_data_version(conn)
                     for req in batch:
+                        if isolate:
+                            storage.savepoint(conn, "request")
                         try:
-                            req.result = req.session._apply(conn, req.rows)
+                            with storage.translate():
+                                req.result = req.session._apply(conn, req.rows,
+                                                                req.expect_last)
                         except _REFUSALS as exc:
                             req.error = exc
+                        except Exception as exc:
+                            if not isolate or conn.getautocommit():
+                                raise  # the transaction is gone: the batch fails
+                            storage.rollback_to(conn, "request")
+                            self._states.pop(req.session._sid, None)
+                            req.error = _typed(exc)
+                            continue
+                        if isolate:
+                            storage.release(conn, "request")
                     storage.commit(conn)
                 except BaseException:
                     storage.rollback(conn)
@@ -602,7 +646,7 @@ class Store:
             self._states.clear()  # the transaction failed: caches may be ahead of the log
             for req in batch:
                 if req.error is None:
-                    req.error = exc
+                    req.error = _typed(exc) if isinstance(exc, Exception) else exc
                 req.result = None
 
     # -- derived state --------------------------------------------------------
@@ -613,7 +657,8 @@ class Store:
         if state is not None:
             return state
         last_seq, chain, *lease = storage.head_and_lease(conn, session._sid)
-        state = _LogState(session.header.seed_length - 1, 0)
+        state = _LogState(session.header.seed_length - 1, 0,
+                          calls=dict(self._prefix_call_state(conn, session)))
         if last_seq > state.synced_seq:
             tool_events = [session._decode_frame(frame, seq) for seq, frame in
                            storage.frames_of_types(conn, session._sid, state.synced_seq,
@@ -622,6 +667,34 @@ class Store:
         state.synced_seq, state.chain, state.lease = last_seq, chain, tuple(lease)
         self._states[session._sid] = state
         return state
+
+    def _prefix_call_state(self, conn: apsw.Connection, session: Session) -> dict[str, int]:
+        """The tool calls of a fork's inherited prefix (its ancestors' events
+        up to ``seed_length - 1``): a fork may not reuse their ids, and may
+        answer the calls they left open.  A prefix never changes, so its state
+        is cached per fork point (or copied from the parent's state when the
+        parent's log still ends at the fork point)."""
+        seed, parent = session.header.seed_length, session._parent
+        if not seed or parent is None:
+            return {}
+        point = (parent._sid, seed)
+        calls = self._prefix_calls.get(point)
+        if calls is not None:
+            return calls
+        at_parent = self._states.get(parent._sid)
+        if at_parent is not None and at_parent.synced_seq == seed - 1:
+            calls = dict(at_parent.calls)
+        else:
+            lo = parent.header.seed_length - 1
+            walk = _LogState(lo, 0, calls=dict(self._prefix_call_state(conn, parent)))
+            events = [parent._decode_frame(frame, seq) for seq, frame in
+                      storage.frames_of_types(conn, parent._sid, lo, _TOOL_TYPES, seed - 1)]
+            walk.commit(events, walk.plan(events, check=False), seed - 1, 0)
+            calls = walk.calls
+        if len(self._prefix_calls) >= _PREFIX_CACHE:
+            self._prefix_calls.pop(next(iter(self._prefix_calls)))
+        self._prefix_calls[point] = calls
+        return calls
 
     def _seed_state(self, session: Session, state: OpenState, last_seq: int) -> None:
         """Hand the write path the state recovery just computed, so that it does
@@ -636,6 +709,24 @@ class Store:
             seeded = _LogState(last_seq, chain, tuple(lease), calls,
                                state.turn_start is not None, state.step_start is not None)
             self._states[session._sid] = seeded
+
+    def _release_lease(self, sid: int, *, force: bool = False) -> None:
+        """Leave one lease block of session ``sid``; the outermost exit (or
+        ``force``) clears the lease row.  If that write fails the lease stays
+        held -- and known to be held: it stays in ``_held``, and close() (or
+        the next exit of a lease block) releases it."""
+        with self._lease_lock:
+            depth = self._held.get(sid, 0)
+            if depth > 1 and not force:
+                self._held[sid] = depth - 1
+                return
+            if not depth:
+                return
+            with self._write_txn() as conn:
+                if storage.lease(conn, sid)[0] == self.writer_id:
+                    storage.set_lease(conn, sid, None, None, None, None, None)
+                    self._states.pop(sid, None)
+            del self._held[sid]
 
     def _prepare(self, type_: Any, data: Any, time: int | None, envelope: Mapping[str, Any],
                  ) -> _Row:
@@ -690,7 +781,6 @@ class Session:
         self._key = key
         self._parent = parent
         self._seed_chain = seed_chain  # recorded at creation: the parent's chain at seed - 1
-        self._lease_depth = 0
         self._turn_depth = 0
         self._step_depth = 0
 
@@ -719,6 +809,7 @@ class Session:
                                       ("data_class", data_class),
                                       ("idempotency_key", idempotency_key)) if v is not None}
         lineage.check_approval_append(self, type)
+        projections.check_compaction_event(self, type, data)
         rows = [self._store._prepare(type, data, time, envelope)]
         self._store._compressor.compress_rows(rows)
         return self._store._submit(_Request(self, rows))[0]
@@ -729,14 +820,22 @@ class Session:
         Each item is ``(type, data)`` or ``(type, data, envelope)``, where
         ``envelope`` is a dict of ``time`` and the envelope fields.
         """
+        return self._append_items(items)
+
+    def _append_items(self, items: Iterable[Any], expect_last: int | None = None,
+                      ) -> list[Event]:
         rows = []
         for item in items:
             if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
                 raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
+            if len(item) == 3 and not isinstance(item[2], Mapping):
+                raise TypeError("an append_batch envelope must be a mapping, not "
+                                f"{type(item[2]).__name__}")
             env = dict(item[2]) if len(item) == 3 else {}
             when = env.pop("time", None)
             if isinstance(item[0], str):
                 lineage.check_approval_append(self, item[0])
+                projections.check_compaction_event(self, item[0], item[1])
             rows.append(self._store._prepare(item[0], item[1], when, env))
         if not rows:
             return []
@@ -744,19 +843,30 @@ class Session:
         keys = [r.event.idempotency_key for r in rows if r.event.idempotency_key is not None]
         if len(keys) != len(set(keys)):
             raise IdempotencyConflictError("the batch repeats an idempotency key")
-        return self._store._submit(_Request(self, rows))
+        return self._store._submit(_Request(self, rows, expect_last))
 
-    def _apply(self, conn: apsw.Connection, rows: list[_Row]) -> list[Event]:
+    def _apply(self, conn: apsw.Connection, rows: list[_Row],
+               expect_last: int | None = None) -> list[Event]:
         """Inside the write transaction: check, frame and insert ``rows``.
         Every refusal is raised before the first write."""
         store = self._store
         state = store._log_state(conn, self)
         self._check_lease(conn, state)
-        first_key = rows[0].event.idempotency_key
-        if first_key is not None:
-            found = storage.event_by_idempotency_key(conn, self._sid, first_key)
-            if found is not None:
-                return self._replay(conn, rows, found[0])
+        if expect_last is not None and state.synced_seq != expect_last:
+            raise _LogMovedError(f"session {self.id} moved to seq {state.synced_seq}; "
+                                 f"expected it at {expect_last}")
+        keyed = [(i, r.event.idempotency_key) for i, r in enumerate(rows)
+                 if r.event.idempotency_key is not None]
+        if keyed:
+            found = [(i, hit[0]) for i, key in keyed
+                     if (hit := storage.event_by_idempotency_key(conn, self._sid, key))]
+            if found:
+                if len(found) != len(keyed):
+                    raise IdempotencyConflictError(
+                        "the batch mixes idempotency keys already used in this session "
+                        "with new ones")
+                # A retry: the original batch began len(rows before the key) earlier.
+                return self._replay(conn, rows, found[0][1] - found[0][0])
         events = [r.event for r in rows]
         overlay = state.plan(events, check=True)
         first = state.synced_seq + 1
@@ -789,9 +899,10 @@ class Session:
             if not frames:
                 raise IdempotencyConflictError("the retried batch is longer than the original")
             original = self._decode_frame(frames[0], first_seq + i)
-            mine = with_seq(msgspec.structs.replace(row.event, time=original.time),
-                            original.seq)
-            if mine != original:
+            # Compared as encoded payloads: a tuple sent and the list it
+            # decodes to are the same event.
+            mine = encode_event(msgspec.structs.replace(row.event, time=original.time))
+            if mine != encode_event(original):
                 raise IdempotencyConflictError(
                     f"idempotency key {row.event.idempotency_key!r} was used for a different "
                     f"event (seq {original.seq})")
@@ -835,46 +946,36 @@ class Session:
             self._release()
 
     def _acquire(self, wait: float | bool) -> None:
-        if self._lease_depth:
-            self._lease_depth += 1
-            return
+        store = self._store
         deadline = None if wait is True else time_mod.monotonic() + float(wait or 0)
         delay = 0.005
         while True:
-            try:
-                with self._store._write_txn() as conn:
-                    owner, host, pid, started, heartbeat_ms = storage.lease(conn, self._sid)
-                    if self._lease_live(owner, host, pid, started, heartbeat_ms):
-                        raise LeaseHeldError(
-                            f"session {self.id} is being written by {owner} "
-                            f"(pid {pid} on {host})")
-                    now = storage.now_ms()
-                    storage.set_lease(conn, self._sid, self._store.writer_id, _HOST,
-                                      os.getpid(), now, now)
-                    self._store._states.pop(self._sid, None)
-                self._lease_depth = 1
-                self._store._held[self._sid] = self
-                return
-            except LeaseHeldError:
-                if deadline is not None and time_mod.monotonic() >= deadline:
-                    raise
-                time_mod.sleep(delay)
-                delay = min(delay * 2, 0.25)
+            with store._lease_lock:
+                depth = store._held.get(self._sid, 0)
+                if depth:
+                    store._held[self._sid] = depth + 1
+                    return
+                try:
+                    with store._write_txn() as conn:
+                        owner, host, pid, started, heartbeat_ms = storage.lease(conn, self._sid)
+                        if self._lease_live(owner, host, pid, started, heartbeat_ms):
+                            raise LeaseHeldError(
+                                f"session {self.id} is being written by {owner} "
+                                f"(pid {pid} on {host})")
+                        now = storage.now_ms()
+                        storage.set_lease(conn, self._sid, store.writer_id, _HOST,
+                                          os.getpid(), now, now)
+                        store._states.pop(self._sid, None)
+                    store._held[self._sid] = 1
+                    return
+                except LeaseHeldError:
+                    if deadline is not None and time_mod.monotonic() >= deadline:
+                        raise
+            time_mod.sleep(delay)
+            delay = min(delay * 2, 0.25)
 
     def _release(self) -> None:
-        if self._lease_depth > 1:
-            self._lease_depth -= 1
-            return
-        # If this write fails the lease stays held -- and known to be held:
-        # the depth stays 1, the store keeps it registered, and close() (or
-        # the next exit of a lease block) releases it.
-        with self._store._write_txn() as conn:
-            owner = storage.lease(conn, self._sid)[0]
-            if owner == self._store.writer_id:
-                storage.set_lease(conn, self._sid, None, None, None, None, None)
-                self._store._states.pop(self._sid, None)
-        self._lease_depth = 0
-        self._store._held.pop(self._sid, None)
+        self._store._release_lease(self._sid)
 
     # -- turns and steps ----------------------------------------------------
 
@@ -1122,8 +1223,10 @@ class Session:
             parent_upto = min(upto, seed - 1)
             where, report = self._parent._verify_upto(
                 parent_upto, seed_chain if parent_upto == seed - 1 else expect_chain)
-            if report.verdict is not Verdict.CLEAN or upto < seed:
-                return where, report
+            if report.verdict is not Verdict.CLEAN:
+                return where, report  # the defect is in that ancestor
+            if upto < seed:
+                return self.id, report
         cursor = Cursor(0, seed, seed_chain)
         offset = 0
         seq = seed
@@ -1191,35 +1294,43 @@ class Session:
                      for i, (t, d) in enumerate(closers(state)))
 
     def _live_refusal(self, state: OpenState, last_seq: int) -> LiveWriterError | None:
-        owner, host, pid, started, heartbeat_ms = storage.lease(self._store._reader(),
-                                                                self._sid)
-        if not self._lease_live(owner, host, pid, started, heartbeat_ms):
+        store = self._store
+        owner, host, pid, started, heartbeat_ms = storage.lease(store._reader(), self._sid)
+        # This store's own lease is live too while one of its lease blocks is
+        # open: a turn it is still writing must not be closed under it.
+        mine = owner == store.writer_id and self._sid in store._held
+        if not mine and not self._lease_live(owner, host, pid, started, heartbeat_ms):
             return None
         open_at = state.turn_start if state.turn_start is not None else last_seq
         return LiveWriterError(f"writer {owner} (pid {pid} on {host}) is live and the log is "
                                "open: recovery would race it", session=self.id, seq=open_at)
 
     def _recover(self, repair: bool) -> tuple[BalancedView, RecoveryReport]:
-        state, last_seq, refusal = self._analyze()
-        if refusal is None and not state.balanced:
-            refusal = self._live_refusal(state, last_seq)
-        if refusal is not None:
-            report = RecoveryReport(self.id, "refused", state.events, last_seq, (),
-                                    state.turn_start, state.step_start, refusal)
-            return BalancedView(self, state.last_seq, ()), report
-        closing = self._closer_events(state)
-        outcome = "balanced" if not closing else ("repaired" if repair else "repair")
-        if closing and repair:
-            self._store._seed_state(self, state, last_seq)
-            written = self.append_batch([(ev.type, ev.data, {"time": ev.time,
-                                                             "source": RECOVERY_SOURCE})
-                                         for ev in closing])
-            if written[0].seq != last_seq + 1:  # the log moved meanwhile: start over
-                raise InvalidStateError(f"session {self.id} changed during recovery")
-            closing = tuple(written)
-        report = RecoveryReport(self.id, outcome, state.events, last_seq, closing,
-                                state.turn_start, state.step_start)
-        return BalancedView(self, last_seq, () if repair else closing), report
+        for _attempt in range(_RECOVERY_ATTEMPTS):
+            state, last_seq, refusal = self._analyze()
+            if refusal is None and not state.balanced:
+                refusal = self._live_refusal(state, last_seq)
+            if refusal is not None:
+                report = RecoveryReport(self.id, "refused", state.events, last_seq, (),
+                                        state.turn_start, state.step_start, refusal)
+                return BalancedView(self, state.last_seq, ()), report
+            closing = self._closer_events(state)
+            outcome = "balanced" if not closing else ("repaired" if repair else "repair")
+            if closing and repair:
+                self._store._seed_state(self, state, last_seq)
+                try:
+                    # Written only if the log still ends where the analysis
+                    # ended: a writer that slipped in means analysing again.
+                    closing = tuple(self._append_items(
+                        [(ev.type, ev.data, {"time": ev.time, "source": RECOVERY_SOURCE})
+                         for ev in closing], expect_last=last_seq))
+                except _LogMovedError:
+                    continue
+            report = RecoveryReport(self.id, outcome, state.events, last_seq, closing,
+                                    state.turn_start, state.step_start)
+            return BalancedView(self, last_seq, () if repair else closing), report
+        raise InvalidStateError(f"session {self.id} kept changing during recovery "
+                                f"({_RECOVERY_ATTEMPTS} attempts); nothing was written")
 
     # -- compaction and event status -------------------------------------------
 
@@ -1231,7 +1342,8 @@ class Session:
         split a tool call from its result, and must nest with earlier ones."""
         if not isinstance(summary, str) or not summary:
             raise TypeError("summary must be a non-empty str")
-        projections.check_compaction(self, from_seq, to_seq)
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (from_seq, to_seq)):
+            raise TypeError("from_seq and to_seq must be int")
         return self.append("compaction/apply", {"op": projections.SURFACE_REPLACE,
                                                 "from_seq": from_seq, "to_seq": to_seq,
                                                 "summary": summary}, source=source)
@@ -1309,6 +1421,28 @@ class Session:
         """The ``approval/grant`` events in force (inherited one-time grants never
         count; a forked subagent has none)."""
         return lineage.effective_approvals(self)
+
+
+def _session_uuid(session_id: Any) -> uuid_mod.UUID:
+    """A new session's id: the caller's UUID (checked), or a random one."""
+    if session_id is None:
+        return uuid_mod.uuid4()
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be str or None, not {type(session_id).__name__}")
+    try:
+        return uuid_mod.UUID(session_id)
+    except ValueError:
+        raise InvalidArgumentError(f"session_id {session_id!r} is not a UUID") from None
+
+
+def _typed(exc: Exception) -> Exception:
+    """A write failure as the caller sees it: trajlog errors as they are, an
+    unexpected one wrapped in :class:`StoreError` (cause kept)."""
+    if isinstance(exc, TrajlogError):
+        return exc
+    wrapped = StoreError(f"the write failed: {type(exc).__name__}: {exc}")
+    wrapped.__cause__ = exc
+    return wrapped
 
 
 def _with(report: ScanReport, verdict: Verdict, status: int, reason: str) -> ScanReport:
