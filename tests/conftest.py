@@ -46,3 +46,12 @@ def kernel(request: pytest.FixtureRequest) -> ModuleType:
 def both_kernels() -> tuple[ModuleType, ModuleType]:
     """(C kernel, Python kernel) for differential tests."""
     return kernel_or_skip("c"), kernel_or_skip("python")
+
+
+@pytest.fixture
+def store(tmp_path):
+    """A fresh store in the test's own directory, closed afterwards."""
+    import trajlog
+
+    with trajlog.open(str(tmp_path / "store.db")) as st:
+        yield st

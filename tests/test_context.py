@@ -11,19 +11,12 @@ import hashlib
 
 import pytest
 
-import trajlog
 from trajlog import errors
 from trajlog.context import BLOCKS, ContextPolicy, build_context
 from trajlog.evidence import collect, ref, source_class
 
 REV = "git:7d31a9c"
 PROV = {"workspace_revision": REV, "data_class": "internal"}
-
-
-@pytest.fixture
-def store(tmp_path):
-    with trajlog.open(str(tmp_path / "c.db")) as s:
-        yield s
 
 
 def tool_result(s, call_id, output, *, name="run_tests", error=False, branch=None, **env):

@@ -11,13 +11,8 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trajlog
-from trajlog import errors, storage
-
-
-@pytest.fixture
-def store(tmp_path):
-    with trajlog.open(str(tmp_path / "f.db")) as s:
-        yield s
+from tamper import flip_frame_bits, foreign
+from trajlog import errors
 
 
 def turns(s, n, start=0):
@@ -113,14 +108,7 @@ def test_fork_verify_fails_when_the_shared_prefix_is_damaged(store):
     turns(p, 3)
     c = p.fork(4)
     c.append("user/message", {"content": "x"})
-    conn = apsw.Connection(store.path)
-    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
-    rid = storage.rid(p._sid, 1)
-    frame = bytearray(conn.execute("SELECT frame FROM events WHERE rid = ?",
-                                   (rid,)).fetchall()[0][0])
-    frame[42] ^= 1
-    conn.execute("UPDATE events SET frame = ? WHERE rid = ?", (bytes(frame), rid))
-    conn.close()
+    flip_frame_bits(store, p._sid, 1, 42, 1)
     report = c.verify()
     assert not report.ok and report.session == p.id and report.scan.cursor.next_seq == 1
     with pytest.raises(errors.ChecksumError):
@@ -427,8 +415,7 @@ def test_fork_seed_chain_must_match_the_parent_frame(store):
     turns(p, 2)
     c = p.fork(2)
     c.append("user/message", {"content": "x"})
-    conn = apsw.Connection(store.path)
-    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+    conn = foreign(store)
     conn.execute("UPDATE sessions SET seed_chain = seed_chain + 1 WHERE sid = ?", (c._sid,))
     conn.close()
     forged = store.session(c.id)

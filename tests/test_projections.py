@@ -15,12 +15,6 @@ from trajlog import errors, projections, storage
 from trajlog.projections import FOLDS, from_scratch
 
 
-@pytest.fixture
-def store(tmp_path):
-    with trajlog.open(str(tmp_path / "p.db")) as s:
-        yield s
-
-
 def agent_turn(s, k, *, error=False, crash=False):
     """One agent turn, 12 events; ``crash`` stops it right after the tool started
     (no context managers: they would close the turn on the way out)."""

@@ -11,13 +11,13 @@ import sys
 import time
 from pathlib import Path
 
-import apsw
 import pytest
 from hypothesis import settings
 from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import trajlog
+from tamper import flip_frame_bits, foreign
 from trajlog import codec, errors, storage
 from trajlog.recovery import GUIDANCE, RECOVERY_SOURCE, repair_file
 
@@ -66,12 +66,6 @@ CASES = [
     ("after the last step", 16, [TURN]),
     ("after turn/end", 17, []),
 ]
-
-
-@pytest.fixture
-def store(tmp_path):
-    with trajlog.open(str(tmp_path / "r.db")) as st_:
-        yield st_
 
 
 def crashed(store, n, times=None):
@@ -139,13 +133,6 @@ def test_recovery_new_turn_after_load(store):
 
 # --- refusals: typed, located, nothing written -------------------------------
 
-def foreign(store) -> apsw.Connection:
-    """A connection that bypasses trajlog's protections, as a careless tool could."""
-    conn = apsw.Connection(store.path)
-    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
-    return conn
-
-
 def assert_refused(store, s, exc_type, seq):
     before = s.last_seq
     with pytest.raises(exc_type) as info:
@@ -169,13 +156,7 @@ def test_recovery_refuses_seq_gap(store):
 
 def test_recovery_refuses_checksum_failure(store):
     s = crashed(store, 8)
-    conn = foreign(store)
-    rid = storage.rid(s._sid, 4)
-    frame = bytearray(conn.execute("SELECT frame FROM events WHERE rid = ?",
-                                   (rid,)).fetchall()[0][0])
-    frame[41] ^= 0x20
-    conn.execute("UPDATE events SET frame = ? WHERE rid = ?", (bytes(frame), rid))
-    conn.close()
+    flip_frame_bits(store, s._sid, 4, 41, 0x20)
     err = assert_refused(store, s, errors.ChecksumError, 4)
     assert "payload checksum" in str(err)
 

@@ -8,13 +8,8 @@ import apsw
 import pytest
 
 import trajlog
+from tamper import flip_frame_bits
 from trajlog import errors, storage
-
-
-@pytest.fixture
-def store(tmp_path):
-    with trajlog.open(str(tmp_path / "s.db")) as st:
-        yield st
 
 
 @pytest.fixture
@@ -184,12 +179,7 @@ def test_storage_what_triggers_cannot_stop_verify_finds(filled):
     """A foreign connection that disables triggers can rewrite an event; only
     verify() (recomputing the frame checks) finds it, and says where."""
     store, s = filled
-    conn = apsw.Connection(store.path)
-    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
-    frame = bytearray(_event_row(store, s, 3)[9])
-    frame[45] ^= 0x01
-    conn.execute("UPDATE events SET frame = ? WHERE sid = ? AND seq = 3", (bytes(frame), s._sid))
-    conn.close()
+    flip_frame_bits(store, s._sid, 3, 45, 0x01)
     report = s.verify()
     assert not report.ok
     assert report.scan.cursor.next_seq == 3 and report.scan.status == trajlog.Status.BAD_PAYLOAD

@@ -16,12 +16,6 @@ from trajlog.events import Event
 
 
 @pytest.fixture
-def store(tmp_path):
-    with trajlog.open(str(tmp_path / "t.db")) as st:
-        yield st
-
-
-@pytest.fixture
 def session(store):
     return store.create_session(cwd="/repo", agent_preset="coder-v1",
                                 metadata={"title": "login bug"})

@@ -1,0 +1,29 @@
+"""Damage a store the way a careless tool could: through a connection with
+trajlog's append-only triggers switched off.  Shared by the tests that check
+that verification and recovery notice."""
+
+from __future__ import annotations
+
+import apsw
+
+from trajlog import storage
+
+
+def foreign(store) -> apsw.Connection:
+    """A connection that bypasses trajlog's protections (the caller closes it)."""
+    conn = apsw.Connection(store.path)
+    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+    return conn
+
+
+def flip_frame_bits(store, sid: int, seq: int, offset: int, mask: int) -> None:
+    """XOR byte ``offset`` of the stored frame of event ``seq`` of session ``sid``."""
+    conn = foreign(store)
+    try:
+        rid = storage.rid(sid, seq)
+        frame = bytearray(conn.execute("SELECT frame FROM events WHERE rid = ?",
+                                       (rid,)).fetchall()[0][0])
+        frame[offset] ^= mask
+        conn.execute("UPDATE events SET frame = ? WHERE rid = ?", (bytes(frame), rid))
+    finally:
+        conn.close()
