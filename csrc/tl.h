@@ -34,11 +34,11 @@
 
 /* Format constants (FORMAT.md section 2). */
 #define TL_FORMAT_VERSION 1
-#define TL_HEADER_SIZE 40          /* bytes before the payload of every frame */
-#define TL_ALIGN 8                 /* frames start and end on 8-byte boundaries */
-#define TL_MAX_STORED 16777216     /* 16 MiB: largest stored payload */
-#define TL_MAX_RAW 67108864        /* 64 MiB: largest payload after decompression */
-#define TL_SECTOR 512              /* torn-write granule for the zero-sector hint */
+#define TL_HEADER_SIZE 40              /* bytes before the payload of every frame */
+#define TL_ALIGN 8                     /* frames start and end on 8-byte boundaries */
+#define TL_MAX_STORED 16777216         /* 16 MiB: largest stored payload */
+#define TL_MAX_RAW 67108864            /* 64 MiB: largest payload after decompression */
+#define TL_SECTOR 512                  /* torn-write granule for the zero-sector hint */
 #define TL_MAX_SEQ 9223372036854775807 /* 2^63 - 1: seqs fit an SQLite INTEGER */
 
 /* Frame types (byte 2).  0 is never valid; 0x80..0xFF are optional types a
@@ -52,55 +52,57 @@
 #define TL_TYPE_OPTIONAL_MIN 128
 
 /* Frame flags (byte 3).  Bits 2..7 are reserved and must be zero. */
-#define TL_FLAG_ZSTD 1             /* payload is exactly one zstd frame */
-#define TL_FLAG_ZSTD_DICT 2        /* ... compressed with the store dictionary */
+#define TL_FLAG_ZSTD 1      /* payload is exactly one zstd frame */
+#define TL_FLAG_ZSTD_DICT 2 /* ... compressed with the store dictionary */
 #define TL_FLAGS_KNOWN 3
 
 /* Status codes.  The numbering is part of the API: the pure-Python kernel
 ** returns the same integers and trajlog.errors maps each to one exception. */
-#define TL_OK 0                    /* success */
-#define TL_END 1                   /* scan: clean end, cursor at buf_len */
-#define TL_MORE 2                  /* scan: frames_cap reached; call again */
-#define TL_TRUNCATED 3             /* fewer than 40 bytes left, or body past end */
-#define TL_ZERO_TAIL 4             /* every byte from the cursor to the end is 0 */
-#define TL_BAD_MAGIC 5             /* the first two bytes are not A7 F1 */
-#define TL_BAD_HEADER 6            /* header check mismatch */
-#define TL_BAD_FIELD 7             /* checked header holds an impossible value */
-#define TL_UNSUPPORTED 8           /* unknown mandatory type or reserved flag */
-#define TL_SEQ_MISMATCH 9          /* seq is not the expected next seq */
-#define TL_BAD_PAYLOAD 10          /* payload check mismatch */
-#define TL_BAD_PADDING 11          /* a padding byte is not zero */
-#define TL_BAD_CHAIN 12            /* chain does not follow the previous frame */
-#define TL_TOO_LARGE 13            /* encode: payload or raw length over limit */
-#define TL_BUFFER_TOO_SMALL 14     /* encode: out_cap too small */
-#define TL_INVALID_ARG 15          /* a caller broke a precondition */
+#define TL_OK 0                /* success */
+#define TL_END 1               /* scan: clean end, cursor at buf_len */
+#define TL_MORE 2              /* scan: frames_cap reached; call again */
+#define TL_TRUNCATED 3         /* fewer than 40 bytes left, or body past end */
+#define TL_ZERO_TAIL 4         /* every byte from the cursor to the end is 0 */
+#define TL_BAD_MAGIC 5         /* the first two bytes are not A7 F1 */
+#define TL_BAD_HEADER 6        /* header check mismatch */
+#define TL_BAD_FIELD 7         /* checked header holds an impossible value */
+#define TL_UNSUPPORTED 8       /* unknown mandatory type or reserved flag */
+#define TL_SEQ_MISMATCH 9      /* seq is not the expected next seq */
+#define TL_BAD_PAYLOAD 10      /* payload check mismatch */
+#define TL_BAD_PADDING 11      /* a padding byte is not zero */
+#define TL_BAD_CHAIN 12        /* chain does not follow the previous frame */
+#define TL_TOO_LARGE 13        /* encode: payload or raw length over limit */
+#define TL_BUFFER_TOO_SMALL 14 /* encode: out_cap too small */
+#define TL_INVALID_ARG 15      /* a caller broke a precondition */
 #define TL_STATUS_COUNT 16
 
-/* Hint bits returned by tl_scan beside a failing status. */
-#define TL_HINT_ZERO_SECTOR 1      /* the failing region holds an all-zero,
-                                   ** 512-byte-aligned chunk (torn signature) */
+/* Hint bits returned by tl_scan beside a failing status.  ZERO_SECTOR: the
+** failing region holds an all-zero, 512-byte-aligned chunk (torn signature). */
+#define TL_HINT_ZERO_SECTOR 1
 
 /* Continuity state carried from frame to frame and from call to call.  The
 ** same struct serves writing and reading.  A fresh log starts at
 ** {offset 0, next_seq 0, chain = session key}; a forked log starts at
 ** {0, seed_length, chain of the parent's frame seed_length - 1}. */
 struct tl_cursor {
-    uint64_t offset;     /* byte position of the next frame in the stream */
-    uint64_t next_seq;   /* seq the next frame must carry */
-    uint64_t chain;      /* chain of the previous frame (the seed) */
+    uint64_t offset;   /* byte position of the next frame in the stream */
+    uint64_t next_seq; /* seq the next frame must carry */
+    uint64_t chain;    /* chain of the previous frame (the seed) */
 };
 
-/* One decoded frame header, as returned by tl_decode_header and tl_scan. */
+/* One decoded frame header, as returned by tl_decode_header and tl_scan.
+** Python unpacks it from raw bytes (_kernel_c._FRAME), so its layout, like
+** tl_cursor's, is pinned by _Static_asserts in tl_internal.h. */
 struct tl_frame {
-    uint64_t offset;         /* byte offset of the frame in the scanned buffer */
+    uint64_t offset; /* byte offset of the frame in the scanned buffer */
     uint64_t seq;
     uint64_t payload_check;
     uint64_t chain;
-    uint32_t stored_len;     /* payload bytes as stored (before padding) */
-    uint32_t raw_len;        /* payload bytes after decompression */
+    uint32_t stored_len; /* payload bytes as stored (before padding) */
+    uint32_t raw_len;    /* payload bytes after decompression */
     uint8_t type;
     uint8_t flags;
-    uint8_t reserved[6];     /* always written as zero */
+    uint8_t reserved[6]; /* always written as zero */
 };
 
 /*
@@ -143,9 +145,9 @@ uint64_t tl_checksum(const uint8_t *data, size_t len, uint64_t seed);
 ** failure the cursor and *written are unchanged / 0 and out may have been
 ** partially written.
 */
-int tl_encode(uint8_t *out, size_t out_cap, uint64_t key, uint32_t type,
-                     uint32_t flags, uint32_t raw_len, const uint8_t *payload,
-                     size_t payload_len, struct tl_cursor *cur, size_t *written);
+int tl_encode(uint8_t *out, size_t out_cap, uint64_t key, uint32_t type, uint32_t flags,
+              uint32_t raw_len, const uint8_t *payload, size_t payload_len, struct tl_cursor *cur,
+              size_t *written);
 
 /*
 ** Encode n frames in one call, back to back, into out[0..).
@@ -163,11 +165,10 @@ int tl_encode(uint8_t *out, size_t out_cap, uint64_t key, uint32_t type,
 ** Returns the statuses of tl_encode; TL_INVALID_ARG also for decreasing
 ** ends or ends[n-1] != payloads_len.  n == 0 is TL_OK with nothing written.
 */
-int tl_encode_batch(uint8_t *out, size_t out_cap, uint64_t key,
-                           const uint8_t *payloads, size_t payloads_len,
-                           const uint64_t *ends, const uint8_t *types,
-                           const uint8_t *flags, const uint32_t *raw_lens,
-                           size_t n, struct tl_cursor *cur, size_t *written);
+int tl_encode_batch(uint8_t *out, size_t out_cap, uint64_t key, const uint8_t *payloads,
+                    size_t payloads_len, const uint64_t *ends, const uint8_t *types,
+                    const uint8_t *flags, const uint32_t *raw_lens, size_t n, struct tl_cursor *cur,
+                    size_t *written);
 
 /*
 ** Parse the header at buf[0..) without verifying any checksum (the key is
@@ -180,8 +181,7 @@ int tl_encode_batch(uint8_t *out, size_t out_cap, uint64_t key,
 ** TL_MAX_SEQ) or TL_UNSUPPORTED (mandatory type or flag of a newer
 ** version).  *frame is written only on TL_OK.
 */
-int tl_decode_header(const uint8_t *buf, size_t buf_len,
-                            struct tl_frame *frame);
+int tl_decode_header(const uint8_t *buf, size_t buf_len, struct tl_frame *frame);
 
 /*
 ** Verify frames of buf starting at cur->offset, in the order of FORMAT.md
@@ -207,9 +207,8 @@ int tl_decode_header(const uint8_t *buf, size_t buf_len,
 ** (the tail grew) and resume where it stopped.  Returns TL_INVALID_ARG when
 ** cur->offset > buf_len or is not 8-aligned, or a needed pointer is NULL.
 */
-int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key,
-                   struct tl_cursor *cur, struct tl_frame *frames,
-                   size_t frames_cap, size_t *n_frames, uint32_t *hints);
+int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *cur,
+            struct tl_frame *frames, size_t frames_cap, size_t *n_frames, uint32_t *hints);
 
 /*
 ** Search buf for a later frame that proves a defect is not a torn tail
@@ -220,8 +219,8 @@ int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key,
 ** TL_INVALID_ARG when a needed pointer is NULL.  from need not be aligned;
 ** the search starts at the next 8-aligned offset.
 */
-int tl_find_frame(const uint8_t *buf, size_t buf_len, uint64_t key,
-                         uint64_t from, uint64_t min_seq, uint64_t *found);
+int tl_find_frame(const uint8_t *buf, size_t buf_len, uint64_t key, uint64_t from, uint64_t min_seq,
+                  uint64_t *found);
 
 /*
 ** Return a static, NUL-terminated English description of a status code, or

@@ -72,8 +72,7 @@ uint64_t tl_checksum(const uint8_t *data, size_t len, uint64_t seed) {
 ** Validate the arguments of one frame to be encoded.  The same rules as
 ** tl__check_fields (what a reader accepts), but phrased as caller errors.
 */
-static int check_encode(uint32_t type, uint32_t flags, uint32_t raw_len,
-                        size_t payload_len) {
+static int check_encode(uint32_t type, uint32_t flags, uint32_t raw_len, size_t payload_len) {
     if (type > 0xFF || type_status(type) != TL_OK) return TL_INVALID_ARG;
     if ((flags & ~(uint32_t)TL_FLAGS_KNOWN) != 0) return TL_INVALID_ARG;
     if ((flags & TL_FLAG_ZSTD_DICT) && !(flags & TL_FLAG_ZSTD)) return TL_INVALID_ARG;
@@ -89,8 +88,8 @@ static int check_encode(uint32_t type, uint32_t flags, uint32_t raw_len,
 ** header prefix that includes it, then hdr_check over everything.
 */
 static uint64_t write_frame(uint8_t *out, uint64_t key, uint32_t type, uint32_t flags,
-                            uint32_t raw_len, const uint8_t *payload, size_t len,
-                            uint64_t seq, uint64_t prev_chain) {
+                            uint32_t raw_len, const uint8_t *payload, size_t len, uint64_t seq,
+                            uint64_t prev_chain) {
     size_t pad = pad_of(len);
     uint64_t chain;
     out[OFF_MAGIC] = MAGIC0;
@@ -109,33 +108,31 @@ static uint64_t write_frame(uint8_t *out, uint64_t key, uint32_t type, uint32_t 
     return chain;
 }
 
-int tl_encode(uint8_t *out, size_t out_cap, uint64_t key, uint32_t type,
-              uint32_t flags, uint32_t raw_len, const uint8_t *payload,
-              size_t payload_len, struct tl_cursor *cur, size_t *written) {
+int tl_encode(uint8_t *out, size_t out_cap, uint64_t key, uint32_t type, uint32_t flags,
+              uint32_t raw_len, const uint8_t *payload, size_t payload_len, struct tl_cursor *cur,
+              size_t *written) {
     size_t need;
     int rc;
     if (written == NULL || cur == NULL) return TL_INVALID_ARG;
     *written = 0;
-    if ((out == NULL && out_cap > 0) || (payload == NULL && payload_len > 0))
-        return TL_INVALID_ARG;
+    if ((out == NULL && out_cap > 0) || (payload == NULL && payload_len > 0)) return TL_INVALID_ARG;
     if (cur->next_seq > TL_MAX_SEQ) return TL_INVALID_ARG;
     rc = check_encode(type, flags, raw_len, payload_len);
     if (rc != TL_OK) return rc;
     need = tl_frame_size(payload_len);
     if (out_cap < need) return TL_BUFFER_TOO_SMALL;
-    cur->chain = write_frame(out, key, type, flags, raw_len, payload, payload_len,
-                             cur->next_seq, cur->chain);
+    cur->chain = write_frame(out, key, type, flags, raw_len, payload, payload_len, cur->next_seq,
+                             cur->chain);
     cur->next_seq += 1;
     cur->offset += need;
     *written = need;
     return TL_OK;
 }
 
-int tl_encode_batch(uint8_t *out, size_t out_cap, uint64_t key,
-                    const uint8_t *payloads, size_t payloads_len,
-                    const uint64_t *ends, const uint8_t *types,
-                    const uint8_t *flags, const uint32_t *raw_lens,
-                    size_t n, struct tl_cursor *cur, size_t *written) {
+int tl_encode_batch(uint8_t *out, size_t out_cap, uint64_t key, const uint8_t *payloads,
+                    size_t payloads_len, const uint64_t *ends, const uint8_t *types,
+                    const uint8_t *flags, const uint32_t *raw_lens, size_t n, struct tl_cursor *cur,
+                    size_t *written) {
     size_t i, need = 0, pos = 0;
     uint64_t start = 0, seq, chain;
     int rc;
@@ -146,8 +143,7 @@ int tl_encode_batch(uint8_t *out, size_t out_cap, uint64_t key,
         (out == NULL && out_cap > 0))
         return TL_INVALID_ARG;
     /* Every seq of the batch must stay within range: next_seq + n - 1. */
-    if (cur->next_seq > TL_MAX_SEQ || n - 1 > TL_MAX_SEQ - cur->next_seq)
-        return TL_INVALID_ARG;
+    if (cur->next_seq > TL_MAX_SEQ || n - 1 > TL_MAX_SEQ - cur->next_seq) return TL_INVALID_ARG;
 
     /* Pass 1: validate everything and size the output, so that a bad frame
     ** anywhere in the batch writes nothing (all or nothing). */
@@ -177,8 +173,7 @@ int tl_encode_batch(uint8_t *out, size_t out_cap, uint64_t key,
         size_t len = (size_t)(ends[i] - start);
         uint32_t fl = flags ? flags[i] : 0;
         uint32_t raw = raw_lens ? raw_lens[i] : (uint32_t)len;
-        chain = write_frame(out + pos, key, types[i], fl, raw, payloads + start, len,
-                            seq, chain);
+        chain = write_frame(out + pos, key, types[i], fl, raw, payloads + start, len, seq, chain);
         pos += tl_frame_size(len);
         seq += 1;
         start = ends[i];

@@ -61,20 +61,17 @@ static int has_zero_sector(const uint8_t *buf, size_t start, size_t end) {
     return 0;
 }
 
-int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key,
-            struct tl_cursor *cur, struct tl_frame *frames,
-            size_t frames_cap, size_t *n_frames, uint32_t *hints) {
+int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *cur,
+            struct tl_frame *frames, size_t frames_cap, size_t *n_frames, uint32_t *hints) {
     size_t p, count = 0;
     uint64_t seq, chain;
     uint32_t hint = 0;
     int rc;
 
-    if (cur == NULL || n_frames == NULL || (buf == NULL && buf_len > 0))
-        return TL_INVALID_ARG;
+    if (cur == NULL || n_frames == NULL || (buf == NULL && buf_len > 0)) return TL_INVALID_ARG;
     *n_frames = 0;
     if (hints) *hints = 0;
-    if (cur->offset > buf_len || (cur->offset & (TL_ALIGN - 1)) != 0)
-        return TL_INVALID_ARG;
+    if (cur->offset > buf_len || (cur->offset & (TL_ALIGN - 1)) != 0) return TL_INVALID_ARG;
 
     p = (size_t)cur->offset;
     seq = cur->next_seq;
@@ -84,8 +81,14 @@ int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key,
         size_t left = buf_len - p, stored, body, i;
         uint64_t next_chain;
 
-        if (left == 0) { rc = TL_END; break; }
-        if (count == frames_cap) { rc = TL_MORE; break; }
+        if (left == 0) {
+            rc = TL_END;
+            break;
+        }
+        if (count == frames_cap) {
+            rc = TL_MORE;
+            break;
+        }
         if (left < TL_HEADER_SIZE) {
             rc = all_zero(h, left) ? TL_ZERO_TAIL : TL_TRUNCATED;
             break;
@@ -109,8 +112,14 @@ int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key,
         /* From here stored_len is trusted to be <= TL_MAX_STORED. */
         stored = ld32(h + OFF_STORED);
         body = stored + pad_of(stored);
-        if (left - TL_HEADER_SIZE < body) { rc = TL_TRUNCATED; break; }
-        if (ld64(h + OFF_SEQ) != seq) { rc = TL_SEQ_MISMATCH; break; }
+        if (left - TL_HEADER_SIZE < body) {
+            rc = TL_TRUNCATED;
+            break;
+        }
+        if (ld64(h + OFF_SEQ) != seq) {
+            rc = TL_SEQ_MISMATCH;
+            break;
+        }
         if (tl__xxh3_64(h + TL_HEADER_SIZE, stored, key ^ seq) != ld64(h + OFF_PCHECK)) {
             rc = TL_BAD_PAYLOAD;
             if (has_zero_sector(buf, p + TL_HEADER_SIZE, p + TL_HEADER_SIZE + stored))
@@ -119,9 +128,15 @@ int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key,
         }
         for (i = stored; i < body; i++)
             if (h[TL_HEADER_SIZE + i] != 0) break;
-        if (i < body) { rc = TL_BAD_PADDING; break; }
+        if (i < body) {
+            rc = TL_BAD_PADDING;
+            break;
+        }
         next_chain = chain_of(h, chain);
-        if (next_chain != ld64(h + OFF_CHAIN)) { rc = TL_BAD_CHAIN; break; }
+        if (next_chain != ld64(h + OFF_CHAIN)) {
+            rc = TL_BAD_CHAIN;
+            break;
+        }
 
         /* The frame verified: record it and advance. */
         if (frames != NULL) tl__read_header(h, (uint64_t)p, &frames[count]);
@@ -138,8 +153,8 @@ int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key,
     return rc;
 }
 
-int tl_find_frame(const uint8_t *buf, size_t buf_len, uint64_t key,
-                  uint64_t from, uint64_t min_seq, uint64_t *found) {
+int tl_find_frame(const uint8_t *buf, size_t buf_len, uint64_t key, uint64_t from, uint64_t min_seq,
+                  uint64_t *found) {
     uint64_t q;
     if (found == NULL || (buf == NULL && buf_len > 0)) return TL_INVALID_ARG;
     if (from > buf_len) return TL_END;

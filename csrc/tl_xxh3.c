@@ -108,34 +108,30 @@
 #define PRIME_MX1 0x165667919E3779F9u
 #define PRIME_MX2 0x9FB21C651E98DF25u
 
-#define SECRET_SIZE 192                           /* the default secret */
-#define STRIPE_LEN 64                             /* 8 lanes of 8 bytes */
-#define SECRET_ADVANCE 8                          /* per stripe */
+#define SECRET_SIZE 192                                                 /* the default secret */
+#define STRIPE_LEN 64                                                   /* 8 lanes of 8 bytes */
+#define SECRET_ADVANCE 8                                                /* per stripe */
 #define STRIPES_PER_BLOCK ((SECRET_SIZE - STRIPE_LEN) / SECRET_ADVANCE) /* 16 */
-#define BLOCK_LEN (STRIPE_LEN * STRIPES_PER_BLOCK) /* 1024 */
-#define SCRAMBLE_OFFSET (SECRET_SIZE - STRIPE_LEN) /* last 64 secret bytes */
+#define BLOCK_LEN (STRIPE_LEN * STRIPES_PER_BLOCK)                      /* 1024 */
+#define SCRAMBLE_OFFSET (SECRET_SIZE - STRIPE_LEN)                      /* last 64 secret bytes */
 #define LAST_STRIPE_OFFSET (SECRET_SIZE - STRIPE_LEN - 7)
 #define MERGE_OFFSET 11
 #define MID_TAIL_OFFSET (136 - 17) /* 129..240: secret for the last chunk */
 #define MID_SHIFT 3                /* 129..240: secret shift after chunk 8 */
 
 static const uint8_t kSecret[SECRET_SIZE] = {
-    0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c,
-    0xf7, 0x21, 0xad, 0x1c, 0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb,
-    0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f, 0xcb, 0x79, 0xe6, 0x4e,
-    0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21,
-    0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e, 0xe0, 0x35, 0x90, 0xe6,
-    0x81, 0x3a, 0x26, 0x4c, 0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb,
-    0x88, 0xd0, 0x65, 0x8b, 0x1b, 0x53, 0x2e, 0xa3, 0x71, 0x64, 0x48, 0x97,
-    0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19, 0xef, 0x46, 0xa9, 0xde, 0xac, 0xd8,
-    0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9, 0xdc, 0xbb, 0xc7,
-    0xc7, 0x0b, 0x4f, 0x1d, 0x8a, 0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31,
-    0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64, 0xea, 0xc5, 0xac, 0x83,
-    0x34, 0xd3, 0xeb, 0xc3, 0xc5, 0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb,
-    0x17, 0x0d, 0xdd, 0x51, 0xb7, 0xf0, 0xda, 0x49, 0xd3, 0x16, 0x55, 0x26,
-    0x29, 0xd4, 0x68, 0x9e, 0x2b, 0x16, 0xbe, 0x58, 0x7d, 0x47, 0xa1, 0xfc,
-    0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce, 0x45, 0xcb, 0x3a, 0x8f,
-    0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
+    0xb8, 0xfe, 0x6c, 0x39, 0x23, 0xa4, 0x4b, 0xbe, 0x7c, 0x01, 0x81, 0x2c, 0xf7, 0x21, 0xad, 0x1c,
+    0xde, 0xd4, 0x6d, 0xe9, 0x83, 0x90, 0x97, 0xdb, 0x72, 0x40, 0xa4, 0xa4, 0xb7, 0xb3, 0x67, 0x1f,
+    0xcb, 0x79, 0xe6, 0x4e, 0xcc, 0xc0, 0xe5, 0x78, 0x82, 0x5a, 0xd0, 0x7d, 0xcc, 0xff, 0x72, 0x21,
+    0xb8, 0x08, 0x46, 0x74, 0xf7, 0x43, 0x24, 0x8e, 0xe0, 0x35, 0x90, 0xe6, 0x81, 0x3a, 0x26, 0x4c,
+    0x3c, 0x28, 0x52, 0xbb, 0x91, 0xc3, 0x00, 0xcb, 0x88, 0xd0, 0x65, 0x8b, 0x1b, 0x53, 0x2e, 0xa3,
+    0x71, 0x64, 0x48, 0x97, 0xa2, 0x0d, 0xf9, 0x4e, 0x38, 0x19, 0xef, 0x46, 0xa9, 0xde, 0xac, 0xd8,
+    0xa8, 0xfa, 0x76, 0x3f, 0xe3, 0x9c, 0x34, 0x3f, 0xf9, 0xdc, 0xbb, 0xc7, 0xc7, 0x0b, 0x4f, 0x1d,
+    0x8a, 0x51, 0xe0, 0x4b, 0xcd, 0xb4, 0x59, 0x31, 0xc8, 0x9f, 0x7e, 0xc9, 0xd9, 0x78, 0x73, 0x64,
+    0xea, 0xc5, 0xac, 0x83, 0x34, 0xd3, 0xeb, 0xc3, 0xc5, 0x81, 0xa0, 0xff, 0xfa, 0x13, 0x63, 0xeb,
+    0x17, 0x0d, 0xdd, 0x51, 0xb7, 0xf0, 0xda, 0x49, 0xd3, 0x16, 0x55, 0x26, 0x29, 0xd4, 0x68, 0x9e,
+    0x2b, 0x16, 0xbe, 0x58, 0x7d, 0x47, 0xa1, 0xfc, 0x8f, 0xf8, 0xb8, 0xd1, 0x7a, 0xd0, 0x31, 0xce,
+    0x45, 0xcb, 0x3a, 0x8f, 0x95, 0x16, 0x04, 0x28, 0xaf, 0xd7, 0xfb, 0xca, 0xbb, 0x4b, 0x40, 0x7e,
 };
 
 /* ------------------------------------------------------------------------
@@ -161,8 +157,7 @@ static inline uint64_t rd64(const uint8_t *p) {
 }
 #else
 static inline uint32_t rd32(const uint8_t *p) {
-    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) |
-           ((uint32_t)p[3] << 24);
+    return (uint32_t)p[0] | ((uint32_t)p[1] << 8) | ((uint32_t)p[2] << 16) | ((uint32_t)p[3] << 24);
 }
 static inline uint64_t rd64(const uint8_t *p) {
     return (uint64_t)rd32(p) | ((uint64_t)rd32(p + 4) << 32);
@@ -170,8 +165,7 @@ static inline uint64_t rd64(const uint8_t *p) {
 #endif
 
 static inline uint32_t bswap32(uint32_t x) {
-    return (x >> 24) | ((x >> 8) & 0x0000FF00u) | ((x << 8) & 0x00FF0000u) |
-           (x << 24);
+    return (x >> 24) | ((x >> 8) & 0x0000FF00u) | ((x << 8) & 0x00FF0000u) | (x << 24);
 }
 
 static inline uint64_t bswap64(uint64_t x) {
@@ -179,9 +173,7 @@ static inline uint64_t bswap64(uint64_t x) {
 }
 
 /* Callers pass 0 < r < 64 only, so neither shift is by 64 (undefined). */
-static inline uint64_t rotl64(uint64_t x, unsigned r) {
-    return (x << r) | (x >> (64 - r));
-}
+static inline uint64_t rotl64(uint64_t x, unsigned r) { return (x << r) | (x >> (64 - r)); }
 
 /*
 ** The full 64x64 -> 128-bit product, folded to 64 bits as low xor high.
@@ -242,17 +234,15 @@ static uint64_t hash_0(const uint8_t *k, uint64_t seed) {
     return avalanche_xxh64(seed ^ rd64(k + 56) ^ rd64(k + 64));
 }
 
-static uint64_t hash_1to3(const uint8_t *p, size_t len, const uint8_t *k,
-                          uint64_t seed) {
+static uint64_t hash_1to3(const uint8_t *p, size_t len, const uint8_t *k, uint64_t seed) {
     /* For len 1 all three bytes are p[0]; for len 2 middle == last. */
-    uint32_t packed = (uint32_t)p[len - 1] | ((uint32_t)len << 8) |
-                      ((uint32_t)p[0] << 16) | ((uint32_t)p[len >> 1] << 24);
+    uint32_t packed = (uint32_t)p[len - 1] | ((uint32_t)len << 8) | ((uint32_t)p[0] << 16) |
+                      ((uint32_t)p[len >> 1] << 24);
     uint64_t flip = (uint64_t)(rd32(k) ^ rd32(k + 4)) + seed;
     return avalanche_xxh64(flip ^ packed);
 }
 
-static uint64_t hash_4to8(const uint8_t *p, size_t len, const uint8_t *k,
-                          uint64_t seed) {
+static uint64_t hash_4to8(const uint8_t *p, size_t len, const uint8_t *k, uint64_t seed) {
     /* The seed's low half, byte-reversed, is mixed into its high half. */
     uint64_t s = seed ^ ((uint64_t)bswap32((uint32_t)seed) << 32);
     uint64_t first = rd32(p);
@@ -267,8 +257,7 @@ static uint64_t hash_4to8(const uint8_t *p, size_t len, const uint8_t *k,
     return x;
 }
 
-static uint64_t hash_9to16(const uint8_t *p, size_t len, const uint8_t *k,
-                           uint64_t seed) {
+static uint64_t hash_9to16(const uint8_t *p, size_t len, const uint8_t *k, uint64_t seed) {
     uint64_t lo = ((rd64(k + 24) ^ rd64(k + 32)) + seed) ^ rd64(p);
     uint64_t hi = ((rd64(k + 40) ^ rd64(k + 48)) - seed) ^ rd64(p + len - 8);
     uint64_t x = (uint64_t)len + bswap64(lo) + hi + mul128_fold64(lo, hi);
@@ -281,12 +270,10 @@ static uint64_t hash_9to16(const uint8_t *p, size_t len, const uint8_t *k,
 
 /* Mix one 16-byte chunk of input with 16 bytes of secret and the seed. */
 static inline uint64_t mix16(const uint8_t *p, const uint8_t *k, uint64_t seed) {
-    return mul128_fold64(rd64(p) ^ (rd64(k) + seed),
-                         rd64(p + 8) ^ (rd64(k + 8) - seed));
+    return mul128_fold64(rd64(p) ^ (rd64(k) + seed), rd64(p + 8) ^ (rd64(k + 8) - seed));
 }
 
-static uint64_t hash_17to128(const uint8_t *p, size_t len, const uint8_t *k,
-                             uint64_t seed) {
+static uint64_t hash_17to128(const uint8_t *p, size_t len, const uint8_t *k, uint64_t seed) {
     uint64_t acc = (uint64_t)len * PRIME64_1;
     /*
     ** rounds = ceil(len / 32), 1..4.  Round i mixes the i-th chunk from
@@ -302,8 +289,7 @@ static uint64_t hash_17to128(const uint8_t *p, size_t len, const uint8_t *k,
     return avalanche_xxh3(acc);
 }
 
-static uint64_t hash_129to240(const uint8_t *p, size_t len, const uint8_t *k,
-                              uint64_t seed) {
+static uint64_t hash_129to240(const uint8_t *p, size_t len, const uint8_t *k, uint64_t seed) {
     uint64_t acc = (uint64_t)len * PRIME64_1;
     size_t chunks = len >> 4; /* 8..15 whole chunks */
     size_t i;
@@ -313,8 +299,7 @@ static uint64_t hash_129to240(const uint8_t *p, size_t len, const uint8_t *k,
     ** 3 bytes; the avalanche in between keeps them from cancelling.
     */
     acc = avalanche_xxh3(acc);
-    for (i = 8; i < chunks; i++)
-        acc += mix16(p + 16 * i, k + 16 * (i - 8) + MID_SHIFT, seed);
+    for (i = 8; i < chunks; i++) acc += mix16(p + 16 * i, k + 16 * (i - 8) + MID_SHIFT, seed);
     acc += mix16(p + len - 16, k + MID_TAIL_OFFSET, seed);
     return avalanche_xxh3(acc);
 }
@@ -338,8 +323,7 @@ static uint64_t hash_129to240(const uint8_t *p, size_t len, const uint8_t *k,
 ** down with an in-lane shuffle; the lane swap acc[i^1] += data[i] is a
 ** shuffle of 32-bit pairs inside each 128-bit half.
 */
-static inline __m256i avx2_stripe_half(__m256i acc, const uint8_t *p,
-                                       const uint8_t *k) {
+static inline __m256i avx2_stripe_half(__m256i acc, const uint8_t *p, const uint8_t *k) {
     __m256i d = _mm256_loadu_si256((const __m256i *)(const void *)p);
     __m256i m = _mm256_xor_si256(d, _mm256_loadu_si256((const __m256i *)(const void *)k));
     __m256i m_hi = _mm256_shuffle_epi32(m, _MM_SHUFFLE(0, 3, 0, 1));
@@ -348,8 +332,7 @@ static inline __m256i avx2_stripe_half(__m256i acc, const uint8_t *p,
     return _mm256_add_epi64(acc, _mm256_add_epi64(prod, swapped));
 }
 
-static void accumulate(uint64_t acc[8], const uint8_t *p, const uint8_t *k,
-                       size_t n) {
+static void accumulate(uint64_t acc[8], const uint8_t *p, const uint8_t *k, size_t n) {
     __m256i a0 = _mm256_loadu_si256((const __m256i *)(const void *)acc);
     __m256i a1 = _mm256_loadu_si256((const __m256i *)(const void *)(acc + 4));
     for (size_t j = 0; j < n; j++) {
@@ -387,8 +370,7 @@ static void scramble(uint64_t acc[8], const uint8_t *k) {
 ** low 32 bits of each 64-bit lane; shuffling the high halves down first
 ** gives low32(m) * high32(m) per lane in one instruction.
 */
-static inline __m128i sse2_stripe_pair(__m128i acc, const uint8_t *p,
-                                       const uint8_t *k) {
+static inline __m128i sse2_stripe_pair(__m128i acc, const uint8_t *p, const uint8_t *k) {
     __m128i d = _mm_loadu_si128((const __m128i *)(const void *)p);
     __m128i m = _mm_xor_si128(d, _mm_loadu_si128((const __m128i *)(const void *)k));
     __m128i m_hi = _mm_shuffle_epi32(m, _MM_SHUFFLE(0, 3, 0, 1));
@@ -397,8 +379,7 @@ static inline __m128i sse2_stripe_pair(__m128i acc, const uint8_t *p,
     return _mm_add_epi64(acc, _mm_add_epi64(prod, swapped));
 }
 
-static void accumulate(uint64_t acc[8], const uint8_t *p, const uint8_t *k,
-                       size_t n) {
+static void accumulate(uint64_t acc[8], const uint8_t *p, const uint8_t *k, size_t n) {
     __m128i a0 = _mm_loadu_si128((const __m128i *)(const void *)acc);
     __m128i a1 = _mm_loadu_si128((const __m128i *)(const void *)(acc + 2));
     __m128i a2 = _mm_loadu_si128((const __m128i *)(const void *)(acc + 4));
@@ -429,8 +410,7 @@ static inline __m128i sse2_scramble_pair(__m128i a, const uint8_t *k) {
 static void scramble(uint64_t acc[8], const uint8_t *k) {
     for (int i = 0; i < 4; i++) {
         __m128i a = _mm_loadu_si128((const __m128i *)(const void *)(acc + 2 * i));
-        _mm_storeu_si128((__m128i *)(void *)(acc + 2 * i),
-                         sse2_scramble_pair(a, k + 16 * i));
+        _mm_storeu_si128((__m128i *)(void *)(acc + 2 * i), sse2_scramble_pair(a, k + 16 * i));
     }
 }
 
@@ -441,16 +421,14 @@ static void scramble(uint64_t acc[8], const uint8_t *k) {
 ** of its own data^secret word, plus its neighbour's raw data word.  The
 ** pairing is what the spec writes as acc[i ^ 1] += data[i].
 */
-static inline void scalar_stripe_pair(uint64_t *a, const uint8_t *p,
-                                      const uint8_t *k) {
+static inline void scalar_stripe_pair(uint64_t *a, const uint8_t *p, const uint8_t *k) {
     uint64_t d0 = rd64(p), d1 = rd64(p + 8);
     uint64_t m0 = d0 ^ rd64(k), m1 = d1 ^ rd64(k + 8);
     a[0] += d1 + (m0 & 0xFFFFFFFFu) * (m0 >> 32);
     a[1] += d0 + (m1 & 0xFFFFFFFFu) * (m1 >> 32);
 }
 
-static void accumulate(uint64_t acc[8], const uint8_t *p, const uint8_t *k,
-                       size_t n) {
+static void accumulate(uint64_t acc[8], const uint8_t *p, const uint8_t *k, size_t n) {
     /*
     ** Work on a local copy: it cannot alias the input bytes, so the
     ** compiler keeps all eight lanes in registers across the loop.

@@ -15,13 +15,12 @@
 
 #include "tl.h"
 
-#define FUZZ_ASSERT(cond)                                                          \
-    do {                                                                           \
-        if (!(cond)) {                                                             \
-            fprintf(stderr, "%s:%d: FUZZ_ASSERT(%s) failed\n", __FILE__, __LINE__, \
-                    #cond);                                                        \
-            abort();                                                               \
-        }                                                                          \
+#define FUZZ_ASSERT(cond)                                                                  \
+    do {                                                                                   \
+        if (!(cond)) {                                                                     \
+            fprintf(stderr, "%s:%d: FUZZ_ASSERT(%s) failed\n", __FILE__, __LINE__, #cond); \
+            abort();                                                                       \
+        }                                                                                  \
     } while (0)
 
 /* Take up to 8 bytes from the front of the input as a little-endian integer. */

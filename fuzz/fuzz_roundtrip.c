@@ -44,8 +44,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     rc = tl_encode_batch(out, need - 1, key, data, total, ends, types, NULL, NULL, n, &cur,
                          &written);
     FUZZ_ASSERT(rc == TL_BUFFER_TOO_SMALL && written == 0 && cur.next_seq == seq0);
-    rc = tl_encode_batch(out, need, key, data, total, ends, types, NULL, NULL, n, &cur,
-                         &written);
+    rc = tl_encode_batch(out, need, key, data, total, ends, types, NULL, NULL, n, &cur, &written);
     FUZZ_ASSERT(rc == TL_OK && written == need && cur.next_seq == seq0 + n);
 
     rc = tl_scan(out, need, key, &scan_cur, frames, MAX_FRAMES, &got, NULL);

@@ -15,7 +15,10 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     int rc, verify_rc;
     uint8_t *copy;
 
-    if (size) { data++; size--; }
+    if (size) {
+        data++;
+        size--;
+    }
     /* A private copy, so AddressSanitizer catches any read past its end. */
     copy = (uint8_t *)calloc(1, size ? size : 1);
     FUZZ_ASSERT(copy != NULL);

@@ -15,7 +15,10 @@ static int run_file(const char *path) {
     FILE *f = fopen(path, "rb");
     long len;
     uint8_t *buf;
-    if (f == NULL) { perror(path); return 1; }
+    if (f == NULL) {
+        perror(path);
+        return 1;
+    }
     if (fseek(f, 0, SEEK_END) != 0 || (len = ftell(f)) < 0 || fseek(f, 0, SEEK_SET) != 0) {
         fclose(f);
         return 1;
@@ -34,13 +37,19 @@ static int run_file(const char *path) {
 
 static int run_path(const char *path, size_t *count) {
     struct stat st;
-    if (stat(path, &st) != 0) { perror(path); return 1; }
+    if (stat(path, &st) != 0) {
+        perror(path);
+        return 1;
+    }
     if (S_ISDIR(st.st_mode)) {
         DIR *dir = opendir(path);
         struct dirent *e;
         int failed = 0;
         char child[4096];
-        if (dir == NULL) { perror(path); return 1; }
+        if (dir == NULL) {
+            perror(path);
+            return 1;
+        }
         while ((e = readdir(dir)) != NULL) {
             if (e->d_name[0] == '.') continue;
             snprintf(child, sizeof child, "%s/%s", path, e->d_name);
