@@ -41,8 +41,9 @@ test-python:
 # The suite against a copy of the package whose C core is built with
 # AddressSanitizer + UBSan; the interpreter gets libasan preloaded.
 sanitize: cwarn  ## run the test suite on an ASan+UBSan build of the C core
-	rm -rf $(BUILD)/asan && mkdir -p $(BUILD)/asan/trajlog
-	cp src/trajlog/*.py src/trajlog/py.typed $(BUILD)/asan/trajlog/
+	rm -rf $(BUILD)/asan && mkdir -p $(BUILD)/asan
+	cp -r src/trajlog $(BUILD)/asan/trajlog && rm -rf $(BUILD)/asan/trajlog/_tlcore* \
+		$$(find $(BUILD)/asan/trajlog -name __pycache__)
 	TRAJLOG_SANITIZE=1 TRAJLOG_ABS_SOURCES=1 $(PYTHON) -c "import sys; sys.path.insert(0, 'csrc'); \
 		from ffibuild import ffibuilder; ffibuilder.compile(tmpdir='$(BUILD)/asan')"
 	PYTHONPATH=$(CURDIR)/$(BUILD)/asan $(SAN_ENV) $(PYTHON) -c "import trajlog._tlcore as t; \

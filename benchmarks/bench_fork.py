@@ -27,7 +27,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trajlog
 import workload
-from trajlog import storage
+from trajlog.storage import sqlite as storage
 
 
 def small_turns(n: int) -> list[tuple[str, dict]]:

@@ -54,7 +54,7 @@ def main() -> None:
                     t = time.perf_counter()
                     sum(1 for _ in s.events())
                     it_best = min(it_best, time.perf_counter() - t)
-                    store._projections.clear()   # no memory state
+                    store._e.views.states.clear()   # no memory state
                     projections.rebuild(s)       # no saved state
                     t = time.perf_counter()
                     projections.project(s, fold)

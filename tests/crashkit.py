@@ -369,7 +369,7 @@ def child_main(wfd: int, path: str, mode: str, resume: list[str], nsessions: int
     rng = random.Random(seed)
     rep.phase("open")
     store = trajlog.open(path, durability=durability)
-    store._write.set_commit_hook(rep.commit_hook)   # observes; never vetoes
+    store._e.backend.write_connection.set_commit_hook(rep.commit_hook)   # observes; never vetoes
     rep.phase("create")
     sessions = []
     for i in range(nsessions):

@@ -115,7 +115,8 @@ def _workload(vfs: FaultVFS, plan: PowerLoss, db: Path, mode: str, autocheckpoin
     stage = "open"
     try:
         store = trajlog.open(vfs.uri(db), durability=mode)
-        store._write.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}").fetchall()
+        store._e.backend.write_connection.execute(
+        f"PRAGMA wal_autocheckpoint={autocheckpoint}").fetchall()
         stage = "create"
         session = store.create_session(cwd="/r")
         sid = session.id

@@ -47,10 +47,9 @@ def test_backend_auto_without_c_core_fails_clearly(tmp_path):
 
     pkg = os.path.dirname(trajlog.__file__)
     shadow = tmp_path / "trajlog"
-    shadow.mkdir()
-    for name in os.listdir(pkg):
-        if name.endswith(".py") or name == "py.typed":
-            shutil.copyfile(os.path.join(pkg, name), shadow / name)
+    shutil.copytree(pkg, shadow, ignore=lambda _d, names: [
+        n for n in names if not (n.endswith(".py") or n == "py.typed" or
+                                 (os.path.isdir(os.path.join(_d, n)) and n != "__pycache__"))])
     env = {"PYTHONPATH": str(tmp_path)}
     result = run(env)
     assert result.returncode != 0

@@ -13,21 +13,24 @@ from pathlib import Path
 import pytest
 
 import trajlog
-from trajlog import errors, storage
-from trajlog.store import lease_is_live, process_token
+from tamper import raw
+from trajlog import errors
+from trajlog.api.leases import lease_is_live, process_token
+from trajlog.storage import sqlite as storage
 
 
 def test_concurrency_threads_group_commit(tmp_path):
     path = str(tmp_path / "g.db")
     st = trajlog.open(path)
     batches: list[int] = []
-    original = st._commit
+    group = st._e.writer.commit
+    original = group.commit
 
     def counting(batch):
         batches.append(len(batch))
         return original(batch)
 
-    st._commit = counting  # type: ignore[method-assign]
+    group.commit = counting  # type: ignore[method-assign]
     own = [st.create_session(cwd=f"/t{i}") for i in range(8)]
     shared = st.create_session(cwd="/shared")
     got: dict[str, list[int]] = {s.id: [] for s in [*own, shared]}
@@ -67,12 +70,12 @@ def test_concurrency_threads_group_commit(tmp_path):
 def test_concurrency_failure_in_one_request_spares_the_others(tmp_path):
     st = trajlog.open(str(tmp_path / "f.db"))
     a, b = st.create_session(cwd="/a"), st.create_session(cwd="/b")
-    from trajlog.store import _Request
-
-    rows_ok = [st._prepare("user/message", {"content": "ok"}, None, {})]
-    rows_bad = [st._prepare("tool/result", {"call_id": "x", "output": ""}, None, {})]
-    reqs = [_Request(a, rows_ok), _Request(b, rows_bad), _Request(a, list(rows_ok))]
-    st._commit(reqs)
+    writer = st._e.writer
+    rows_ok = [writer.prepare("user/message", {"content": "ok"}, None, {})]
+    rows_bad = [writer.prepare("tool/result", {"call_id": "x", "output": ""}, None, {})]
+    reqs = [writer.request(a._ref, rows_ok), writer.request(b._ref, rows_bad),
+            writer.request(a._ref, list(rows_ok))]
+    writer.commit.commit(reqs)
     assert [r.error is None for r in reqs] == [True, False, True]
     assert isinstance(reqs[1].error, errors.ValidationError)
     assert a.last_seq == 1 and b.last_seq == -1
@@ -186,7 +189,8 @@ DIER = """
 import os, sys, trajlog
 with trajlog.open(sys.argv[1]) as st:
     s = st.session(sys.argv[2])
-    s._acquire(False)
+    held = s.lease()
+    held.__enter__()   # and never left
     s.append("user/message", {"content": "then died"})
     os._exit(0)   # no release: the lease stays behind
 """
@@ -197,11 +201,11 @@ def test_concurrency_stale_lease_of_dead_process_is_taken_over(tmp_path):
     with trajlog.open(path) as st:
         s = st.create_session(cwd="/r")
         subprocess.run([sys.executable, "-c", DIER, path, s.id], check=True, timeout=60)
-        owner = storage.lease(st._reader(), s._sid)[0]
+        owner = storage.lease(raw(st), s._sid)[0]
         assert owner is not None  # left behind
         s.append("user/message", {"content": "takes over"})
         with s.lease():
-            assert storage.lease(st._reader(), s._sid)[0] == st.writer_id
+            assert storage.lease(raw(st), s._sid)[0] == st.writer_id
         assert s.last_seq == 1
 
 
@@ -223,9 +227,9 @@ def test_concurrency_lease_liveness_rule():
 
 
 def storage_host() -> str:
-    from trajlog import store as store_mod
+    from trajlog.api import leases
 
-    return store_mod._HOST
+    return leases.HOST
 
 
 OPENER = """

@@ -12,8 +12,8 @@ import hashlib
 import pytest
 
 from trajlog import errors
-from trajlog.context import BLOCKS, ContextPolicy, build_context
-from trajlog.evidence import collect, ref, source_class
+from trajlog.projections.context import BLOCKS, ContextPolicy, build_context
+from trajlog.projections.evidence import collect, ref, source_class
 
 REV = "git:7d31a9c"
 PROV = {"workspace_revision": REV, "data_class": "internal"}

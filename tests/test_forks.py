@@ -11,7 +11,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trajlog
-from tamper import flip_frame_bits, foreign
+from tamper import flip_frame_bits, foreign, raw
 from trajlog import errors
 
 
@@ -26,7 +26,7 @@ def turns(s, n, start=0):
 
 
 def own_rows(store, s) -> int:
-    return store._reader().execute("SELECT count(*) FROM events WHERE sid = ?",
+    return raw(store).execute("SELECT count(*) FROM events WHERE sid = ?",
                                    (s._sid,)).fetchall()[0][0]
 
 

@@ -125,7 +125,8 @@ def _setup(vfs: FaultVFS, d: Path, durability: str,
     d.mkdir(parents=True)
     vfs.plan = Plan()
     store = trajlog.open(vfs.uri(d / "db.sqlite"), durability=durability)
-    store._write.execute(f"PRAGMA wal_autocheckpoint={autocheckpoint}").fetchall()
+    store._e.backend.write_connection.execute(
+        f"PRAGMA wal_autocheckpoint={autocheckpoint}").fetchall()
     s = store.create_session(cwd="/r")
     acked = s.append_batch(PRIOR[:1])
     acked += [s.append(*e) for e in PRIOR[1:]]

@@ -27,8 +27,8 @@ import pytest
 
 import powerloss_sim as sim
 import trajlog
-from trajlog import storage
 from trajlog.errors import StoreError
+from trajlog.storage import sqlite as storage
 from vfs_faults import Crash, FaultVFS, Faulty, IOFaults, PowerLoss
 
 SLOW = os.environ.get("TRAJLOG_SLOW_TESTS") == "1"

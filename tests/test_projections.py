@@ -11,8 +11,10 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 import trajlog
-from trajlog import errors, projections, storage
+from tamper import raw, views, write_txn
+from trajlog import errors, projections
 from trajlog.projections import FOLDS, from_scratch
+from trajlog.storage import sqlite as storage
 
 
 def agent_turn(s, k, *, error=False, crash=False):
@@ -183,12 +185,12 @@ def test_incremental_uses_saved_state_and_rebuilds_on_version_change(store, monk
     for k in range(4):
         agent_turn(s, k)
     full = projections.model_history(s)
-    assert storage.projection_state(store._reader(), s._sid, "model_history", 1) is None
+    assert storage.projection_state(raw(store), s._sid, "model_history", 1) is None
     assert "model_history" in projections.checkpoint(s)
-    saved = storage.projection_state(store._reader(), s._sid, "model_history", 1)
+    saved = storage.projection_state(raw(store), s._sid, "model_history", 1)
     assert saved is not None and saved[0] == s.last_seq
     # a new process: no memory cache, resume from the derived table
-    store._projections.clear()
+    views(store).clear()
     agent_turn(s, 9)
     folded: list[int] = []
     original = FOLDS["model_history"].step
@@ -206,7 +208,7 @@ def test_incremental_uses_saved_state_and_rebuilds_on_version_change(store, monk
     assert folded == [q for q in relevant if q > saved[0]]
     assert again[: len(full)] == full
     # a version bump invalidates the saved state: everything is folded again
-    store._projections.clear()
+    views(store).clear()
     folded.clear()
     monkeypatch.setattr(type(FOLDS["model_history"]), "version", 2)
     assert projections.model_history(s) == again
@@ -220,8 +222,8 @@ def test_saved_state_is_never_authoritative(store, monkeypatch):
     agent_turn(other, 7)
     projections.checkpoint(s)
     projections.checkpoint(other)
-    store._projections.clear()
-    with store._write_txn() as conn:   # another log's state planted in this session's slot
+    views(store).clear()
+    with write_txn(store) as conn:   # another log's state planted in this session's slot
         conn.execute("UPDATE projection_states SET state = (SELECT state FROM "
                      "projection_states WHERE sid = ? AND name = 'model_history'), chain = "
                      "(SELECT chain FROM projection_states WHERE sid = ? AND name = "
@@ -230,13 +232,13 @@ def test_saved_state_is_never_authoritative(store, monkeypatch):
     expected = from_scratch(s.events(), FOLDS["model_history"])
     assert projections.model_history(s) == expected
     assert next(m.content for m in expected) == "task 1"
-    store._projections.clear()
-    with store._write_txn() as conn:   # and one that does not even decode
+    views(store).clear()
+    with write_txn(store) as conn:   # and one that does not even decode
         conn.execute("UPDATE projection_states SET state = x'c1c1c1' WHERE sid = ?",
                      (s._sid,))
     assert projections.model_history(s) == expected
     projections.rebuild(s)
-    assert storage.projection_state(store._reader(), s._sid, "model_history", 1) is None
+    assert storage.projection_state(raw(store), s._sid, "model_history", 1) is None
 
 
 EVENT_CHOICES = ["turn", "user", "call", "result", "error", "goal", "bad_goal", "header",
@@ -280,11 +282,11 @@ def test_incremental_equals_scratch_hypothesis(script, cuts):
                     s.compact(0, s.last_seq, f"summary {i}")
             if i in checkpoints:
                 if i % 2:
-                    store._projections.clear()  # resume from the saved states instead
+                    views(store).clear()  # resume from the saved states instead
                 for name in FOLDS:
                     projections.project(s, FOLDS[name])
-                    with store._write_txn() as conn:
-                        hit = store._projections[(s._sid, name)]
+                    with write_txn(store) as conn:
+                        hit = views(store)[(s._sid, name)]
                         import msgspec
                         storage.save_projection_state(conn, s._sid, name, FOLDS[name].version,
                                                       hit.seq, hit.chain,

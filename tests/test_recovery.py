@@ -18,8 +18,9 @@ from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, 
 
 import trajlog
 from tamper import flip_frame_bits, foreign
-from trajlog import codec, errors, storage
+from trajlog import codec, errors
 from trajlog.recovery import GUIDANCE, RECOVERY_SOURCE, repair_file
+from trajlog.storage import sqlite as storage
 
 # The scripted turn; each test case crashes after a prefix of it.
 SCRIPT = [

@@ -46,20 +46,22 @@ def _run_batched(store, fns):
             results[i] = ("err", exc)
 
     threads = [threading.Thread(target=runner, args=(i,)) for i in range(len(fns))]
-    store._conn_lock.acquire()
+    group = store._e.writer.commit
+    write_lock = store._e.backend._lock
+    write_lock.acquire()
     try:
         threads[0].start()
         deadline = time.monotonic() + 5
-        while not store._leader and time.monotonic() < deadline:
+        while not group._leader and time.monotonic() < deadline:
             time.sleep(0.001)
         time.sleep(0.1)  # the leader has drained the queue and blocks on the lock
         for t in threads[1:]:
             t.start()
-        while len(store._queue) < len(fns) - 1 and time.monotonic() < deadline:
+        while len(group._queue) < len(fns) - 1 and time.monotonic() < deadline:
             time.sleep(0.001)
-        assert len(store._queue) == len(fns) - 1
+        assert len(group._queue) == len(fns) - 1
     finally:
-        store._conn_lock.release()
+        write_lock.release()
     for t in threads:
         t.join(10)
     return results
@@ -94,7 +96,7 @@ def test_one_failing_request_spares_the_rest_of_its_group_commit(store, monkeypa
     a constraint error for one session) rolls back that request alone."""
     import apsw
 
-    from trajlog import storage
+    from trajlog.storage import sqlite as storage
 
     bad = store.create_session(cwd="/r")
     innocent = store.create_session(cwd="/r")
@@ -169,13 +171,13 @@ def test_load_that_raises_because_the_log_moved_wrote_nothing(store):
     s = store.create_session(cwd="/r")
     s.append("turn/start", {})
     s.append("user/message", {"content": "hi"})
-    original = store._seed_state
+    original = store._e.writer.seed
 
-    def racing(session, state, last_seq):
+    def racing(ref, tracker, compactions, last_seq):
         store.session(s.id).append("note/x", {})   # a concurrent plain writer
-        original(session, state, last_seq)
+        original(ref, tracker, compactions, last_seq)
 
-    store._seed_state = racing
+    store._e.writer.seed = racing
     try:
         store.load(s.id)
         raised = False
@@ -264,20 +266,21 @@ def test_concurrent_projection_reads_do_not_double_fold(store, monkeypatch):
     for i in range(1, 4):
         s.append("user/message", {"content": str(i)})
     barrier = threading.Barrier(2, timeout=2)
-    real = type(s)._events
+    reading = type(store._e.reading)
+    real = reading.events
 
     def synced(self, *args, **kwargs):
         with contextlib.suppress(threading.BrokenBarrierError):
             barrier.wait()
         yield from real(self, *args, **kwargs)
 
-    monkeypatch.setattr(type(s), "_events", synced)
+    monkeypatch.setattr(reading, "events", synced)
     threads = [threading.Thread(target=projections.model_history, args=(s,)) for _ in range(2)]
     for t in threads:
         t.start()
     for t in threads:
         t.join(10)
-    monkeypatch.setattr(type(s), "_events", real)
+    monkeypatch.setattr(reading, "events", real)
     assert [m.content for m in projections.model_history(s)] == ["0", "1", "2", "3"]
 
 

@@ -8,8 +8,9 @@ import apsw
 import pytest
 
 import trajlog
-from tamper import flip_frame_bits
-from trajlog import errors, storage
+from tamper import flip_frame_bits, write_conn
+from trajlog import errors
+from trajlog.storage import sqlite as storage
 
 
 @pytest.fixture
@@ -26,7 +27,7 @@ def raw_write(store) -> apsw.Connection:
 
 
 def test_storage_pragmas_read_back(store):
-    conn = store._write
+    conn = write_conn(store)
     assert conn.execute("PRAGMA journal_mode").fetchall()[0][0] == "wal"
     assert conn.execute("PRAGMA synchronous").fetchall()[0][0] == 2
     assert conn.execute("PRAGMA foreign_keys").fetchall()[0][0] == 1
@@ -38,7 +39,7 @@ def test_storage_pragmas_read_back(store):
 
 def test_storage_normal_durability_is_explicit(tmp_path):
     with trajlog.open(str(tmp_path / "n.db"), durability="normal") as st:
-        assert st._write.execute("PRAGMA synchronous").fetchall()[0][0] == 1
+        assert write_conn(st).execute("PRAGMA synchronous").fetchall()[0][0] == 1
     with pytest.raises(errors.InvalidArgumentError):
         trajlog.open(str(tmp_path / "x.db"), durability="off")
 
@@ -87,7 +88,7 @@ def test_storage_triggers_refuse_mutation(filled, sql):
 
 
 def _event_row(store, s, seq):
-    conn = store._write
+    conn = write_conn(store)
     return conn.execute(f"SELECT {storage.EVENT_COLUMNS} FROM events WHERE sid = ? AND seq = ?",
                         (s._sid, seq)).fetchall()[0]
 
@@ -192,7 +193,7 @@ def test_storage_what_triggers_cannot_stop_verify_finds(filled):
 
 def test_storage_memories_and_tombstones_are_append_only(store):
     s = store.create_session(cwd="/r")
-    conn = store._write
+    conn = write_conn(store)
     conn.execute("INSERT INTO memories(item_id, version, scope, scope_key, type, state, content, "
                  "content_digest, source_sid, source_seq, created_ms, frame) "
                  "VALUES ('m1', 1, 'session', ?, 'fact', 'provisional', x'00', x'00', ?, 0, 1, "

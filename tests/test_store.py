@@ -11,6 +11,7 @@ import sys
 import pytest
 
 import trajlog
+from tamper import write_conn
 from trajlog import errors
 from trajlog.events import Event
 
@@ -130,7 +131,7 @@ def test_store_envelope_round_trip_and_columns(store, session):
     assert got.envelope == {"source": "pytest", "causal_parent": 0,
                             "workspace_revision": "git:7d31a9c", "data_class": "internal",
                             "idempotency_key": "k-1"}
-    row = store._write.execute(
+    row = write_conn(store).execute(
         "SELECT type, time_ms, source, causal_parent, workspace_revision, data_class, "
         "idempotency_key FROM events WHERE sid = ? AND seq = ?", (session._sid, ev.seq)
     ).fetchall()[0]

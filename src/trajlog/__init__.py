@@ -1,19 +1,22 @@
 """trajlog: checksummed, append-only event logs for AI-agent sessions.
 
-The frame layer is :mod:`trajlog.codec` over one of two kernels (the C core,
-or the pure-Python reference), chosen by ``TRAJLOG_BACKEND``; every error is
-in :mod:`trajlog.errors`.
+The layers, top to bottom (DESIGN.md section 2): :mod:`trajlog.cli`;
+:mod:`trajlog.api` (``open``, ``Store``, ``Session``); :mod:`trajlog.projections`
+(views, the context builder); :mod:`trajlog.recovery`; :mod:`trajlog.lifecycle`;
+:mod:`trajlog.storage` (the ``Backend`` seam, SQLite); :mod:`trajlog.codec`
+(the byte layout, over the C core or the pure-Python reference kernel, chosen
+by ``TRAJLOG_BACKEND``); :mod:`trajlog.events` and :mod:`trajlog.errors`.
 """
 
 from __future__ import annotations
 
-from . import codec, context, errors, evidence, projections, recovery
-from ._backend import get_kernel
+from . import codec, errors, lifecycle, projections, recovery
 from ._format import FORMAT_VERSION, Cursor, FrameHeader, FrameType, Status
+from .api import BalancedView, Session, SessionTree, Store, VerifyReport, open
 from .codec import Frame, ScanReport, Verdict, Watermark
-from .context import ContextPolicy, build_context
-from .events import Event
-from .store import Session, SessionHeader, Store, VerifyReport, open
+from .events import Event, SessionHeader
+from .projections import context, evidence
+from .projections.context import ContextPolicy, build_context
 
 __version__ = "0.1.0"
 
@@ -21,11 +24,12 @@ __version__ = "0.1.0"
 def __getattr__(name: str) -> str:
     # ``trajlog.backend``: "c" or "python", resolved when first asked for.
     if name == "backend":
-        return str(get_kernel().NAME)
+        return codec.kernel_name()
     raise AttributeError(f"module 'trajlog' has no attribute {name!r}")
 
 __all__ = [
     "FORMAT_VERSION",
+    "BalancedView",
     "ContextPolicy",
     "Cursor",
     "Event",
@@ -35,6 +39,7 @@ __all__ = [
     "ScanReport",
     "Session",
     "SessionHeader",
+    "SessionTree",
     "Status",
     "Store",
     "Verdict",
@@ -47,6 +52,7 @@ __all__ = [
     "context",
     "errors",
     "evidence",
+    "lifecycle",
     "open",
     "projections",
     "recovery",

@@ -173,6 +173,11 @@ class IdempotencyConflictError(InvalidArgumentError):
     """An idempotency key reused for a different event."""
 
 
+class LogMovedError(InvalidStateError):
+    """A write that expected the log to end at a given seq found that another
+    writer moved it (recovery then analyses the log again)."""
+
+
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
 _CLASSES: dict[Status, type[TrajlogError]] = {
@@ -214,6 +219,27 @@ def error_for(status: int, *, reason: str | None = None, offset: int | None = No
     return cls(text)
 
 
+def head_mismatch(status: int, reason: str, *, seq: int | None, session: str | None,
+                  offset: int | None = None) -> HeadMismatchError:
+    """The session head and the stored log disagree (see :class:`HeadMismatchError`)."""
+    return HeadMismatchError(status, reason, offset=offset, seq=seq, session=session)
+
+
+def header_mismatch(session: str) -> CorruptionError:
+    """A session header whose stored check does not match its fields."""
+    return CorruptionError(Status.BAD_HEADER, "session header check mismatch", session=session)
+
+
+def unexpected(exc: Exception) -> TrajlogError:
+    """A write failure as its caller sees it: trajlog errors as they are, an
+    unexpected one wrapped in :class:`StoreError` (the cause kept)."""
+    if isinstance(exc, TrajlogError):
+        return exc
+    wrapped = StoreError(f"the write failed: {type(exc).__name__}: {exc}")
+    wrapped.__cause__ = exc
+    return wrapped
+
+
 __all__ = [
     "BackendUnavailableError",
     "ChainError",
@@ -228,6 +254,7 @@ __all__ = [
     "InvalidStateError",
     "LeaseHeldError",
     "LiveWriterError",
+    "LogMovedError",
     "PayloadTooLargeError",
     "SchemaError",
     "SequenceError",
@@ -241,4 +268,7 @@ __all__ = [
     "UnsupportedFormatError",
     "ValidationError",
     "error_for",
+    "head_mismatch",
+    "header_mismatch",
+    "unexpected",
 ]

@@ -25,7 +25,9 @@ offending value in the error.
 from __future__ import annotations
 
 import re
+import time
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
@@ -62,10 +64,29 @@ class Event(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True, gc
     @property
     def envelope(self) -> dict[str, Any]:
         """The envelope fields that are set."""
-        return {k: v for k in _ENVELOPE if (v := getattr(self, k)) is not None}
+        return {k: v for k in ENVELOPE_FIELDS if (v := getattr(self, k)) is not None}
 
 
-_ENVELOPE = ("source", "causal_parent", "workspace_revision", "data_class", "idempotency_key")
+# The envelope: optional metadata beside an event's data, in the payload's
+# order.  Every list of envelope fields in trajlog is this one.
+ENVELOPE_FIELDS = ("source", "causal_parent", "workspace_revision", "data_class",
+                   "idempotency_key")
+
+
+@dataclass(frozen=True, slots=True)
+class SessionHeader:
+    """The immutable header of a session, written once at creation."""
+
+    id: str
+    cwd: str
+    parent_session: str | None
+    seed_length: int
+    origin: str | None
+    delegation_depth: int
+    agent_preset: str | None
+    created_at: int
+    metadata: Mapping[str, Any]
+
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(Event)
 _set = msgspec.structs.force_setattr
@@ -111,6 +132,11 @@ def with_seq(event: Event, seq: int) -> Event:
     """Give a freshly built, not yet shared event its seq."""
     _set(event, "seq", seq)
     return event
+
+
+def now_ms() -> int:
+    """The clock events are stamped with: epoch milliseconds."""
+    return time.time_ns() // 1_000_000
 
 
 def check_json(value: Any, path: str = "$") -> None:
@@ -255,4 +281,5 @@ def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, dat
         raise ValidationError(f"data_class must be one of {', '.join(DATA_CLASSES)}")
 
 
-__all__ = ["DATA_CLASSES", "Event", "check_json", "decode_event", "encode_event"]
+__all__ = ["DATA_CLASSES", "ENVELOPE_FIELDS", "Event", "SessionHeader", "check_json",
+           "decode_event", "encode_event"]

@@ -12,8 +12,10 @@ appends closers only for what is really open (DESIGN.md section 7):
   is open.
 
 Closers carry ``synthetic: true`` and the time of the last real event.  Tool
-closers come in the order the calls were requested.  Nothing here touches the
-database: :meth:`trajlog.Session.inspect` and :meth:`trajlog.Store.load` use it.
+closers come in the order the calls were requested.  What is open is decided
+by the one lifecycle state machine (:mod:`trajlog.lifecycle`).  Nothing here
+touches the database: :meth:`trajlog.Session.inspect` and
+:meth:`trajlog.Store.load` use it.
 """
 
 from __future__ import annotations
@@ -21,16 +23,15 @@ from __future__ import annotations
 import os
 import shutil
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any
 
 from . import codec
 from ._format import Cursor
 from .codec import ScanReport, Verdict, Watermark
 from .events import Event
+from .lifecycle import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, Phase, Tracker
 
-TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
-TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
 RECOVERY_SOURCE = "trajlog.recovery"
 GUIDANCE = {
     TOOL_NOT_STARTED: ("The session ended before this tool call was started, so it did not "
@@ -41,54 +42,22 @@ GUIDANCE = {
 }
 
 
-@dataclass(slots=True)
-class OpenState:
-    """What a log leaves open, tracked in one pass: open calls in the order
-    they were requested, plus the ids of finished calls (one short string per
-    call, so that a writer seeded from this state still refuses a reused id)."""
+@dataclass
+class OpenState(Tracker):
+    """What a log leaves open, tracked in one pass (the lifecycle
+    :class:`~trajlog.lifecycle.Tracker`), with the count, last seq and last
+    time of the events seen."""
 
-    turn_start: int | None = None      # seq of the open turn's turn/start
-    step_start: int | None = None      # seq of the open step's step/start
-    calls: dict[str, tuple[str, str]] = field(default_factory=dict)  # id -> (state, name)
     last_time: int | None = None       # time of the last real event
     last_seq: int = -1
     events: int = 0
-    finished: set[str] = field(default_factory=set)  # ids of calls that have a result
 
     def feed(self, ev: Event) -> None:
         """Advance over one event of the log."""
         self.events += 1
         self.last_seq = ev.seq
         self.last_time = ev.time
-        t, data = ev.type, ev.data
-        if t == "turn/start":
-            self.turn_start = ev.seq
-        elif t == "turn/end":
-            self.turn_start = self.step_start = None
-        elif t == "step/start":
-            self.step_start = ev.seq
-        elif t == "step/end":
-            self.step_start = None
-        elif not isinstance(data, dict):
-            return
-        elif t == "assistant/message":
-            for call in data.get("tool_calls") or ():
-                if isinstance(call, dict) and isinstance(call.get("id"), str):
-                    self.calls[call["id"]] = ("requested", str(call.get("name", "")))
-        elif t == "tool/call":
-            call_id = data.get("call_id")
-            if isinstance(call_id, str):
-                name = self.calls[call_id][1] if call_id in self.calls else data.get("name", "")
-                self.calls[call_id] = ("started", str(name))
-        elif t == "tool/result":
-            call_id = data.get("call_id")
-            if isinstance(call_id, str):
-                self.calls.pop(call_id, None)
-                self.finished.add(call_id)
-
-    @property
-    def balanced(self) -> bool:
-        return self.turn_start is None and self.step_start is None and not self.calls
+        Tracker.feed(self, ev)
 
 
 def analyze(events: Iterable[Event]) -> OpenState:
@@ -102,8 +71,8 @@ def analyze(events: Iterable[Event]) -> OpenState:
 def closers(state: OpenState) -> list[tuple[str, dict[str, Any]]]:
     """The synthetic events that balance ``state``, in order, as (type, data)."""
     out: list[tuple[str, dict[str, Any]]] = []
-    for call_id, (status, name) in state.calls.items():
-        kind = TOOL_NOT_STARTED if status == "requested" else TOOL_OUTCOME_UNKNOWN
+    for call_id, (phase, name) in state.open_calls.items():
+        kind = TOOL_NOT_STARTED if phase is Phase.REQUESTED else TOOL_OUTCOME_UNKNOWN
         out.append(("tool/result", {"call_id": call_id, "name": name, "status": kind,
                                     "synthetic": True, "is_error": True,
                                     "output": GUIDANCE[kind]}))

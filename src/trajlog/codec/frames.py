@@ -1,7 +1,7 @@
 """Frames: encoding, iteration, verification and the torn / corrupt rule.
 
-This module is the only one that knows the byte layout (with the kernels under
-it).  It is written once over either kernel: the kernel walks the bytes and
+The codec package is the only one that knows the byte layout (with the kernels
+under it).  This module is written once over either kernel: the kernel walks the bytes and
 reports a status; this module decides what the status means with the durable
 watermark (FORMAT.md section 6):
 
@@ -18,14 +18,13 @@ Every function takes an optional ``kernel`` (a module from
 from __future__ import annotations
 
 import enum
-import struct
 import uuid as uuid_mod
 from collections.abc import Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from . import _backend
-from ._format import (
+from .. import _backend
+from .._format import (
     HEADER_SIZE,
     HINT_ZERO_SECTOR,
     MASK64,
@@ -36,7 +35,7 @@ from ._format import (
     Kernel,
     Status,
 )
-from .errors import InvalidArgumentError, TrajlogError, error_for
+from ..errors import InvalidArgumentError, TrajlogError, error_for, head_mismatch
 
 # Frames per kernel call when frames are collected: big enough to amortise a
 # call, small enough to bound memory whatever the log's length.
@@ -79,6 +78,11 @@ class Frame:
     chain: int
     payload: memoryview
 
+    @property
+    def payload_offset(self) -> int:
+        """Offset of the payload's first byte in the scanned buffer."""
+        return self.offset + HEADER_SIZE
+
 
 @dataclass(frozen=True, slots=True)
 class ScanReport:
@@ -100,6 +104,7 @@ class ScanReport:
     hints: int
     reason: str
     watermark: Watermark | None
+    head_mismatch: bool = False  # the defect is a disagreement with the session head
 
     @property
     def ok(self) -> bool:
@@ -110,6 +115,9 @@ class ScanReport:
         """The exception describing this report's defect (not for clean reports)."""
         if self.verdict is Verdict.CLEAN:
             raise ValueError("a clean scan has no error")
+        if self.head_mismatch:
+            return head_mismatch(self.status, self.reason, offset=self.cursor.offset,
+                                 seq=self.cursor.next_seq, session=session)
         return error_for(self.status, reason=self.reason, offset=self.cursor.offset,
                          seq=self.cursor.next_seq, session=session,
                          corrupt=self.verdict is Verdict.CORRUPT)
@@ -122,6 +130,11 @@ class ScanReport:
 
 def _kernel(kernel: Kernel | None) -> Kernel:
     return _backend.get_kernel() if kernel is None else kernel
+
+
+def kernel_name() -> str:
+    """The kernel in use: ``"c"`` or ``"python"`` (``TRAJLOG_BACKEND``)."""
+    return str(_backend.get_kernel().NAME)
 
 
 def _check_key(key: int) -> None:
@@ -186,13 +199,11 @@ def encode(payloads: Sequence[Any], key: int, cursor: Cursor, *,
 
 def split_frames(blob: bytes, stored_lengths: Sequence[int]) -> list[tuple[bytes, int]]:
     """Cut a blob of consecutive frames just encoded (so trusted) into one
-    ``(frame bytes, chain)`` per frame; the chain as the signed 64-bit value
-    SQLite stores."""
+    ``(frame bytes, chain)`` per frame."""
     out, pos = [], 0
     for n in stored_lengths:
         end = pos + HEADER_SIZE + n + (-n & 7)
-        out.append((blob[pos:end], int.from_bytes(blob[pos + 32:pos + 40], "little",
-                                                  signed=True)))
+        out.append((blob[pos:end], int.from_bytes(blob[pos + 32:pos + 40], "little")))
         pos = end
     return out
 
@@ -379,98 +390,3 @@ def iter_frames(buf: Any, key: int, cursor: Cursor | None = None, *,
                 session=session, corrupt=True)
         raise error_for(status, reason=_reason(status, hints, verdict, wm, k), offset=cur.offset,
                         seq=cur.next_seq, session=session, corrupt=verdict is Verdict.CORRUPT)
-
-
-# ---------------------------------------------------------------------------
-# Special frames: payload layouts of SESSION_HEADER and SEAL (FORMAT.md 4).
-
-_SESSION_HEADER = struct.Struct("<HHI16sQIIII")  # 48 bytes, then ext
-_SEAL = struct.Struct("<QQQQB7x32s")  # 72 bytes
-
-
-@dataclass(frozen=True, slots=True)
-class SessionHeaderPayload:
-    """Payload of a SESSION_HEADER frame (type 1), the first frame of a file."""
-
-    session_uuid: uuid_mod.UUID
-    created_ms: int
-    ext: bytes = b""
-    format_version: int = 1
-    min_reader_version: int = 1
-    flags: int = 0
-    max_frame: int = 16 * 1024 * 1024
-    max_raw: int = 64 * 1024 * 1024
-    zstd_dict_id: int = 0
-
-    def pack(self) -> bytes:
-        return _SESSION_HEADER.pack(
-            self.format_version, self.min_reader_version, self.flags, self.session_uuid.bytes,
-            self.created_ms, self.max_frame, self.max_raw, self.zstd_dict_id,
-            len(self.ext)) + self.ext
-
-    @classmethod
-    def unpack(cls, payload: Any) -> SessionHeaderPayload:
-        """Parse and bound-check a SESSION_HEADER payload (lengths distrusted)."""
-        data = bytes(payload)
-        if len(data) < _SESSION_HEADER.size:
-            raise error_for(Status.BAD_FIELD, reason="session header payload too short")
-        (version, min_reader, flags, raw_uuid, created, max_frame, max_raw, dict_id,
-         ext_len) = _SESSION_HEADER.unpack_from(data)
-        if ext_len != len(data) - _SESSION_HEADER.size:
-            raise error_for(Status.BAD_FIELD, reason="session header ext length mismatch")
-        if min_reader > 1:
-            raise error_for(Status.UNSUPPORTED,
-                            reason=f"file needs reader version {min_reader}, this is 1")
-        return cls(uuid_mod.UUID(bytes=raw_uuid), created, data[_SESSION_HEADER.size:], version,
-                   min_reader, flags, max_frame, max_raw, dict_id)
-
-
-@dataclass(frozen=True, slots=True)
-class SealPayload:
-    """Payload of a SEAL frame (type 5), the last frame of a complete file:
-    the durable watermark of everything before it."""
-
-    first_event_seq: int
-    event_count: int
-    last_event_chain: int
-    body_bytes: int
-    digest_alg: int = 0  # 0 none, 1 SHA-256 of every byte before the SEAL
-    digest: bytes = bytes(32)
-
-    def pack(self) -> bytes:
-        return _SEAL.pack(self.first_event_seq, self.event_count, self.last_event_chain,
-                          self.body_bytes, self.digest_alg, self.digest)
-
-    @classmethod
-    def unpack(cls, payload: Any) -> SealPayload:
-        data = bytes(payload)
-        if len(data) != _SEAL.size:
-            raise error_for(Status.BAD_FIELD, reason="seal payload has the wrong length")
-        first, count, chain, body, alg, digest = _SEAL.unpack(data)
-        if alg not in (0, 1):
-            raise error_for(Status.UNSUPPORTED, reason=f"unknown digest algorithm {alg}")
-        return cls(first, count, chain, body, alg, digest)
-
-
-__all__ = [
-    "Cursor",
-    "Frame",
-    "FrameHeader",
-    "FrameType",
-    "ScanReport",
-    "SealPayload",
-    "SessionHeaderPayload",
-    "Verdict",
-    "Watermark",
-    "checksum",
-    "classify",
-    "decode_header",
-    "encode",
-    "iter_frames",
-    "payload_of",
-    "scan",
-    "session_key",
-    "split_frames",
-    "start_cursor",
-    "verify",
-]

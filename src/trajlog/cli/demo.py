@@ -1,21 +1,18 @@
-"""The ``trajlog`` command line: ``trajlog demo`` and the inspection tools."""
+"""``trajlog demo``: a realistic session recorded, crashed, recovered, forked
+and viewed, then a log damaged six ways and scanned."""
 
 from __future__ import annotations
 
-import argparse
 import json
 import subprocess
 import sys
 import uuid
-from collections.abc import Sequence
 from typing import Any, TextIO
 
-from . import __version__, codec, projections
-from ._backend import get_kernel
-from ._format import HEADER_SIZE
-from .context import build_context
-from .store import Session, Store
-from .store import open as trajlog_open
+from .. import __version__, codec, projections
+from ..api import Session, Store
+from ..api import open as trajlog_open
+from ..projections.context import build_context
 
 
 def _demo_frames() -> tuple[bytes, int, list[bytes]]:
@@ -41,12 +38,11 @@ def _demo_frames() -> tuple[bytes, int, list[bytes]]:
 
 def _damage_cases(log: bytes, key: int) -> list[tuple[str, bytes]]:
     frames = list(codec.iter_frames(log, key))
-    third = frames[2].offset
     last = frames[-1].offset
     flipped = bytearray(log)
-    flipped[third + HEADER_SIZE + 5] ^= 0x10
+    flipped[frames[2].payload_offset + 5] ^= 0x10
     zeroed = bytearray(log)
-    sector = (frames[4].offset + HEADER_SIZE) // 512 * 512 + 512
+    sector = frames[4].payload_offset // 512 * 512 + 512
     zeroed[sector:sector + 512] = bytes(512)
     swapped = bytearray(log[:frames[1].offset]) + log[frames[2].offset:frames[3].offset] + \
         log[frames[1].offset:frames[2].offset] + log[frames[3].offset:]
@@ -60,7 +56,7 @@ def _damage_cases(log: bytes, key: int) -> list[tuple[str, bytes]]:
     ]
 
 
-def _summary(data: Any, width: int = 60) -> str:
+def summary(data: Any, width: int = 60) -> str:
     text = json.dumps(data, separators=(",", ":"), ensure_ascii=False)
     return text if len(text) <= width else text[: width - 3] + "..."
 
@@ -171,7 +167,7 @@ def _demo_views(s: Session, write: Any) -> None:
     write("chat view (for people):\n")
     for node in projections.chat(s)[:8]:
         if node.kind == "message":
-            write(f"  [{node.role}] {_summary(node.text, 70)}\n")
+            write(f"  [{node.role}] {summary(node.text, 70)}\n")
         else:
             write(f"  [tool {node.name} #{node.call_id}] {node.status}\n")
     write("trajectory (for debugging):\n")
@@ -205,13 +201,13 @@ def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
     """Record a session in the store at ``db``, print it and its verify report;
     then encode, damage and scan a log to show the torn / corrupt verdicts."""
     write = (out or sys.stdout).write
-    write(f"trajlog {__version__} demo  (kernel: {get_kernel().NAME}, store: {db})\n\n")
+    write(f"trajlog {__version__} demo  (kernel: {codec.kernel_name()}, store: {db})\n\n")
     with trajlog_open(db) as store:
         s = record_demo_session(store)
         write(f"session {s.id}  cwd={s.header.cwd}  preset={s.header.agent_preset}\n")
         for ev in s.events():
             env = f"  [{ev.source}]" if ev.source else ""
-            write(f"  {ev.seq:>3}  {ev.type:<18} {_summary(ev.data)}{env}\n")
+            write(f"  {ev.seq:>3}  {ev.type:<18} {summary(ev.data)}{env}\n")
         report = s.verify()
         write(f"\nverify: {'ok' if report.ok else 'FAILED'} -- {report.events} events, "
               f"chain head {report.chain_head:016x} = session head at seq {report.last_seq}\n")
@@ -237,43 +233,4 @@ def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
     return 0
 
 
-def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trajlog", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"trajlog {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="record a session in a store, verify it, damage a log")
-    p.add_argument("--db", default="trajlog.db", help="store path (default ./trajlog.db)")
-    p = sub.add_parser("ls", help="list the sessions of a store")
-    p.add_argument("--db", default="trajlog.db")
-    p.add_argument("--all", action="store_true", help="include subagent sessions")
-    p = sub.add_parser("show", help="print a session's events")
-    p.add_argument("session")
-    p.add_argument("--db", default="trajlog.db")
-    p = sub.add_parser("verify", help="verify every frame and the chain of sessions")
-    p.add_argument("session", nargs="?", help="one session (default: all)")
-    p.add_argument("--db", default="trajlog.db")
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        return demo(args.db)
-    with trajlog_open(args.db) as store:
-        if args.command == "ls":
-            for h in store.sessions(include_subagents=args.all):
-                print(f"{h.id}  {h.cwd}  {h.agent_preset or '-'}  "
-                      f"{json.dumps(dict(h.metadata))}")
-            return 0
-        if args.command == "show":
-            for ev in store.session(args.session).events():
-                print(f"{ev.seq:>6}  {ev.type:<20} {_summary(ev.data, 100)}")
-            return 0
-        ids = [args.session] if args.session else [h.id for h in
-                                                   store.sessions(include_subagents=True)]
-        failed = 0
-        for sid in ids:
-            report = store.session(sid).verify()
-            failed += not report.ok
-            print(f"{sid}  {'ok' if report.ok else 'CORRUPT: ' + str(report.scan.error(sid))}")
-        return 1 if failed else 0
-
-
-if __name__ == "__main__":
-    raise SystemExit(main())
+__all__ = ["demo", "record_demo_session", "summary"]

@@ -30,7 +30,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from .events import Event
+from ..events import Event
 
 STATUSES = ("active", "superseded", "rejected", "expired", "audit-only")
 RANK = {"human": 3, "tool": 2, "system": 2, "user": 1, "model": 0, "untrusted": -1}

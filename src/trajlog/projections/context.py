@@ -28,17 +28,28 @@ from __future__ import annotations
 
 import hashlib
 from collections import Counter
+from collections.abc import Iterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 import msgspec
 
-from .errors import ContextBudgetError, InvalidArgumentError
-from .events import Event
+from ..errors import ContextBudgetError, InvalidArgumentError
+from ..events import ENVELOPE_FIELDS, Event, SessionHeader
 from .evidence import Evidence, ref, source_class
 
-if TYPE_CHECKING:
-    from .store import Session
+
+class Session(Protocol):
+    """What the builder needs of a session (a :class:`trajlog.Session`)."""
+
+    @property
+    def id(self) -> str: ...
+
+    header: SessionHeader
+
+    def events(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Event]: ...
+
+    def append(self, type: str, data: Any = None, *, source: str | None = None) -> Event: ...
 
 CORE = ("task.contract", "human.decision")
 STRUCTURAL = frozenset({"turn/start", "turn/end", "step/start", "step/end", "tool/call",
@@ -47,9 +58,6 @@ STRUCTURAL = frozenset({"turn/start", "turn/end", "step/start", "step/end", "too
 BLOCKS = ("confirmed", "failed", "conflicts", "to confirm", "forbidden actions", "next step")
 # Exclusions that keep an event out of the messages but not out of the summary
 # (it is admissible evidence, just not shown in full).
-# The envelope fields a policy may require an event to carry.
-_REQUIRABLE = ("source", "causal_parent", "workspace_revision", "data_class",
-               "idempotency_key")
 _SUMMARY_OK = ("not.included.", "model.plan.stale")
 
 
@@ -82,11 +90,11 @@ class ContextPolicy:
             raise InvalidArgumentError("a context policy needs a name and a version >= 1")
         if self.reserved_chars > self.budget_chars or self.budget_chars <= 0:
             raise InvalidArgumentError("reserved_chars must be within budget_chars")
-        unknown = [n for n in self.require if n not in _REQUIRABLE]
+        unknown = [n for n in self.require if n not in ENVELOPE_FIELDS]
         if unknown:
             raise InvalidArgumentError(
                 f"require names unknown envelope field(s) {', '.join(map(repr, unknown))}; "
-                f"one of {', '.join(_REQUIRABLE)}")
+                f"one of {', '.join(ENVELOPE_FIELDS)}")
 
 
 @dataclass(frozen=True, slots=True)

@@ -1,5 +1,5 @@
-"""Projections: the views a model, a person and a debugger each need, computed
-from one log by pure folds.
+"""The folds: the views a model, a person and a debugger each need, each a
+pure function of one log (the engine in :mod:`.engine` makes them incremental).
 
 Each projection is a fold over the session's events (its inherited prefix
 first, for a fork): ``init() -> state``, ``step(state, event) -> state``,
@@ -28,22 +28,24 @@ The projections:
 from __future__ import annotations
 
 import bisect
-import threading
-from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import Any, ClassVar
 
 import msgspec
 
-from . import storage
-from .errors import InvalidArgumentError, ValidationError
-from .events import Event
-from .recovery import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, OpenState
-
-if TYPE_CHECKING:
-    from .store import Session
+from ..events import Event
+from ..lifecycle import Phase, outcome, requested_calls, transitions
+from ..recovery import OpenState
 
 SURFACE_REPLACE = "surface-replace"
-SAVE_EVERY = 5000   # persist a state after this many newly folded events
+
+
+def surface_range(type_: str, data: Any) -> tuple[Any, Any] | None:
+    """``(from_seq, to_seq)`` as written in a ``compaction/*`` event whose op is
+    ``surface-replace`` (the only op the model history applies); else None."""
+    if not type_.startswith("compaction/") or not isinstance(data, dict) or data.get(
+            "op") != SURFACE_REPLACE:
+        return None
+    return data.get("from_seq"), data.get("to_seq")
 
 
 class Message(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
@@ -197,8 +199,8 @@ class ModelHistory:
             state.messages.append(Message("tool", d.get("output"), ev.seq,
                                           tool_call_id=d.get("call_id"),
                                           is_error=d.get("is_error"), status=d.get("status")))
-        elif t.startswith("compaction/") and d.get("op") == SURFACE_REPLACE:
-            lo, hi = d.get("from_seq"), d.get("to_seq")
+        elif (found := surface_range(t, d)) is not None:
+            lo, hi = found
             if isinstance(lo, int) and isinstance(hi, int) and lo <= hi:
                 msgs = state.messages
                 a = bisect.bisect_left(msgs, lo, key=lambda m: m.seq)
@@ -285,24 +287,21 @@ class Chat:
             if content:
                 state.nodes.append({"kind": "message", "seq": ev.seq, "role": t.split("/")[0],
                                     "text": _text(content, 2000)})
-            for call in d.get("tool_calls") or ():
-                if isinstance(call, dict) and isinstance(call.get("id"), str):
-                    state.cards[call["id"]] = len(state.nodes)
-                    state.nodes.append({"kind": "tool", "seq": ev.seq, "call_id": call["id"],
-                                        "name": call.get("name"),
-                                        "arguments": call.get("arguments"),
-                                        "status": "requested"})
-        elif t == "tool/call":
+            for call in requested_calls(d):
+                state.cards[call["id"]] = len(state.nodes)
+                state.nodes.append({"kind": "tool", "seq": ev.seq, "call_id": call["id"],
+                                    "name": call.get("name"),
+                                    "arguments": call.get("arguments"),
+                                    "status": "requested"})
+            return state
+        for _call_id, phase, _name in transitions(ev):
             node = self._card(state, ev, d)
-            node["status"] = "running"
-        elif t == "tool/result":
-            node = self._card(state, ev, d)
-            synthetic = d.get("status")
-            node["status"] = ("unknown" if synthetic == TOOL_OUTCOME_UNKNOWN else
-                              "not_started" if synthetic == TOOL_NOT_STARTED else
-                              "error" if d.get("is_error") else "done")
-            node["output"] = _text(d.get("output", ""), 500)
-            node["result_seq"] = ev.seq
+            if phase is Phase.STARTED:
+                node["status"] = "running"
+            elif phase is Phase.FINISHED:
+                node["status"] = outcome(d)
+                node["output"] = _text(d.get("output", ""), 500)
+                node["result_seq"] = ev.seq
         return state
 
     @staticmethod
@@ -371,7 +370,7 @@ class Trajectory:
             latency = d.get("latency_ms")
             if latency is None and req.get("time") is not None:
                 latency = ev.time - req["time"]
-            calls = [c for c in d.get("tool_calls") or () if isinstance(c, dict)]
+            calls = requested_calls(d)
             step["requests"].append({
                 "seq": ev.seq, "model": d.get("model", req.get("model")), "latency_ms": latency,
                 "ttft_ms": d.get("ttft_ms"),
@@ -381,30 +380,27 @@ class Trajectory:
             turn_i = len(state.turns) - 1
             step_i = len(state.turns[-1]["steps"]) - 1
             for c in calls:
-                if isinstance(c.get("id"), str):
-                    state.calls[c["id"]] = [turn_i, step_i, len(step["tools"])]
-                    step["tools"].append({
-                        "call_id": c["id"], "name": c.get("name"),
-                        "arguments": c.get("arguments"), "requested_seq": ev.seq,
-                        "started_seq": None, "started_time": None, "result_seq": None,
-                        "duration_ms": None, "error": None, "status": "requested",
-                        "result_summary": None})
-        elif t in ("tool/call", "tool/result"):
-            span = self._span(state, d.get("call_id"))
+                state.calls[c["id"]] = [turn_i, step_i, len(step["tools"])]
+                step["tools"].append({
+                    "call_id": c["id"], "name": c.get("name"),
+                    "arguments": c.get("arguments"), "requested_seq": ev.seq,
+                    "started_seq": None, "started_time": None, "result_seq": None,
+                    "duration_ms": None, "error": None, "status": "requested",
+                    "result_summary": None})
+            return state
+        for call_id, phase, _name in transitions(ev):
+            span = self._span(state, call_id)
             if span is None:
-                return state
-            if t == "tool/call":
+                continue
+            if phase is Phase.STARTED:
                 span["started_seq"], span["started_time"] = ev.seq, ev.time
                 span["status"] = "running"
             else:
                 span["result_seq"] = ev.seq
                 if span["started_time"] is not None:
                     span["duration_ms"] = ev.time - span["started_time"]
-                synthetic = d.get("status")
                 span["error"] = bool(d.get("is_error"))
-                span["status"] = ("unknown" if synthetic == TOOL_OUTCOME_UNKNOWN else
-                                  "not_started" if synthetic == TOOL_NOT_STARTED else
-                                  "error" if span["error"] else "done")
+                span["status"] = outcome(d)
                 span["result_summary"] = _text(d.get("output", ""), 120)
         return state
 
@@ -494,7 +490,7 @@ class Status:
     """What is open now -- the same one-pass analysis recovery uses."""
 
     name: ClassVar[str] = "status"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2  # 2: the lifecycle's phases
     autosave: ClassVar[bool] = True
     state_type: ClassVar[Any] = OpenState
 
@@ -507,240 +503,10 @@ class Status:
 
     def view(self, state: OpenState) -> StatusView:
         return StatusView(state.turn_start, state.step_start,
-                          [c for c, (s, _) in state.calls.items() if s == "started"],
-                          [c for c, (s, _) in state.calls.items() if s == "requested"],
+                          [c for c, (p, _) in state.open_calls.items() if p is Phase.STARTED],
+                          [c for c, (p, _) in state.open_calls.items() if p is Phase.REQUESTED],
                           state.last_seq)
-
-
-# ---------------------------------------------------------------------------
-# The incremental engine.
-
-@dataclass
-class _Cached:
-    seq: int
-    chain: int
-    state: Any
-    saved_seq: int
 
 
 FOLDS: dict[str, Any] = {f.name: f for f in (ModelHistory(), RequestConfigFold(), Chat(),
                                              Trajectory(), Goal(), Status())}
-
-
-def project(session: Session, fold: Any) -> Any:
-    """Fold ``session``'s log with ``fold``, resuming from the newest valid
-    saved state (in memory, else in the derived table), and return the view.
-
-    Folds update their state in place, so one (session, projection) folds
-    under a lock: two readers never fold the same events into one state."""
-    store = session._store
-    key = (session._sid, fold.name)
-    lock = store._projection_locks.get(key)
-    if lock is None:
-        lock = store._projection_locks.setdefault(key, threading.Lock())
-    with lock:
-        return _project(session, fold, key)
-
-
-def _project(session: Session, fold: Any, key: tuple[int, str]) -> Any:
-    store = session._store
-    last = session.last_seq
-    cache: dict[tuple[int, str], _Cached] = store._projections
-    hit = cache.get(key)
-    if hit is not None and not _valid(session, hit.seq, hit.chain, last):
-        hit = None
-    if hit is None:
-        hit = _load_saved(session, fold, last)
-    if hit is None:
-        hit = _Cached(-1, session._key, fold.init(), -1)
-    state = hit.state
-    if hit.seq < last:
-        cache.pop(key, None)  # a fold that fails half-way leaves a state nobody may reuse
-        events = session._events(hit.seq + 1, last, None, getattr(fold, "wants", None))
-        step_many = getattr(fold, "step_many", None)
-        if step_many is not None:
-            state = step_many(state, events)
-        else:
-            for ev in events:
-                state = fold.step(state, ev)
-        hit = _Cached(last, session._chain_at(last), state, hit.saved_seq)
-        if fold.autosave and last - hit.saved_seq >= SAVE_EVERY:
-            _save(session, fold, hit)
-            hit.saved_seq = last
-    cache[key] = hit
-    return fold.view(state)
-
-
-def _valid(session: Session, seq: int, chain: int, last: int) -> bool:
-    """A saved state is usable if the log still holds its seq with its chain."""
-    if seq > last:
-        return False
-    return seq < 0 or session._chain_at(seq) == chain
-
-
-def _load_saved(session: Session, fold: Any, last: int) -> _Cached | None:
-    with storage.translate():
-        row = storage.projection_state(session._store._reader(), session._sid, fold.name,
-                                       fold.version)
-    if row is None:
-        return None
-    seq, chain, blob = row
-    if not _valid(session, seq, chain, last):
-        return None
-    try:
-        state = msgspec.msgpack.decode(blob, type=fold.state_type)
-    except msgspec.DecodeError:
-        return None  # derived and never authoritative: rebuild it
-    return _Cached(seq, chain, state, seq)
-
-
-def _save(session: Session, fold: Any, hit: _Cached) -> None:
-    blob = msgspec.msgpack.encode(hit.state)
-    with session._store._write_txn() as conn:
-        storage.save_projection_state(conn, session._sid, fold.name, fold.version, hit.seq,
-                                      hit.chain, blob)
-
-
-def checkpoint(session: Session) -> list[str]:
-    """Save the current state of every projection of ``session`` (computing it
-    if needed) to the derived table; returns their names.  Projections whose
-    state is small save themselves every SAVE_EVERY events; those that hold a
-    copy of the history (model_history, chat, trajectory) save only here, so
-    that a read never pays for writing megabytes."""
-    saved = []
-    for name, fold in FOLDS.items():
-        project(session, fold)
-        hit = session._store._projections[(session._sid, name)]
-        if hit.saved_seq != hit.seq:
-            _save(session, fold, hit)
-            hit.saved_seq = hit.seq
-        saved.append(name)
-    return saved
-
-
-def rebuild(session: Session) -> None:
-    """Drop every saved and cached projection state of the session."""
-    store = session._store
-    for name in FOLDS:
-        store._projections.pop((session._sid, name), None)
-    with store._write_txn() as conn:
-        storage.drop_projection_states(conn, session._sid)
-
-
-def from_scratch(events: Any, fold: Any) -> Any:
-    """Fold an event iterable without any saved state (tests, tools)."""
-    state = fold.init()
-    for ev in events:
-        state = fold.step(state, ev)
-    return fold.view(state)
-
-
-def model_history(session: Session) -> list[Message]:
-    """Messages for the model: user, assistant (text, reasoning, tool calls)
-    and tool results, with compactions applied."""
-    result: list[Message] = project(session, FOLDS["model_history"])
-    return result
-
-
-def request_config(session: Session) -> RequestConfig | None:
-    """System prompt, tools and parameters from the last ``request/header``."""
-    result: RequestConfig | None = project(session, FOLDS["request_config"])
-    return result
-
-
-def chat(session: Session) -> list[ChatNode]:
-    """Bubbles and tool cards for people."""
-    result: list[ChatNode] = project(session, FOLDS["chat"])
-    return result
-
-
-def trajectory(session: Session) -> list[Turn]:
-    """Turn -> step -> model requests and tool spans, for debugging."""
-    result: list[Turn] = project(session, FOLDS["trajectory"])
-    return result
-
-
-def goal(session: Session) -> GoalView:
-    """The current goal snapshot and the malformed changes that were skipped."""
-    result: GoalView = project(session, FOLDS["goal"])
-    return result
-
-
-def status(session: Session) -> StatusView:
-    """What is open now: turn, step, tools running or requested."""
-    result: StatusView = project(session, FOLDS["status"])
-    return result
-
-
-def check_compaction(session: Session, from_seq: int, to_seq: int) -> None:
-    """A compaction must cover whole tool calls (no call split from its
-    result) and nest with earlier ones."""
-    if not all(isinstance(x, int) and not isinstance(x, bool) for x in (from_seq, to_seq)):
-        raise TypeError("from_seq and to_seq must be int")
-    last = session.last_seq
-    if not 0 <= from_seq <= to_seq <= last:
-        raise InvalidArgumentError(f"compaction range {from_seq}..{to_seq} is not inside the "
-                                   f"log (0..{last})")
-    inside: set[str] = set()
-    answered: set[str] = set()
-    for ev in session.events(from_seq, to_seq):
-        d = ev.data if isinstance(ev.data, dict) else {}
-        if ev.type == "assistant/message":
-            inside.update(c["id"] for c in d.get("tool_calls") or ()
-                          if isinstance(c, dict) and isinstance(c.get("id"), str))
-        elif ev.type == "tool/result":
-            answered.add(str(d.get("call_id")))
-    if inside != answered:
-        split = sorted(inside ^ answered)
-        raise ValidationError(f"compaction {from_seq}..{to_seq} would split tool calls from "
-                              f"their results: {', '.join(split)}")
-    for lo, hi in _compactions(session):
-        overlap = not (hi < from_seq or lo > to_seq)
-        nested = from_seq <= lo and hi <= to_seq
-        if overlap and not nested:
-            raise ValidationError(f"compaction {from_seq}..{to_seq} partly overlaps the "
-                                  f"earlier compaction {lo}..{hi}")
-
-
-def check_compaction_event(session: Session, type_: Any, data: Any) -> None:
-    """The rules of :func:`check_compaction` for an appended ``compaction/*``
-    event whose op is ``surface-replace`` (the only op model_history applies),
-    however it is appended: ``Session.compact`` or a raw append."""
-    if (not isinstance(type_, str) or not type_.startswith("compaction/")
-            or not isinstance(data, dict) or data.get("op") != SURFACE_REPLACE):
-        return
-    lo, hi = data.get("from_seq"), data.get("to_seq")
-    if (not isinstance(lo, int) or not isinstance(hi, int) or isinstance(lo, bool)
-            or isinstance(hi, bool)):
-        raise ValidationError(f"{type_}: a surface-replace compaction needs int from_seq "
-                              "and to_seq")
-    check_compaction(session, lo, hi)
-
-
-def _compactions(session: Session) -> list[tuple[int, int]]:
-    project(session, FOLDS["model_history"])
-    cached = session._store._projections[(session._sid, "model_history")]
-    return list(cached.state.compactions)
-
-
-__all__ = [
-    "FOLDS",
-    "ChatNode",
-    "GoalView",
-    "Message",
-    "ModelRequest",
-    "RequestConfig",
-    "StatusView",
-    "Step",
-    "ToolSpan",
-    "Turn",
-    "chat",
-    "checkpoint",
-    "from_scratch",
-    "goal",
-    "model_history",
-    "rebuild",
-    "request_config",
-    "status",
-    "trajectory",
-]

@@ -1,0 +1,20 @@
+"""The public API: :func:`open` a :class:`Store`, create and read :class:`Session` logs.
+
+:mod:`.store` -- the facade; :mod:`.session` -- the session handle;
+:mod:`.writer` -- the write engine (validation, framing, group commit);
+:mod:`.leases` -- writer leases; :mod:`.reading` -- the verified read path;
+:mod:`.repair` -- inspect and load; :mod:`.lineage` -- forks and subagents;
+:mod:`.checks` -- compaction and status checks inside the write transaction.
+"""
+
+from __future__ import annotations
+
+from ..events import SessionHeader
+from .lineage import SessionTree
+from .reading import VerifyReport
+from .repair import BalancedView
+from .session import Session
+from .store import DURABILITY, Store, open
+
+__all__ = ["DURABILITY", "BalancedView", "Session", "SessionHeader", "SessionTree", "Store",
+           "VerifyReport", "open"]

@@ -1,0 +1,204 @@
+"""Writer leases: one writer per session at a time, and who counts as alive.
+
+A lease names its holder (``host:pid:token:nonce``, where the token tells one
+process from a later one that got the same pid) and is written in the session's
+head row, so every process sees it.  :func:`lease_is_live` is the liveness
+rule; :class:`Leases` is one store's bookkeeping of the leases it holds (a
+nesting depth per session: the row names the store, not a handle).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import socket
+import threading
+import time as time_mod
+import uuid
+from builtins import open as builtins_open
+from collections.abc import Callable
+from contextlib import AbstractContextManager
+
+from ..errors import LeaseHeldError, TrajlogError
+from ..events import now_ms
+from ..storage import Lease, Writer
+
+HOST = socket.gethostname()
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
+
+
+def _proc_stat_start(pid: int | None) -> int | None:
+    """Start time of a process in clock ticks since boot (/proc; None elsewhere)."""
+    try:
+        with builtins_open("/proc/self/stat" if pid is None else f"/proc/{pid}/stat",
+                           "rb") as f:
+            return int(f.read().rsplit(b")", 1)[1].split()[19])  # field 22, starttime
+    except (OSError, ValueError, IndexError):
+        return None
+
+
+def _boot_id() -> str | None:
+    try:
+        with builtins_open("/proc/sys/kernel/random/boot_id") as f:
+            return f.read().strip()
+    except OSError:
+        return None
+
+
+def process_token(pid: int | None = None) -> str | None:
+    """Who a process is, beyond its pid: the boot it belongs to and its start
+    time (``None``: this process).  Two processes never share a token; a
+    restarted writer that got its old pid back does not get its old token."""
+    start, boot = _proc_stat_start(pid), _boot_id()
+    return None if start is None or boot is None else f"{boot}/{start}"
+
+
+def _started_ms(pid: int) -> int | None:
+    """Wall-clock start of a process in ms (second resolution; /proc only)."""
+    start = _proc_stat_start(pid)
+    try:
+        with builtins_open("/proc/stat") as f:
+            btime = next(int(x.split()[1]) for x in f if x.startswith("btime"))
+    except (OSError, StopIteration, ValueError):
+        return None
+    if start is None:
+        return None
+    return (btime * 1000) + start * 1000 // os.sysconf("SC_CLK_TCK")
+
+
+def new_writer_id() -> str:
+    """``host:pid:token:nonce`` for a store opened by this process."""
+    return f"{HOST}:{os.getpid()}:{process_token() or '-'}:{uuid.uuid4().hex[:12]}"
+
+
+def lease_is_live(owner: str | None, host: str | None, pid: int | None,
+                  started_ms: int | None, heartbeat_ms: int | None, ttl_ms: int) -> bool:
+    """The liveness rule of a writer lease.
+
+    On this host, a lease is live while the very process that took it exists:
+    a process with its pid, that is the same process -- the same boot and start
+    time as recorded in the lease owner's token, or, for a lease without a
+    token, a process that started before the lease was taken.  (A restarted
+    writer that got its old pid back, or any pid reused after a reboot, does not
+    keep the lease alive.)  From another host, a lease is live while its
+    heartbeat is younger than ``ttl_ms``.  A lease that is not live may be taken
+    over.
+    """
+    if host != HOST or pid is None:
+        return heartbeat_ms is not None and now_ms() - heartbeat_ms <= ttl_ms
+    if not _pid_alive(pid):
+        return False
+    parts = (owner or "").split(":")
+    recorded = parts[2] if len(parts) >= 4 and "/" in parts[2] else None
+    current = process_token(None if pid == os.getpid() else pid)
+    if recorded is not None and current is not None:
+        return recorded == current
+    begun = _started_ms(pid)
+    if begun is not None and started_ms is not None:
+        return begun <= started_ms + 2000  # btime has one-second resolution
+    return True
+
+
+class Leases:
+    """The writer leases one store holds, and the checks every append makes.
+
+    ``transaction()`` opens a write transaction; ``on_change(sid)`` is told
+    when this store takes or gives up a lease, so that state cached about the
+    session's head is re-read.
+    """
+
+    def __init__(self, transaction: Callable[[], AbstractContextManager[Writer]],
+                 writer_id: str, ttl_ms: int, on_change: Callable[[int], None]) -> None:
+        self._transaction = transaction
+        self.writer_id = writer_id
+        self.ttl_ms = ttl_ms
+        self._on_change = on_change
+        self._held: dict[int, int] = {}   # sid -> nesting depth
+        self._lock = threading.Lock()     # guards _held; taken before the write lock
+
+    def holds(self, sid: int) -> bool:
+        return sid in self._held
+
+    def foreign_live(self, lease: Lease) -> bool:
+        """True if ``lease`` is held, live, by another writer than this store."""
+        if lease.owner is None or lease.owner == self.writer_id:
+            return False
+        return lease_is_live(*lease, self.ttl_ms)
+
+    def check(self, tx: Writer, sid: int, session: str, lease: Lease) -> Lease:
+        """Inside an append's transaction: refuse a live foreign lease; keep
+        this store's own lease alive (a heartbeat every ``ttl / 4``).  Returns
+        the lease as it now stands."""
+        if self.foreign_live(lease):
+            raise LeaseHeldError(
+                f"session {session} is being written by {lease.owner} (pid {lease.pid} on "
+                f"{lease.host}); wait for its lease or let it expire")
+        if lease.owner == self.writer_id:
+            now = now_ms()
+            if lease.heartbeat_ms is None or now - lease.heartbeat_ms > self.ttl_ms // 4:
+                tx.heartbeat(sid, lease.owner, now)
+                return lease._replace(heartbeat_ms=now)
+        return lease
+
+    def acquire(self, sid: int, session: str, wait: float | bool) -> None:
+        """Take the lease (re-entrant): at once, or polling for ``wait`` seconds
+        (True: no limit).  A lease whose holder died is taken over."""
+        deadline = None if wait is True else time_mod.monotonic() + float(wait or 0)
+        delay = 0.005
+        while True:
+            with self._lock:
+                depth = self._held.get(sid, 0)
+                if depth:
+                    self._held[sid] = depth + 1
+                    return
+                try:
+                    with self._transaction() as tx:
+                        lease = tx.head(sid).lease
+                        if self.foreign_live(lease):
+                            raise LeaseHeldError(
+                                f"session {session} is being written by {lease.owner} "
+                                f"(pid {lease.pid} on {lease.host})")
+                        now = now_ms()
+                        tx.set_lease(sid, Lease(self.writer_id, HOST, os.getpid(), now, now))
+                        self._on_change(sid)
+                    self._held[sid] = 1
+                    return
+                except LeaseHeldError:
+                    if deadline is not None and time_mod.monotonic() >= deadline:
+                        raise
+            time_mod.sleep(delay)
+            delay = min(delay * 2, 0.25)
+
+    def release(self, sid: int, *, force: bool = False) -> None:
+        """Leave one lease block; the outermost exit (or ``force``) clears the
+        row.  If that write fails the lease stays held -- and known to be held,
+        so that :meth:`release_all` (at close) or the next exit retries."""
+        with self._lock:
+            depth = self._held.get(sid, 0)
+            if depth > 1 and not force:
+                self._held[sid] = depth - 1
+                return
+            if not depth:
+                return
+            with self._transaction() as tx:
+                if tx.head(sid).lease.owner == self.writer_id:
+                    tx.set_lease(sid, Lease())
+                    self._on_change(sid)
+            del self._held[sid]
+
+    def release_all(self) -> None:
+        for sid in list(self._held):
+            with contextlib.suppress(TrajlogError):
+                self.release(sid, force=True)
+
+
+__all__ = ["HOST", "Leases", "lease_is_live", "new_writer_id", "process_token"]

@@ -1,0 +1,311 @@
+"""Forks and subagents: new sessions that share a parent's prefix without copying it.
+
+Three kinds of child (DESIGN.md section 7):
+
+* **user fork** -- ``session.fork(at_seq)``: an ordinary session whose first
+  ``seed_length`` events are the parent's, cut at the end of the turn that
+  contains ``at_seq``.  An open turn cannot be cut: :class:`ForkUnavailableError`,
+  never a silent fall-back to an earlier turn.
+* **spawned subagent** -- ``session.spawn_subagent(task)``: ``origin="subagent"``,
+  no seed, one more level of delegation, the task as its first user message.
+* **forked subagent** -- ``session.fork_subagent(task)``: the same, seeded with the
+  parent's prefix up to its last *completed* turn (never the turn in progress,
+  which holds the spawning call); its approval policy is fixed to ``never``.
+
+No child stores its inherited prefix: reading it walks the parent's frames
+``0 .. seed_length - 1``, then its own, and its chain continues the parent's.
+Finding a turn's end or the latest sandbox settings uses small partial indexes,
+so creating a child costs the same whatever the parent's length.
+
+What a child inherits: identity (the ``identity``, ``tenant`` and ``user``
+metadata keys), cwd and agent preset.  What it never inherits: one-time
+approvals (``approval/grant`` with ``scope: "once"`` in the prefix do not count
+for the child).  Subagents get the parent's explicit sandbox settings (its last
+``sandbox/mode`` event, or ``sandbox=`` given at spawn) snapshotted into their
+own log at creation, so a later change in the parent does not reach them.
+
+Results flow back without merging logs: :meth:`Session.finish` on a foreground
+subagent appends exactly one ``tool/result`` for the spawning call to the parent;
+a background subagent's spawn appends a ``tool/result`` carrying the job id at
+once, and ``finish`` appends a ``subagent/notification`` when it settles (best
+effort: :meth:`Session.missed_notifications` finds children that settled
+without one; the child's own log is the authority).
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from typing import Any
+
+from ..errors import (
+    DelegationLimitError,
+    ForkUnavailableError,
+    InvalidArgumentError,
+    InvalidStateError,
+)
+from ..events import Event, SessionHeader
+from ..storage import Backend
+from .handles import LogRef, Options
+from .reading import LogReader
+from .writer import WriteEngine
+
+INHERITED_METADATA = ("identity", "tenant", "user")
+DEFAULT_MAX_DEPTH = 4
+_FORK_KEYS = frozenset({"forked_at"})
+_SPAWN_KEYS = frozenset({"task", "background", "kind", "parent_call_id", "approval_policy"})
+
+
+@dataclass(frozen=True, slots=True)
+class SessionTree:
+    """A session and its descendants (``tree()``)."""
+
+    header: SessionHeader
+    children: tuple[SessionTree, ...] = field(default_factory=tuple)
+
+    def walk(self, depth: int = 0) -> Iterator[tuple[int, SessionHeader]]:
+        """(depth, header) for this node and every descendant, parents first."""
+        yield depth, self.header
+        for child in self.children:
+            yield from child.walk(depth + 1)
+
+
+class Lineage:
+    """Forks, subagents and the results that flow back, for one store."""
+
+    def __init__(self, backend: Backend, reading: LogReader, writer: WriteEngine,
+                 options: Options) -> None:
+        self._backend = backend
+        self._reading = reading
+        self._writer = writer
+        self._options = options
+
+    # -- turn boundaries across a lineage (indexed look-ups only) ------------------
+
+    def _marker_le(self, ref: LogRef, type_: str, seq: int) -> int | None:
+        """The last ``type_`` marker at or before ``seq``, looking into ancestors."""
+        seed = ref.seed
+        if seq >= seed:
+            found = self._backend.reader().marker_at_or_before(ref.sid, type_, seq)
+            if found is not None and found >= seed:
+                return found
+            seq = seed - 1
+        if seq < 0 or ref.parent is None:
+            return None
+        return self._marker_le(ref.parent, type_, seq)
+
+    def _marker_gt(self, ref: LogRef, type_: str, seq: int, last_seq: int) -> int | None:
+        """The first ``type_`` marker after ``seq`` and at most ``last_seq``."""
+        seed = ref.seed
+        if seq < seed - 1 and ref.parent is not None:
+            found = self._marker_gt(ref.parent, type_, seq, seed - 1)
+            if found is not None:
+                return found
+            seq = seed - 1
+        found = self._backend.reader().marker_after(ref.sid, type_, seq)
+        return found if found is not None and found <= last_seq else None
+
+    def turn_end_of(self, ref: LogRef, at_seq: int) -> int:
+        """The seq to cut after: the ``turn/end`` of the turn containing
+        ``at_seq``, or ``at_seq`` itself when it lies outside any turn."""
+        last_seq = self._reading.head(ref).last_seq
+        if not isinstance(at_seq, int) or isinstance(at_seq, bool):
+            raise TypeError(f"at_seq must be int, not {type(at_seq).__name__}")
+        if not 0 <= at_seq <= last_seq:
+            raise InvalidArgumentError(f"session {ref.id} has no event {at_seq} "
+                                       f"(last seq {last_seq})")
+        start = self._marker_le(ref, "turn/start", at_seq)
+        end = self._marker_le(ref, "turn/end", at_seq)
+        if start is None or (end is not None and end > start):
+            return at_seq  # outside any turn (or exactly at a turn/end)
+        closing = self._marker_gt(ref, "turn/end", at_seq, last_seq)
+        if closing is None:
+            raise ForkUnavailableError(
+                f"the turn of session {ref.id} that contains seq {at_seq} (started at seq "
+                f"{start}) is still open: fork after it ends, or at an earlier completed turn")
+        return closing
+
+    def last_completed_turn(self, ref: LogRef) -> int:
+        """Seq of the last ``turn/end`` of the session (ancestors included), or -1."""
+        found = self._marker_le(ref, "turn/end", self._reading.head(ref).last_seq)
+        return -1 if found is None else found
+
+    # -- creating children ------------------------------------------------------------
+
+    def _sandbox_snapshot(self, parent: LogRef, upto: int,
+                          sandbox: Mapping[str, Any] | None) -> dict[str, Any] | None:
+        if sandbox is not None:
+            return {**dict(sandbox), "snapshot_of": {"session": parent.id, "explicit": True}}
+        seq = self._marker_le(parent, "sandbox/mode", upto) if upto >= 0 else None
+        if seq is None:
+            return None
+        settings = next(iter(self._reading.events(parent, seq, seq))).data
+        return {**settings, "snapshot_of": {"session": parent.id, "seq": seq}}
+
+    def fork(self, parent: LogRef, at_seq: int,
+             metadata: Mapping[str, Any] | None = None) -> LogRef:
+        meta = _inherited_metadata(parent, {**_caller_metadata(metadata, _FORK_KEYS),
+                                            "forked_at": at_seq})
+        cut = self.turn_end_of(parent, at_seq)
+        return self._writer.create(
+            cwd=parent.header.cwd, agent_preset=parent.header.agent_preset, metadata=meta,
+            parent=parent, seed_length=cut + 1, origin=None,
+            delegation_depth=parent.header.delegation_depth)
+
+    def spawn(self, parent: LogRef, task: str, agent_preset: str | None, *, seeded: bool,
+              call_id: str | None, background: bool, sandbox: Mapping[str, Any] | None,
+              metadata: Mapping[str, Any] | None) -> LogRef:
+        """Create a subagent session (spawned, or forked when ``seeded``)."""
+        if not isinstance(task, str) or not task:
+            raise TypeError("task must be a non-empty str")
+        depth = parent.header.delegation_depth + 1
+        limit = self._options.max_delegation_depth
+        if depth > limit:
+            raise DelegationLimitError(
+                f"a subagent of session {parent.id} would be at delegation depth {depth}; "
+                f"the store allows {limit} (trajlog.open(max_delegation_depth=))")
+        if call_id is not None and not isinstance(call_id, str):
+            raise TypeError("call_id must be str or None")
+        if sandbox is not None and not isinstance(sandbox, Mapping):
+            raise TypeError(f"sandbox must be a mapping, not {type(sandbox).__name__}")
+        extra = _caller_metadata(metadata, _SPAWN_KEYS)
+        extra.update({"task": task, "background": bool(background),
+                      "kind": "forked" if seeded else "spawned"})
+        if call_id is not None:
+            extra["parent_call_id"] = call_id
+        if seeded:
+            extra["approval_policy"] = "never"
+        last = self._reading.head(parent).last_seq
+        seed = self.last_completed_turn(parent) + 1 if seeded else 0
+        initial: list[tuple[str, dict[str, Any]]] = []
+        if seeded:
+            initial.append(("approval/policy", {"policy": "never", "fixed": True}))
+        snapshot = self._sandbox_snapshot(parent, last, sandbox)
+        if snapshot is not None:
+            initial.append(("sandbox/mode", snapshot))
+        initial.append(("user/message", {"content": task}))
+        child_id = str(uuid.uuid4())
+        answer: list[tuple[str, Any, Mapping[str, Any]]] = []
+        if background and call_id is not None:
+            # The job result answers the parent's call in the child's creating
+            # transaction: if the parent refuses it, no child is left behind.
+            answer.append(("tool/result", {
+                "call_id": call_id, "job_id": child_id, "child_session": child_id,
+                "status": "running", "output": f"subagent {child_id} started in the background",
+                "is_error": False}, {"source": f"session:{child_id}",
+                                     "idempotency_key": _key(child_id, "job")}))
+        return self._writer.create(
+            cwd=parent.header.cwd, agent_preset=agent_preset or parent.header.agent_preset,
+            metadata=_inherited_metadata(parent, extra), parent=parent, seed_length=seed,
+            origin="subagent", delegation_depth=depth, session_id=child_id,
+            initial=[(t, d, {"source": f"session:{parent.id}"}) for t, d in initial],
+            parent_events=answer)
+
+    # -- results flowing back -----------------------------------------------------------
+
+    def final_output(self, child: LogRef) -> str:
+        """The child's last assistant message content ('' when it has none).
+        Only the child's own events count: a forked child's inherited prefix
+        holds the parent's messages, not its answer."""
+        own = child.seed
+        last = self._reading.head(child).last_seq
+        tail = list(self._reading.events(child, max(own, last - 199), None))
+        for ev in reversed(tail):
+            if ev.type == "assistant/message" and isinstance(ev.data, dict):
+                content = ev.data.get("content")
+                return content if isinstance(content, str) else str(content or "")
+        for ev in reversed(list(self._reading.events(child, own, None))):
+            if ev.type == "assistant/message" and isinstance(ev.data, dict):
+                content = ev.data.get("content")  # rare: a long tail of other events
+                return content if isinstance(content, str) else str(content or "")
+        return ""
+
+    def finish(self, child: LogRef, status: str = "done") -> Event:
+        """Report a settled subagent to its parent; idempotent (exactly one event)."""
+        if child.header.origin != "subagent" or child.parent is None:
+            raise InvalidStateError(f"session {child.id} is not a subagent")
+        meta = child.header.metadata
+        parent = child.parent
+        output = self.final_output(child)
+        if meta.get("background"):
+            return self._append(parent, "subagent/notification", {
+                "job_id": child.id, "child_session": child.id, "status": status,
+                "output": output}, {"source": f"session:{child.id}",
+                                    "idempotency_key": _key(child, "notification")})
+        call_id = meta.get("parent_call_id")
+        if call_id is None:
+            raise InvalidStateError(f"subagent {child.id} was spawned without a call_id: "
+                                    "there is no parent tool call to answer")
+        return self._append(parent, "tool/result", {
+            "call_id": call_id, "output": output, "child_session": child.id,
+            "status": status, "is_error": status != "done"},
+            {"source": f"session:{child.id}", "idempotency_key": _key(child, "result")})
+
+    def _append(self, ref: LogRef, type_: str, data: Any, envelope: dict[str, Any]) -> Event:
+        rows = self._writer.prepare_items(ref.header, [(type_, data, envelope)])
+        self._writer.compress(rows)
+        return self._writer.submit(ref, rows)[0]
+
+    def missed_notifications(self, parent: LogRef) -> list[LogRef]:
+        """Background children whose log has settled (its last turn ended) but
+        whose parent holds no notification for them."""
+        out = []
+        reader = self._backend.reader()
+        for child in self._reading.children(parent):
+            if child.header.origin != "subagent" or not child.header.metadata.get("background"):
+                continue
+            last = self._reading.head(child).last_seq
+            if last < 0 or next(iter(self._reading.events(child, last, last))).type != "turn/end":
+                continue
+            if reader.seq_of_idempotency_key(parent.sid, _key(child, "notification")) is None:
+                out.append(child)
+        return out
+
+    def effective_approvals(self, ref: LogRef) -> list[Event]:
+        """The ``approval/grant`` events in force for this session: its own, and
+        the inherited ones except one-time grants (``scope: "once"``).  A forked
+        subagent has none: its policy is fixed to never."""
+        if ref.header.metadata.get("approval_policy") == "never":
+            return []
+        grants = []
+        for ev in self._reading.events(ref, 0, None):
+            if ev.type != "approval/grant":
+                continue
+            once = isinstance(ev.data, dict) and ev.data.get("scope") == "once"
+            if ev.seq < ref.seed and once:
+                continue  # a one-time approval is never inherited
+            grants.append(ev)
+        return grants
+
+    def tree(self, ref: LogRef) -> SessionTree:
+        return SessionTree(ref.header, tuple(self.tree(c) for c in self._reading.children(ref)))
+
+
+def _inherited_metadata(parent: LogRef, extra: Mapping[str, Any]) -> dict[str, Any]:
+    meta = {k: parent.header.metadata[k] for k in INHERITED_METADATA
+            if k in parent.header.metadata}
+    meta.update(extra)
+    return meta
+
+
+def _caller_metadata(metadata: Mapping[str, Any] | None,
+                     reserved: frozenset[str]) -> dict[str, Any]:
+    """The caller's metadata for a new session; keys trajlog sets itself are
+    refused, so that nobody can, say, lift a forked subagent's fixed policy."""
+    if metadata is None:
+        return {}
+    if not isinstance(metadata, Mapping):
+        raise TypeError(f"metadata must be a mapping, not {type(metadata).__name__}")
+    taken = sorted(reserved.intersection(metadata))
+    if taken:
+        raise InvalidArgumentError(f"metadata key(s) {', '.join(taken)} are set by trajlog "
+                                   "and cannot be given")
+    return dict(metadata)
+
+
+def _key(child: LogRef | str, what: str) -> str:
+    return f"subagent:{child if isinstance(child, str) else child.id}:{what}"
+
+
+__all__ = ["DEFAULT_MAX_DEPTH", "INHERITED_METADATA", "Lineage", "SessionTree"]

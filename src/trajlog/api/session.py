@@ -1,0 +1,328 @@
+"""The session handle: the public methods of one session, each delegating to
+the store's parts (writing, reading, recovery, lineage)."""
+
+from __future__ import annotations
+
+import contextlib
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass
+from typing import Any
+
+from ..errors import InvalidArgumentError, InvalidStateError, TrajlogError, ValidationError
+from ..events import Event, SessionHeader
+from ..projections.engine import FoldSource, StateCache
+from ..projections.evidence import STATUSES
+from ..projections.folds import SURFACE_REPLACE
+from ..recovery import RecoveryReport
+from ..storage import Backend
+from . import checks
+from .handles import LogRef, Options
+from .lineage import Lineage, SessionTree
+from .reading import LogReader, SessionFolds, VerifyReport
+from .repair import BalancedView, Recovery
+from .writer import WriteEngine
+
+
+@dataclass(frozen=True, slots=True)
+class Engines:
+    """A store's parts, shared by its session handles."""
+
+    backend: Backend
+    options: Options
+    reading: LogReader
+    writer: WriteEngine
+    recovery: Recovery
+    lineage: Lineage
+    views: StateCache
+
+
+class Session:
+    """One session: its immutable header and its append-only log.
+
+    Get one from :meth:`Store.create_session` or :meth:`Store.session`.
+    Handles are cheap; several handles of one session may coexist.
+    """
+
+    def __init__(self, engines: Engines, ref: LogRef) -> None:
+        self._e = engines
+        self._ref = ref
+        self.header: SessionHeader = ref.header
+        self._turn_depth = 0
+        self._step_depth = 0
+
+    @property
+    def id(self) -> str:
+        return self.header.id
+
+    def __repr__(self) -> str:
+        return f"<trajlog.Session {self.id} cwd={self.header.cwd!r}>"
+
+    # Internal handles for tests and tools that look beneath the API.
+    @property
+    def _sid(self) -> int:
+        return self._ref.sid
+
+    @property
+    def _key(self) -> int:
+        return self._ref.key
+
+    def _chain_at(self, seq: int) -> int:
+        return self._e.reading.chain_at(self._ref, seq)
+
+    def _wrap(self, ref: LogRef) -> Session:
+        return Session(self._e, ref)
+
+    # -- appending ----------------------------------------------------------
+
+    def append(self, type: str, data: Any = None, *, time: int | None = None,
+               source: str | None = None, causal_parent: int | None = None,
+               workspace_revision: str | None = None, data_class: str | None = None,
+               idempotency_key: str | None = None) -> Event:
+        """Append one event; return it with its seq once it is durable.
+
+        ``data`` must be JSON-compatible.  With an ``idempotency_key`` already
+        used in this session for the same event, nothing is written and the
+        original event is returned (also across processes); for a different
+        event, :class:`IdempotencyConflictError`.
+        """
+        envelope = {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
+                                      ("workspace_revision", workspace_revision),
+                                      ("data_class", data_class),
+                                      ("idempotency_key", idempotency_key)) if v is not None}
+        writer = self._e.writer
+        checks.check_append_type(self.header, type)
+        rows = [writer.prepare(type, data, time, envelope)]
+        writer.compress(rows)
+        return writer.submit(self._ref, rows)[0]
+
+    def append_batch(self, items: Iterable[Any]) -> list[Event]:
+        """Append several events in one transaction: all of them or none.
+
+        Each item is ``(type, data)`` or ``(type, data, envelope)``, where
+        ``envelope`` is a dict of ``time`` and the envelope fields.
+        """
+        writer = self._e.writer
+        rows = writer.prepare_items(self.header, items)
+        writer.compress(rows)
+        return writer.submit(self._ref, rows)
+
+    # -- the writer lease, turns and steps -------------------------------------
+
+    @contextlib.contextmanager
+    def lease(self, wait: float | bool = False) -> Iterator[Session]:
+        """Hold the session's writer lease: no other writer may append meanwhile.
+
+        A second writer gets :class:`LeaseHeldError` at once, or, with ``wait``
+        (seconds, or True for no limit), polls until the lease is free.  A
+        lease whose holder died (same host: its process is gone; other hosts:
+        no heartbeat for ``lease_ttl_ms``) is taken over.  Re-entrant.
+        """
+        leases = self._e.writer.leases
+        leases.acquire(self._ref.sid, self.id, wait)
+        try:
+            yield self
+        finally:
+            leases.release(self._ref.sid)
+
+    @contextlib.contextmanager
+    def turn(self, *, wait: float | bool = False) -> Iterator[Session]:
+        """Append ``turn/start`` ... ``turn/end``, holding the writer lease.
+
+        An exception escaping the block ends the turn with
+        ``{"interrupted": true}`` and propagates.
+        """
+        if self._turn_depth:
+            raise InvalidStateError("a turn is already open on this handle")
+        with self.lease(wait):
+            self.append("turn/start", {})
+            self._turn_depth = 1
+            try:
+                yield self
+            except BaseException:
+                self._turn_depth = 0
+                with contextlib.suppress(TrajlogError):
+                    if self._step_depth:
+                        self._step_depth = 0
+                        self.append("step/end", {"interrupted": True})
+                    self.append("turn/end", {"interrupted": True})
+                raise
+            self._turn_depth = 0
+            self.append("turn/end", {"interrupted": False})
+
+    @contextlib.contextmanager
+    def step(self) -> Iterator[Session]:
+        """Append ``step/start`` ... ``step/end`` inside a turn."""
+        if not self._turn_depth:
+            raise InvalidStateError("a step belongs inside a turn: use session.turn()")
+        if self._step_depth:
+            raise InvalidStateError("a step is already open on this handle")
+        self.append("step/start", {})
+        self._step_depth = 1
+        try:
+            yield self
+        except BaseException:
+            if self._step_depth:
+                self._step_depth = 0
+                with contextlib.suppress(TrajlogError):
+                    self.append("step/end", {"interrupted": True})
+            raise
+        self._step_depth = 0
+        self.append("step/end", {})
+
+    # -- reading --------------------------------------------------------------
+
+    @property
+    def last_seq(self) -> int:
+        """Seq of the last durable event (-1 for an empty log)."""
+        return self._e.reading.head(self._ref).last_seq
+
+    def events(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Event]:
+        """Stream events ``from_seq`` .. ``to_seq`` (default: the last durable
+        one), verified as they are read, in bounded memory.
+
+        From seq 0 every frame and the whole chain are checked, and the chain
+        must end at the session head.  From a later seq the chain is checked
+        from that point on, seeded by the stored chain of the event before it.
+        Corruption raises :class:`CorruptionError` (or a subclass).
+        """
+        if not isinstance(from_seq, int) or not isinstance(to_seq, (int, type(None))):
+            raise TypeError("seqs must be int")
+        if from_seq < 0:
+            raise InvalidArgumentError("from_seq must be >= 0")
+        return self._e.reading.events(self._ref, from_seq, to_seq)
+
+    def get(self, seq: int) -> Event:
+        """The event at ``seq`` (verified against the frame before it)."""
+        if not isinstance(seq, int) or isinstance(seq, bool):
+            raise TypeError(f"seq must be int, not {type(seq).__name__}")
+        for event in self.events(seq, seq):
+            return event
+        raise InvalidArgumentError(f"session {self.id} has no event {seq} "
+                                   f"(last seq {self.last_seq})")
+
+    def tail(self, n: int = 50) -> list[Event]:
+        """The last ``n`` events, oldest first.  Costs O(n) whatever the log's length."""
+        if not isinstance(n, int) or isinstance(n, bool) or n < 0:
+            raise InvalidArgumentError("n must be a non-negative int")
+        return list(self.events(max(0, self.last_seq - n + 1))) if n else []
+
+    def verify(self) -> VerifyReport:
+        """Recompute every frame check and the whole chain, and compare the end
+        of the chain with the session head (the durable watermark).  For a
+        fork, the inherited prefix of every ancestor is verified too, and the
+        chain must pass from the parent's frame ``seed_length - 1`` into this
+        log's first frame.
+
+        Never repairs.  Returns a report whose ``scan`` says clean or names the
+        first defect (seq, byte offset in that session's log stream, reason)
+        and whose ``session`` names the session holding it; a defect raises
+        nothing -- call ``report.scan.raise_for(report.session)`` to raise it.
+        """
+        return self._e.reading.verify(self._ref)
+
+    def inspect(self) -> tuple[BalancedView, RecoveryReport]:
+        """The balanced view of this session and what recovery would do; writes
+        nothing.  A log that cannot be trusted gives a report whose
+        ``outcome`` is ``"refused"`` and whose ``refusal`` is the typed error
+        :meth:`Store.load` would raise."""
+        return self._e.recovery.recover(self._ref, repair=False)
+
+    def fold_source(self) -> FoldSource:
+        """What the projection engine reads of this session (for
+        :func:`trajlog.projections.project` with a fold of your own)."""
+        e = self._e
+        return SessionFolds(e.reading, e.backend, e.writer.transaction, self._ref, e.views)
+
+    # -- compaction and event status -------------------------------------------
+
+    def compact(self, from_seq: int, to_seq: int, summary: str, *,
+                source: str | None = "model") -> Event:
+        """Append a ``compaction/apply`` event whose ``surface-replace`` op hides
+        events ``from_seq .. to_seq`` behind ``summary`` in the model history.
+        Nothing is deleted: the raw events stay in the log.  The range must not
+        split a tool call from its result, and must nest with earlier ones
+        (checked inside the write transaction)."""
+        if not isinstance(summary, str) or not summary:
+            raise TypeError("summary must be a non-empty str")
+        if not all(isinstance(x, int) and not isinstance(x, bool) for x in (from_seq, to_seq)):
+            raise TypeError("from_seq and to_seq must be int")
+        return self.append("compaction/apply", {"op": SURFACE_REPLACE, "from_seq": from_seq,
+                                                "to_seq": to_seq, "summary": summary},
+                           source=source)
+
+    def mark(self, seq: int, status: str, reason: str, *, source: str) -> Event:
+        """Append an ``event/status`` event: event ``seq`` becomes ``superseded``,
+        ``rejected``, ``expired``, ``audit-only`` (or ``active`` again), with
+        the reason and who decided."""
+        if status not in STATUSES:
+            raise ValidationError(f"status must be one of {', '.join(STATUSES)}")
+        if not isinstance(seq, int) or isinstance(seq, bool) or seq < 0:
+            raise InvalidArgumentError(f"session {self.id} has no event {seq}")
+        if not isinstance(reason, str) or not reason:
+            raise TypeError("reason must be a non-empty str")
+        return self.append("event/status", {"target": seq, "status": status,
+                                            "reason": reason}, source=source)
+
+    # -- lineage --------------------------------------------------------------
+
+    def parent(self) -> Session | None:
+        """The session this one was forked or spawned from, if any."""
+        return None if self._ref.parent is None else self._wrap(self._ref.parent)
+
+    def children(self, *, include_subagents: bool = True) -> list[Session]:
+        """Sessions forked or spawned from this one, oldest first."""
+        return [self._wrap(r) for r in self._e.reading.children(self._ref)
+                if include_subagents or r.header.origin is None]
+
+    def tree(self) -> SessionTree:
+        """This session and all its descendants."""
+        return self._e.lineage.tree(self._ref)
+
+    def fork(self, at_seq: int, *, metadata: Mapping[str, Any] | None = None) -> Session:
+        """A new ordinary session that shares this log up to the end of the turn
+        containing ``at_seq`` (:class:`ForkUnavailableError` if that turn is
+        still open).  Nothing is copied; the cost does not grow with the log."""
+        return self._wrap(self._e.lineage.fork(self._ref, at_seq, metadata))
+
+    def spawn_subagent(self, task: str, agent_preset: str | None = None, *,
+                       call_id: str | None = None, background: bool = False,
+                       sandbox: Mapping[str, Any] | None = None,
+                       metadata: Mapping[str, Any] | None = None) -> Session:
+        """A subagent session with no seed: ``origin="subagent"``, one more level
+        of delegation (:class:`DelegationLimitError` beyond the store's limit),
+        the task as its first user message, the parent's explicit sandbox
+        settings snapshotted.  ``call_id`` names the parent's spawning tool call
+        that :meth:`finish` answers; ``background=True`` answers it at once with
+        a job id and notifies the parent when the child finishes."""
+        return self._wrap(self._e.lineage.spawn(
+            self._ref, task, agent_preset, seeded=False, call_id=call_id,
+            background=background, sandbox=sandbox, metadata=metadata))
+
+    def fork_subagent(self, task: str, agent_preset: str | None = None, *,
+                      call_id: str | None = None, background: bool = False,
+                      sandbox: Mapping[str, Any] | None = None,
+                      metadata: Mapping[str, Any] | None = None) -> Session:
+        """As :meth:`spawn_subagent`, seeded with this log up to its last
+        completed turn (never the turn in progress); its approval policy is
+        fixed to never."""
+        return self._wrap(self._e.lineage.spawn(
+            self._ref, task, agent_preset, seeded=True, call_id=call_id,
+            background=background, sandbox=sandbox, metadata=metadata))
+
+    def finish(self, status: str = "done") -> Event:
+        """Report this subagent's outcome to its parent, exactly once: a
+        ``tool/result`` for the spawning call (foreground) or a
+        ``subagent/notification`` (background)."""
+        return self._e.lineage.finish(self._ref, status)
+
+    def missed_notifications(self) -> list[Session]:
+        """Background subagents that settled without notifying this session."""
+        return [self._wrap(r) for r in self._e.lineage.missed_notifications(self._ref)]
+
+    def approvals(self) -> list[Event]:
+        """The ``approval/grant`` events in force (inherited one-time grants never
+        count; a forked subagent has none)."""
+        return self._e.lineage.effective_approvals(self._ref)
+
+
+__all__ = ["Engines", "Session"]

@@ -1,0 +1,386 @@
+"""The write engine: every append, from the caller's arguments to frames in a
+committed transaction.
+
+Work that does not depend on the seq -- validation, serialization,
+compression -- happens in the caller's thread (:meth:`WriteEngine.prepare`)
+before the request is queued for group commit; only the checks that read the
+log, frame encoding (C, ~1 us) and the inserts happen inside the transaction
+(:meth:`WriteEngine.apply`), under the write lock.  Other processes serialize
+on the database's write lock, and each transaction reads the session head
+afresh, so seqs stay contiguous across processes.
+
+Per session the engine keeps a :class:`LogState` in step with the log -- the
+head, the lease, the lifecycle tracker and the compactions -- so that an
+append validates without reading the log; it is dropped whenever the log may
+have moved under it (another connection committed, a transaction failed).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import uuid as uuid_mod
+from collections.abc import Iterable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Any
+
+import msgspec
+
+from .._format import Cursor
+from ..codec import session_key
+from ..codec.compression import Compressor
+from ..codec.records import encode_events, encode_metadata, header_check
+from ..errors import (
+    IdempotencyConflictError,
+    InvalidArgumentError,
+    InvalidStateError,
+    LeaseHeldError,
+    LogMovedError,
+    PayloadTooLargeError,
+    SerializationError,
+)
+from ..events import (
+    ENVELOPE_FIELDS,
+    KNOWN_SHAPES,
+    Event,
+    SessionHeader,
+    check_envelope,
+    check_json,
+    check_shape,
+    check_type,
+    encode_event,
+    now_ms,
+    with_seq,
+)
+from ..lifecycle import Tracker
+from ..storage import Backend, GroupCommit, IndexEntry, Lease, Request, SessionRow, Writer
+from . import checks
+from .handles import LogRef, Options
+from .leases import Leases
+from .reading import LogReader
+
+MAX_PAYLOAD = 16 * 1024 * 1024
+_PREFIX_CACHE = 64          # fork points whose prefix state is kept
+# The events the write path's state follows (lifecycle) besides compactions.
+_STATE_TYPES = ("assistant/message", "tool/call", "tool/result", "turn/start", "turn/end",
+                "step/start", "step/end")
+_ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
+# Refusals: raised before a request writes anything, so its group commit goes on.
+_REFUSALS = (InvalidArgumentError, LeaseHeldError, InvalidStateError)
+
+
+@dataclass(slots=True)
+class Row:
+    """An event ready to be framed: everything but its seq and chain."""
+
+    event: Event
+    stored: bytes
+    flags: int
+    raw_len: int
+
+
+@dataclass(slots=True)
+class LogState:
+    """What the write path knows of a session's log, kept in step with it."""
+
+    synced_seq: int
+    chain: int
+    lease: Lease = field(default_factory=Lease)
+    tracker: Tracker = field(default_factory=Tracker)
+    compactions: list[tuple[int, int]] = field(default_factory=list)
+
+
+class WriteEngine:
+    """Appends and session creation for one store."""
+
+    def __init__(self, backend: Backend, reading: LogReader, compressor: Compressor,
+                 options: Options) -> None:
+        self._backend = backend
+        self._reading = reading
+        self._compressor = compressor
+        self._options = options
+        self._states: dict[int, LogState] = {}
+        self._prefix: dict[tuple[int, int], tuple[Tracker, list[tuple[int, int]]]] = {}
+        self._types_seen: set[str] = set()
+        self.commit = GroupCommit(backend, _REFUSALS, self._forget_key)
+        self.leases = Leases(self.transaction, options.writer_id, options.lease_ttl_ms,
+                             self.forget)
+
+    # -- transactions and the state cache ---------------------------------------
+
+    @contextlib.contextmanager
+    def transaction(self) -> Iterator[Writer]:
+        """A write transaction outside group commit (session creation, leases,
+        saved projection states).  Cached states are dropped if another
+        connection committed meanwhile, or if this transaction fails."""
+        try:
+            with self._backend.transaction() as tx:
+                if tx.foreign_commit:
+                    self._states.clear()
+                yield tx
+        except BaseException:
+            self._states.clear()
+            raise
+
+    def forget(self, sid: int) -> None:
+        self._states.pop(sid, None)
+
+    def _forget_key(self, key: Any) -> None:
+        if key is None:
+            self._states.clear()
+        else:
+            self._states.pop(key, None)
+
+    def state(self, tx: Writer, ref: LogRef) -> LogState:
+        """The session's head, lease, lifecycle and compactions, in step with its log."""
+        state = self._states.get(ref.sid)
+        if state is not None:
+            return state
+        last_seq, chain, lease = tx.head(ref.sid)
+        tracker, compactions = self._prefix_state(tx, ref)
+        state = LogState(ref.seed - 1, chain, lease, tracker.copy(), list(compactions))
+        if last_seq > state.synced_seq:
+            self._follow(tx, ref, state.tracker, state.compactions, state.synced_seq, last_seq)
+        state.synced_seq = last_seq
+        self._states[ref.sid] = state
+        return state
+
+    def _follow(self, tx: Writer, ref: LogRef, tracker: Tracker,
+                compactions: list[tuple[int, int]], after: int, upto: int) -> None:
+        """Advance ``tracker`` and ``compactions`` over ``ref``'s own events
+        ``after + 1 .. upto`` (only the types they follow are read)."""
+        for seq, frame in tx.frames_of_types(ref.sid, after, _STATE_TYPES, upto,
+                                             ("compaction/",)):
+            ev = self._reading.decode(ref, frame, seq)
+            tracker.feed(ev)
+            found = checks.applied_range(ev.type, ev.data)
+            if found is not None:
+                compactions.append(found)
+
+    def _prefix_state(self, tx: Writer, ref: LogRef) -> tuple[Tracker, list[tuple[int, int]]]:
+        """The lifecycle and compactions of a fork's inherited prefix: a fork may
+        not reuse its call ids, may answer the calls it left open, and must nest
+        with its compactions.  A prefix never changes, so its state is cached
+        per fork point (or copied from the parent's when that still ends there)."""
+        seed, parent = ref.seed, ref.parent
+        if not seed or parent is None:
+            return Tracker(), []
+        point = (parent.sid, seed)
+        cached = self._prefix.get(point)
+        if cached is not None:
+            return cached
+        at_parent = self._states.get(parent.sid)
+        if at_parent is not None and at_parent.synced_seq == seed - 1:
+            cached = (at_parent.tracker.copy(), list(at_parent.compactions))
+        else:
+            tracker, compactions = self._prefix_state(tx, parent)
+            tracker, compactions = tracker.copy(), list(compactions)
+            self._follow(tx, parent, tracker, compactions, parent.seed - 1, seed - 1)
+            cached = (tracker, compactions)
+        if len(self._prefix) >= _PREFIX_CACHE:
+            self._prefix.pop(next(iter(self._prefix)))
+        self._prefix[point] = cached
+        return cached
+
+    def seed(self, ref: LogRef, tracker: Tracker, compactions: list[tuple[int, int]],
+             last_seq: int) -> None:
+        """Take the state recovery just computed for a log ending at
+        ``last_seq``, so that the closers validate without reading it again."""
+        with self.transaction() as tx:
+            _, chain, lease = head = tx.head(ref.sid)
+            if head.last_seq == last_seq:
+                self._states[ref.sid] = LogState(last_seq, chain, lease, tracker.copy(),
+                                                 list(compactions))
+
+    # -- preparing events (outside the write lock) --------------------------------
+
+    def prepare(self, type_: Any, data: Any, time: int | None,
+                envelope: Mapping[str, Any]) -> Row:
+        """Validate and serialize one event."""
+        if type_ not in self._types_seen:
+            check_type(type_)
+            if len(self._types_seen) < 4096:
+                self._types_seen.add(type_)
+        if data is None:
+            data = {}
+        check_json(data, "data")
+        if type_ in KNOWN_SHAPES:
+            check_shape(type_, data)
+        if time is None:
+            time = now_ms()
+        elif type(time) is not int or not 0 <= time < 2**63:
+            raise InvalidArgumentError("time must be epoch milliseconds (a non-negative int)")
+        if envelope:
+            if not envelope.keys() <= _ENVELOPE_KEYS:
+                unknown = ", ".join(sorted(set(envelope) - _ENVELOPE_KEYS))
+                raise TypeError(f"unknown envelope field(s): {unknown}")
+            env: list[Any] = [envelope.get(k) for k in ENVELOPE_FIELDS]
+            check_envelope(*env)
+            event = Event(type_, time, data, *env)
+        else:
+            event = Event(type_, time, data)
+        try:
+            raw = encode_event(event)
+        except (UnicodeEncodeError, OverflowError, TypeError) as exc:
+            raise SerializationError(f"cannot serialize the event: {exc}") from exc
+        size = len(raw)
+        if size > MAX_PAYLOAD:
+            raise PayloadTooLargeError(f"event payload is {size} bytes; the limit is "
+                                       f"{MAX_PAYLOAD}")
+        return Row(event, raw, 0, size)
+
+    def prepare_items(self, header: SessionHeader, items: Iterable[Any]) -> list[Row]:
+        """Rows for ``append_batch`` items: ``(type, data)`` or ``(type, data,
+        envelope)``, the envelope a mapping of ``time`` and envelope fields."""
+        rows = []
+        for item in items:
+            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
+                raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
+            if len(item) == 3 and not isinstance(item[2], Mapping):
+                raise TypeError("an append_batch envelope must be a mapping, not "
+                                f"{type(item[2]).__name__}")
+            env = dict(item[2]) if len(item) == 3 else {}
+            when = env.pop("time", None)
+            checks.check_append_type(header, item[0])
+            rows.append(self.prepare(item[0], item[1], when, env))
+        keys = [r.event.idempotency_key for r in rows if r.event.idempotency_key is not None]
+        if len(keys) != len(set(keys)):
+            raise IdempotencyConflictError("the batch repeats an idempotency key")
+        return rows
+
+    def compress(self, rows: list[Row]) -> None:
+        """Store the payloads compressed where that pays (zstd, GIL released)."""
+        for row, (stored, flags) in zip(rows, self._compressor.compress_many(
+                [r.stored for r in rows]), strict=True):
+            row.stored, row.flags = stored, flags
+
+    # -- appending (inside the transaction) ---------------------------------------
+
+    def submit(self, ref: LogRef, rows: list[Row], expect_last: int | None = None,
+               ) -> list[Event]:
+        """Append ``rows`` through group commit; the events once durable."""
+        if not rows:
+            return []
+        result: list[Event] = self.commit.submit(self.request(ref, rows, expect_last))
+        return result
+
+    def request(self, ref: LogRef, rows: list[Row], expect_last: int | None = None) -> Request:
+        return Request(lambda tx: self.apply(tx, ref, rows, expect_last), ref.sid)
+
+    def apply(self, tx: Writer, ref: LogRef, rows: list[Row],
+              expect_last: int | None = None) -> list[Event]:
+        """Check, frame and insert ``rows``.  Every refusal is raised before
+        the first write."""
+        state = self.state(tx, ref)
+        state.lease = self.leases.check(tx, ref.sid, ref.id, state.lease)
+        if expect_last is not None and state.synced_seq != expect_last:
+            raise LogMovedError(f"session {ref.id} moved to seq {state.synced_seq}; "
+                                f"expected it at {expect_last}")
+        keyed = [(i, r.event.idempotency_key) for i, r in enumerate(rows)
+                 if r.event.idempotency_key is not None]
+        if keyed:
+            found = [(i, seq) for i, key in keyed
+                     if (seq := tx.seq_of_idempotency_key(ref.sid, key)) is not None]
+            if found:
+                if len(found) != len(keyed):
+                    raise IdempotencyConflictError(
+                        "the batch mixes idempotency keys already used in this session "
+                        "with new ones")
+                # A retry: the original batch began len(rows before the key) earlier.
+                return self._replay(tx, ref, rows, found[0][1] - found[0][0])
+        events = [r.event for r in rows]
+        first = state.synced_seq + 1
+        plan = state.tracker.plan(events, first, check=True)
+        added = checks.check_events(self._reading, ref, tx, events, first, state.compactions) \
+            if any(checks.needs_check(ev.type) for ev in events) else []
+        if first + len(rows) - 1 > self._backend.max_session_seq:
+            raise InvalidStateError(f"session {ref.id} is full: a session's own log holds "
+                                    f"at most {self._backend.max_session_seq + 1} events")
+        framed, end = encode_events(ref.key, [r.stored for r in rows], [r.flags for r in rows],
+                                    [r.raw_len for r in rows], Cursor(0, first, state.chain),
+                                    session=ref.id)
+        tx.append_frames(ref.sid, first, [f for f, _ in framed], [c for _, c in framed],
+                         [IndexEntry(ev.type, ev.time, ev.source, ev.causal_parent,
+                                     ev.workspace_revision, ev.data_class, ev.idempotency_key)
+                          for ev in events])
+        state.tracker.apply(plan)
+        state.compactions += added
+        state.synced_seq, state.chain = end.next_seq - 1, end.chain
+        return [with_seq(ev, first + i) for i, ev in enumerate(events)]
+
+    def _replay(self, tx: Writer, ref: LogRef, rows: list[Row], first_seq: int) -> list[Event]:
+        """An idempotent retry: the original events, if they are the same events."""
+        originals = []
+        for i, row in enumerate(rows):
+            frames = tx.frames(ref.sid, first_seq + i, first_seq + i)
+            if not frames:
+                raise IdempotencyConflictError("the retried batch is longer than the original")
+            original = self._reading.decode(ref, frames[0], first_seq + i)
+            # Compared as encoded payloads: a tuple sent and the list it
+            # decodes to are the same event.
+            mine = encode_event(msgspec.structs.replace(row.event, time=original.time))
+            if mine != encode_event(original):
+                raise IdempotencyConflictError(
+                    f"idempotency key {row.event.idempotency_key!r} was used for a different "
+                    f"event (seq {original.seq})")
+            originals.append(original)
+        return originals
+
+    # -- sessions -------------------------------------------------------------------
+
+    def create(self, *, cwd: str, agent_preset: str | None, metadata: Mapping[str, Any] | None,
+               session_id: str | None = None, parent: LogRef | None = None,
+               seed_length: int = 0, origin: str | None = None, delegation_depth: int = 0,
+               initial: Sequence[tuple[str, Any, Mapping[str, Any]]] = (),
+               parent_events: Sequence[tuple[str, Any, Mapping[str, Any]]] = (),
+               ) -> LogRef:
+        """Create a session, and append its ``initial`` events -- and
+        ``parent_events`` to the parent -- in the same transaction (a
+        subagent's task, its sandbox snapshot, a background job's answer)."""
+        if not isinstance(cwd, str) or not cwd:
+            raise TypeError("cwd must be a non-empty str")
+        if agent_preset is not None and not isinstance(agent_preset, str):
+            raise TypeError("agent_preset must be str or None")
+        if metadata is not None and not isinstance(metadata, Mapping):
+            raise TypeError(f"metadata must be a mapping, not {type(metadata).__name__}")
+        meta = dict(metadata or {})
+        check_json(meta, "metadata")
+        sid_uuid = _session_uuid(session_id)
+        key = session_key(sid_uuid)
+        created = now_ms()
+        if parent is None or not seed_length:
+            seed_chain = key
+        else:
+            seed_chain = self._reading.chain_at(parent, seed_length - 1)
+        header = SessionHeader(str(sid_uuid), cwd, parent.id if parent else None, seed_length,
+                               origin, delegation_depth, agent_preset, created,
+                               MappingProxyType(meta))
+        row = SessionRow(0, header.id, key, created, cwd, parent.sid if parent else None,
+                         seed_length, seed_chain, origin, delegation_depth, agent_preset,
+                         encode_metadata(meta), header_check(header, key))
+        rows = [self.prepare(t, d, None, dict(env)) for t, d, env in initial]
+        up = [self.prepare(t, d, None, dict(env)) for t, d, env in parent_events]
+        self.compress(rows + up)
+        with self.transaction() as tx:
+            sid = tx.insert_session(row, seed_length - 1, seed_chain)
+            ref = LogRef(sid, key, header, parent, seed_chain)
+            if rows:
+                self.apply(tx, ref, rows)
+            if up and parent is not None:
+                self.apply(tx, parent, up)
+        return ref
+
+
+def _session_uuid(session_id: Any) -> uuid_mod.UUID:
+    """A new session's id: the caller's UUID (checked), or a random one."""
+    if session_id is None:
+        return uuid_mod.uuid4()
+    if not isinstance(session_id, str):
+        raise TypeError(f"session_id must be str or None, not {type(session_id).__name__}")
+    try:
+        return uuid_mod.UUID(session_id)
+    except ValueError:
+        raise InvalidArgumentError(f"session_id {session_id!r} is not a UUID") from None
+
+
+__all__ = ["LogState", "Row", "WriteEngine"]

@@ -1,0 +1,53 @@
+"""The ``trajlog`` command line: ``trajlog demo`` and the inspection tools."""
+
+from __future__ import annotations
+
+import argparse
+import json
+from collections.abc import Sequence
+
+from .. import __version__
+from ..api import open as trajlog_open
+from .demo import demo, summary
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="trajlog", description=__doc__)
+    parser.add_argument("--version", action="version", version=f"trajlog {__version__}")
+    sub = parser.add_subparsers(dest="command", required=True)
+    p = sub.add_parser("demo", help="record a session in a store, verify it, damage a log")
+    p.add_argument("--db", default="trajlog.db", help="store path (default ./trajlog.db)")
+    p = sub.add_parser("ls", help="list the sessions of a store")
+    p.add_argument("--db", default="trajlog.db")
+    p.add_argument("--all", action="store_true", help="include subagent sessions")
+    p = sub.add_parser("show", help="print a session's events")
+    p.add_argument("session")
+    p.add_argument("--db", default="trajlog.db")
+    p = sub.add_parser("verify", help="verify every frame and the chain of sessions")
+    p.add_argument("session", nargs="?", help="one session (default: all)")
+    p.add_argument("--db", default="trajlog.db")
+    args = parser.parse_args(argv)
+    if args.command == "demo":
+        return demo(args.db)
+    with trajlog_open(args.db) as store:
+        if args.command == "ls":
+            for h in store.sessions(include_subagents=args.all):
+                print(f"{h.id}  {h.cwd}  {h.agent_preset or '-'}  "
+                      f"{json.dumps(dict(h.metadata))}")
+            return 0
+        if args.command == "show":
+            for ev in store.session(args.session).events():
+                print(f"{ev.seq:>6}  {ev.type:<20} {summary(ev.data, 100)}")
+            return 0
+        ids = [args.session] if args.session else [h.id for h in
+                                                   store.sessions(include_subagents=True)]
+        failed = 0
+        for sid in ids:
+            report = store.session(sid).verify()
+            failed += not report.ok
+            print(f"{sid}  {'ok' if report.ok else 'CORRUPT: ' + str(report.scan.error(sid))}")
+        return 1 if failed else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

@@ -1,0 +1,203 @@
+"""The one turn / step / tool-call state machine.
+
+A session's log opens and closes three kinds of thing: turns (``turn/start`` ..
+``turn/end``), steps (``step/start`` .. ``step/end``) and tool calls.  A tool
+call goes through three phases:
+
+* ``REQUESTED`` -- an ``assistant/message`` lists it in ``tool_calls`` (by id);
+* ``STARTED`` -- a ``tool/call`` says the host really started it;
+* ``FINISHED`` -- a ``tool/result`` answers it.
+
+Everything that needs to know where a log stands uses this module: the write
+path (which refuses an event that cannot follow, e.g. a result for a call that
+never started), recovery (which closes what is still open), and the status,
+chat and trajectory views.  :func:`transitions` says what one event does;
+:class:`Tracker` follows a whole log; :func:`outcome` names how a result ended.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Any
+
+from .errors import ValidationError
+from .events import Event
+
+TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
+TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
+
+
+class Phase(IntEnum):
+    """Where a tool call stands."""
+
+    REQUESTED = 1
+    STARTED = 2
+    FINISHED = 3
+
+
+def requested_calls(data: Any) -> list[dict[str, Any]]:
+    """The tool calls an ``assistant/message``'s data requests: the entries of
+    ``tool_calls`` that are dicts with a string ``id``."""
+    if not isinstance(data, dict):
+        return []
+    return [c for c in data.get("tool_calls") or () if isinstance(c, dict)
+            and isinstance(c.get("id"), str)]
+
+
+def transitions(ev: Event) -> list[tuple[str, Phase, str]]:
+    """The tool-call phase changes one event makes, as ``(call id, phase, tool
+    name)``; empty for events that touch no tool call."""
+    t = ev.type
+    if t == "assistant/message":
+        return [(c["id"], Phase.REQUESTED, str(c.get("name", ""))) for c in
+                requested_calls(ev.data)]
+    if t == "tool/call" or t == "tool/result":
+        d = ev.data
+        call_id = d.get("call_id") if isinstance(d, dict) else None
+        if not isinstance(call_id, str):
+            return []
+        phase = Phase.STARTED if t == "tool/call" else Phase.FINISHED
+        return [(call_id, phase, str(d.get("name", "")))]
+    return []
+
+
+def outcome(result: Any) -> str:
+    """How a ``tool/result`` ended: ``done``, ``error``, ``unknown`` (a
+    recovery closer: the tool may have run) or ``not_started``."""
+    d = result if isinstance(result, dict) else {}
+    synthetic = d.get("status")
+    if synthetic == TOOL_OUTCOME_UNKNOWN:
+        return "unknown"
+    if synthetic == TOOL_NOT_STARTED:
+        return "not_started"
+    return "error" if d.get("is_error") else "done"
+
+
+@dataclass(slots=True)
+class Plan:
+    """What a run of events would change in a :class:`Tracker`, computed
+    without changing it (:meth:`Tracker.plan`, then :meth:`Tracker.apply`)."""
+
+    calls: dict[str, tuple[Phase, str]]
+    turn_start: int | None
+    step_start: int | None
+
+
+@dataclass
+class Tracker:
+    """Where a log stands: the open turn and step (their start seqs) and the
+    tool calls.  Open calls are kept in the order they were requested, with
+    their tool names; finished calls only as ids (one short string per call,
+    so that a reused id is still refused)."""
+
+    turn_start: int | None = None
+    step_start: int | None = None
+    open_calls: dict[str, tuple[Phase, str]] = field(default_factory=dict)
+    finished: set[str] = field(default_factory=set)
+
+    def phase(self, call_id: str) -> Phase | None:
+        """The call's phase, None if the log never mentioned it."""
+        entry = self.open_calls.get(call_id)
+        if entry is not None:
+            return entry[0]
+        return Phase.FINISHED if call_id in self.finished else None
+
+    @property
+    def balanced(self) -> bool:
+        """Nothing is open: no turn, no step, no call without a result."""
+        return self.turn_start is None and self.step_start is None and not self.open_calls
+
+    def feed(self, ev: Event) -> None:
+        """Advance over one event of the log, tolerating anything (a log is
+        what it is; the write path is where events are refused).  The same
+        transitions as :meth:`plan` without ``check``, applied at once."""
+        t = ev.type
+        if t == "turn/start":
+            self.turn_start = ev.seq
+        elif t == "turn/end":
+            self.turn_start = self.step_start = None
+        elif t == "step/start":
+            self.step_start = ev.seq
+        elif t == "step/end":
+            self.step_start = None
+        elif t == "assistant/message" or t == "tool/call" or t == "tool/result":
+            open_calls = self.open_calls
+            for call_id, phase, name in transitions(ev):
+                if phase is Phase.FINISHED:
+                    open_calls.pop(call_id, None)
+                    self.finished.add(call_id)
+                    continue
+                if phase is Phase.STARTED:
+                    known = open_calls.get(call_id)
+                    if known is not None and known[1]:
+                        name = known[1]
+                open_calls[call_id] = (phase, name)
+
+    def plan(self, events: Iterable[Event], first_seq: int, *, check: bool) -> Plan:
+        """The changes ``events`` (at seqs ``first_seq``, ``first_seq + 1``, ...)
+        would make.  With ``check``, an event that cannot follow raises
+        :class:`ValidationError` and nothing is planned."""
+        calls: dict[str, tuple[Phase, str]] = {}
+        turn, step = self.turn_start, self.step_start
+        seq = first_seq
+        for ev in events:
+            t = ev.type
+            if t == "turn/start":
+                turn = seq
+            elif t == "turn/end":
+                turn = step = None
+            elif t == "step/start":
+                step = seq
+            elif t == "step/end":
+                step = None
+            else:
+                for call_id, phase, name in transitions(ev):
+                    known = calls.get(call_id)
+                    before = known[0] if known is not None else self.phase(call_id)
+                    if check:
+                        _check(call_id, before, phase, ev.data)
+                    if phase is not Phase.REQUESTED:  # keep the name it was requested by
+                        if known is not None:
+                            name = known[1] or name
+                        elif call_id in self.open_calls:
+                            name = self.open_calls[call_id][1] or name
+                    calls[call_id] = (phase, name)
+            seq += 1
+        return Plan(calls, turn, step)
+
+    def apply(self, plan: Plan) -> None:
+        """Make the planned changes."""
+        for call_id, (phase, name) in plan.calls.items():
+            if phase is Phase.FINISHED:
+                self.open_calls.pop(call_id, None)
+                self.finished.add(call_id)
+            else:
+                self.open_calls[call_id] = (phase, name)
+        self.turn_start, self.step_start = plan.turn_start, plan.step_start
+
+    def copy(self) -> Tracker:
+        return Tracker(self.turn_start, self.step_start, dict(self.open_calls),
+                       set(self.finished))
+
+
+def _check(call_id: str, before: Phase | None, after: Phase, data: Any) -> None:
+    """Refuse a tool-call transition that cannot follow ``before``."""
+    if after is Phase.REQUESTED:
+        if before is not None:
+            raise ValidationError(f"tool call id {call_id!r} was already used")
+    elif after is Phase.STARTED:
+        if before is not Phase.REQUESTED:
+            why = "already started" if before else "never requested by an assistant/message"
+            raise ValidationError(f"tool/call {call_id!r}: the call was {why}")
+    elif before is not Phase.STARTED and not (
+            before is Phase.REQUESTED and isinstance(data, dict) and data.get("synthetic")):
+        why = {Phase.FINISHED: "already finished",
+               Phase.REQUESTED: "requested but never started"}.get(before, "unknown") \
+            if before is not None else "unknown"
+        raise ValidationError(f"tool/result {call_id!r}: the call is {why}")
+
+
+__all__ = ["TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN", "Phase", "Plan", "Tracker", "outcome",
+           "requested_calls", "transitions"]

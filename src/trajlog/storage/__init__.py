@@ -1,0 +1,15 @@
+"""Storage: the :class:`~.base.Backend` seam and its SQLite implementation.
+
+:mod:`.base` -- the protocols, in (sid, seq) and bytes; :mod:`.commit` -- group
+commit over any backend; :mod:`.sqlite` and :mod:`.schema` -- apsw, the only
+place trajlog talks SQL.
+"""
+
+from __future__ import annotations
+
+from .base import Backend, Head, IndexEntry, Lease, Reader, SessionRow, Writer
+from .commit import GroupCommit, Request
+from .sqlite import SQLiteBackend
+
+__all__ = ["Backend", "GroupCommit", "Head", "IndexEntry", "Lease", "Reader", "Request",
+           "SQLiteBackend", "SessionRow", "Writer"]

@@ -1,0 +1,197 @@
+"""The storage seam: what trajlog asks of a database, in (sid, seq) and bytes.
+
+Everything above ``storage/`` talks to a :class:`Backend` and never to SQL.
+The SQLite backend (:mod:`.sqlite`) is the embedded default; a PostgreSQL
+backend implements the same protocols and nothing above them changes.
+
+The contract a backend keeps (DESIGN.md section 5):
+
+* **Sessions** are immutable header rows; ``sid`` is the backend's small
+  integer for a session, ``id`` its UUID text.  Keys, chains and checks are
+  unsigned 64-bit integers at this seam (a backend stores them as it likes).
+* **Heads**: each session has one head row -- its last seq and the chain of
+  that frame (the durable watermark) -- and the writer lease.  A head moves
+  only with its log, in the same transaction.
+* **Frames** go in as the exact bytes the codec made, with the queryable copy
+  of each event's type and envelope (:class:`IndexEntry`); they come out in
+  seq order.  An append carries its first seq: a backend refuses one that is
+  not exactly the head's next (so appends are idempotent to retry and ordered
+  per session whatever the number of writers).
+* **Transactions**: :meth:`Backend.transaction` is the one way to write --
+  all of it or none, serialized by the backend; :meth:`Backend.reader` reads
+  committed data.  ``Writer.savepoint`` nests a part that can be rolled back
+  alone (group commit isolates each request this way).
+* **Errors** surface as :mod:`trajlog.errors` types (``StoreError`` and its
+  subclasses), never as the driver's own exceptions.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from contextlib import AbstractContextManager
+from typing import NamedTuple, Protocol
+
+
+class SessionRow(NamedTuple):
+    """A session header as stored, with the backend's ``sid``."""
+
+    sid: int
+    id: str
+    key: int
+    created_ms: int
+    cwd: str
+    parent_sid: int | None
+    seed_length: int
+    seed_chain: int
+    origin: str | None
+    delegation_depth: int
+    agent_preset: str | None
+    metadata: bytes
+    header_check: int
+
+
+class Lease(NamedTuple):
+    """The writer lease of a session (all None when free)."""
+
+    owner: str | None = None
+    host: str | None = None
+    pid: int | None = None
+    started_ms: int | None = None
+    heartbeat_ms: int | None = None
+
+
+class Head(NamedTuple):
+    """A session's head: the last durable seq (-1: empty), its chain, the lease."""
+
+    last_seq: int
+    chain: int
+    lease: Lease
+
+
+class IndexEntry(NamedTuple):
+    """The queryable copy of one event's type, time and envelope.  Never
+    authoritative: the frame carries the same fields under its checks."""
+
+    type: str
+    time: int
+    source: str | None
+    causal_parent: int | None
+    workspace_revision: str | None
+    data_class: str | None
+    idempotency_key: str | None
+
+
+class Reader(Protocol):
+    """Reads of committed data (or, on a :class:`Writer`, of the transaction)."""
+
+    def session_by_id(self, session_id: str) -> SessionRow | None: ...
+
+    def session_by_sid(self, sid: int) -> SessionRow | None: ...
+
+    def sessions(self, include_subagents: bool) -> list[SessionRow]: ...
+
+    def children(self, sid: int) -> list[SessionRow]: ...
+
+    def head(self, sid: int) -> Head:
+        """The head row (``StoreError`` if the session has none)."""
+        ...
+
+    def frames(self, sid: int, first: int, last: int) -> list[bytes]:
+        """Stored frames of seqs ``first .. last`` of the session's own log, in
+        order; a missing row is simply absent."""
+        ...
+
+    def frames_of_types(self, sid: int, after: int, types: Sequence[str], upto: int,
+                        prefixes: Sequence[str] = ()) -> list[tuple[int, bytes]]:
+        """``(seq, frame)`` of events after ``after`` up to ``upto`` whose
+        indexed type is one of ``types`` or starts with one of ``prefixes``."""
+        ...
+
+    def max_seq(self, sid: int) -> int:
+        """The highest seq stored for the session's own log (-1 when none)."""
+        ...
+
+    def seq_of_idempotency_key(self, sid: int, key: str) -> int | None: ...
+
+    def marker_at_or_before(self, sid: int, type_: str, seq: int) -> int | None:
+        """The last seq <= ``seq`` of a marker event (``turn/start``,
+        ``turn/end``, ``sandbox/mode``): an indexed look-up, O(log n)."""
+        ...
+
+    def marker_after(self, sid: int, type_: str, seq: int) -> int | None: ...
+
+    def projection_state(self, sid: int, name: str,
+                         version: int) -> tuple[int, int, bytes] | None:
+        """``(seq, chain, state)`` of a saved projection state."""
+        ...
+
+
+class Writer(Reader, Protocol):
+    """The writes of one transaction (from :meth:`Backend.transaction`)."""
+
+    #: True when another connection committed since this backend last wrote:
+    #: whatever the caller cached about the logs may be stale.
+    foreign_commit: bool
+
+    def insert_session(self, row: SessionRow, last_seq: int, chain_head: int) -> int:
+        """Insert a header (``row.sid`` is ignored) and its head; returns the sid."""
+        ...
+
+    def append_frames(self, sid: int, first_seq: int, frames: Sequence[bytes],
+                      chains: Sequence[int], index: Sequence[IndexEntry]) -> None:
+        """Append consecutive frames from ``first_seq`` (exactly the head's
+        next) and advance the head to the last one's chain."""
+        ...
+
+    def set_lease(self, sid: int, lease: Lease) -> None: ...
+
+    def heartbeat(self, sid: int, owner: str, now_ms: int) -> None: ...
+
+    def save_projection_state(self, sid: int, name: str, version: int, seq: int, chain: int,
+                              state: bytes) -> None: ...
+
+    def drop_projection_states(self, sid: int) -> None: ...
+
+    def savepoint(self) -> AbstractContextManager[None]:
+        """A nested part of the transaction: an exception inside rolls back
+        only that part (and propagates)."""
+        ...
+
+    def in_transaction(self) -> bool:
+        """False once a failure has ended the transaction itself."""
+        ...
+
+
+class Backend(Protocol):
+    """A trajlog store's database."""
+
+    path: str
+    durability: str
+    #: the highest seq a session's own log may reach in this backend
+    max_session_seq: int
+
+    def reader(self) -> Reader:
+        """This thread's reader of committed data."""
+        ...
+
+    def snapshot(self) -> AbstractContextManager[Reader]:
+        """This thread's reader inside one read transaction: every read in the
+        block sees the same committed state, whatever writers do meanwhile.
+        Re-entrant (an inner block joins the outer one)."""
+        ...
+
+    def transaction(self) -> AbstractContextManager[Writer]:
+        """A write transaction: committed (durably, as ``durability`` says)
+        when the block ends, rolled back if it raises.  Serialized in-process;
+        across processes by the database's own lock."""
+        ...
+
+    def close(self) -> None:
+        """Close every connection; later calls raise ``StoreClosedError``."""
+        ...
+
+    @property
+    def closed(self) -> bool: ...
+
+
+__all__ = ["Backend", "Head", "IndexEntry", "Lease", "Reader", "SessionRow", "Writer"]
