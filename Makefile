@@ -1,7 +1,10 @@
 # trajlog developer tasks.  `make help` lists them.
 PYTHON ?= python3
 PIP ?= $(PYTHON) -m pip
-CC ?= gcc
+# make's built-in default is cc; ours is gcc unless CC is set by the caller
+ifeq ($(origin CC),default)
+CC := gcc
+endif
 FUZZ_SECONDS ?= 60
 ATHERIS_RUNS ?= 100000
 CSRC := $(wildcard csrc/tl_*.c)
@@ -13,6 +16,7 @@ SAN_ENV = LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file
 BUILD := build
 
 .PHONY: help demo build install-test test test-c test-python sanitize cwarn symbols lint \
+        c-tools format-check \
         fuzz-regress fuzz fuzz-atheris bench sdist-roundtrip ci clean
 
 help:  ## list the targets
@@ -61,9 +65,18 @@ cwarn:  ## compile the C core warning-free with gcc and clang (-Werror)
 symbols:  ## the extension exports only PyInit__tlcore
 	$(PYTHON) -m pytest -q tests/test_api_surface.py -k exported
 
-lint: cwarn  ## ruff, mypy and the C warning check
+lint: cwarn format-check  ## ruff, mypy, the C warning check and the C format check
 	$(PYTHON) -m ruff check src tests benchmarks fuzz
 	$(PYTHON) -m mypy
+
+c-tools:  ## clang-format from Debian's packages, if it is missing
+	@command -v clang-format >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq clang-format >/dev/null; }
+
+format-check: c-tools  ## the C files follow .clang-format
+	clang-format --dry-run --Werror csrc/*.c csrc/*.h fuzz/*.c fuzz/*.h
+	@echo "clang-format: clean"
 
 $(BUILD)/fuzz/%_replay: fuzz/fuzz_%.c fuzz/regression_driver.c $(CSRC) csrc/*.h fuzz/fuzz_helpers.h
 	@mkdir -p $(BUILD)/fuzz

@@ -12,13 +12,12 @@ from __future__ import annotations
 
 from . import codec, errors, lifecycle, projections, recovery
 from ._format import FORMAT_VERSION, Cursor, FrameHeader, FrameType, Status
+from ._version import __version__
 from .api import BalancedView, Session, SessionTree, Store, VerifyReport, open
 from .codec import Frame, ScanReport, Verdict, Watermark
 from .events import Event, SessionHeader
 from .projections import context, evidence
 from .projections.context import ContextPolicy, build_context
-
-__version__ = "0.1.0"
 
 
 def __getattr__(name: str) -> str:

@@ -37,6 +37,11 @@ class Phase(IntEnum):
     FINISHED = 3
 
 
+# Bound once: an enum member looked up on its class costs ~100 ns each time.
+_REQUESTED, _STARTED, _FINISHED = Phase.REQUESTED, Phase.STARTED, Phase.FINISHED
+
+
+
 def requested_calls(data: Any) -> list[dict[str, Any]]:
     """The tool calls an ``assistant/message``'s data requests: the entries of
     ``tool_calls`` that are dicts with a string ``id``."""
@@ -51,14 +56,14 @@ def transitions(ev: Event) -> list[tuple[str, Phase, str]]:
     name)``; empty for events that touch no tool call."""
     t = ev.type
     if t == "assistant/message":
-        return [(c["id"], Phase.REQUESTED, str(c.get("name", ""))) for c in
+        return [(c["id"], _REQUESTED, str(c.get("name", ""))) for c in
                 requested_calls(ev.data)]
     if t == "tool/call" or t == "tool/result":
         d = ev.data
         call_id = d.get("call_id") if isinstance(d, dict) else None
         if not isinstance(call_id, str):
             return []
-        phase = Phase.STARTED if t == "tool/call" else Phase.FINISHED
+        phase = _STARTED if t == "tool/call" else _FINISHED
         return [(call_id, phase, str(d.get("name", "")))]
     return []
 
@@ -80,7 +85,8 @@ class Plan:
     """What a run of events would change in a :class:`Tracker`, computed
     without changing it (:meth:`Tracker.plan`, then :meth:`Tracker.apply`)."""
 
-    calls: dict[str, tuple[Phase, str]]
+    calls: dict[str, tuple[Phase, str]]   # calls left requested or started
+    done: set[str]                        # calls finished
     turn_start: int | None
     step_start: int | None
 
@@ -125,11 +131,11 @@ class Tracker:
         elif t == "assistant/message" or t == "tool/call" or t == "tool/result":
             open_calls = self.open_calls
             for call_id, phase, name in transitions(ev):
-                if phase is Phase.FINISHED:
+                if phase is _FINISHED:
                     open_calls.pop(call_id, None)
                     self.finished.add(call_id)
                     continue
-                if phase is Phase.STARTED:
+                if phase is _STARTED:
                     known = open_calls.get(call_id)
                     if known is not None and known[1]:
                         name = known[1]
@@ -138,13 +144,53 @@ class Tracker:
     def plan(self, events: Iterable[Event], first_seq: int, *, check: bool) -> Plan:
         """The changes ``events`` (at seqs ``first_seq``, ``first_seq + 1``, ...)
         would make.  With ``check``, an event that cannot follow raises
-        :class:`ValidationError` and nothing is planned."""
-        calls: dict[str, tuple[Phase, str]] = {}
+        :class:`ValidationError` and nothing is planned.
+
+        The same transitions as :func:`transitions`, written out in one loop:
+        this runs on every append (1000 events a batch), at ~0.6 us an event."""
+        calls: dict[str, tuple[Phase, str]] = {}   # requested or started
+        done: set[str] = set()                       # finished
         turn, step = self.turn_start, self.step_start
-        seq = first_seq
+        open_calls, finished = self.open_calls, self.finished
+        seq = first_seq - 1
         for ev in events:
+            seq += 1
             t = ev.type
-            if t == "turn/start":
+            if t == "tool/result" or t == "tool/call":
+                d = ev.data
+                call_id = d.get("call_id") if type(d) is dict else None
+                if type(call_id) is not str:
+                    continue
+                known = calls.get(call_id)
+                if known is None and call_id not in done:
+                    known = open_calls.get(call_id)
+                if check:
+                    before = known[0] if known is not None else (
+                        _FINISHED if call_id in done or call_id in finished else None)
+                    if not (before is _REQUESTED if t == "tool/call" else before is _STARTED
+                            or (before is _REQUESTED and d.get("synthetic"))):
+                        _check(call_id, before, _STARTED if t == "tool/call" else _FINISHED, d)
+                if t == "tool/result":
+                    calls.pop(call_id, None)
+                    done.add(call_id)
+                else:
+                    calls[call_id] = (_STARTED, known[1] if known is not None and known[1]
+                                      else str(d.get("name", "")))
+            elif t == "assistant/message":
+                d = ev.data
+                requested = d.get("tool_calls") if type(d) is dict else None
+                if not requested:
+                    continue
+                for c in requested:
+                    call_id = c.get("id") if type(c) is dict else None
+                    if type(call_id) is not str:
+                        continue
+                    if check and (call_id in calls or call_id in done or call_id in open_calls
+                                  or call_id in finished):
+                        raise ValidationError(f"tool call id {call_id!r} was already used")
+                    calls[call_id] = (_REQUESTED, str(c.get("name", "")))
+                    done.discard(call_id)
+            elif t == "turn/start":
                 turn = seq
             elif t == "turn/end":
                 turn = step = None
@@ -152,29 +198,15 @@ class Tracker:
                 step = seq
             elif t == "step/end":
                 step = None
-            else:
-                for call_id, phase, name in transitions(ev):
-                    known = calls.get(call_id)
-                    before = known[0] if known is not None else self.phase(call_id)
-                    if check:
-                        _check(call_id, before, phase, ev.data)
-                    if phase is not Phase.REQUESTED:  # keep the name it was requested by
-                        if known is not None:
-                            name = known[1] or name
-                        elif call_id in self.open_calls:
-                            name = self.open_calls[call_id][1] or name
-                    calls[call_id] = (phase, name)
-            seq += 1
-        return Plan(calls, turn, step)
+        return Plan(calls, done, turn, step)
 
     def apply(self, plan: Plan) -> None:
         """Make the planned changes."""
-        for call_id, (phase, name) in plan.calls.items():
-            if phase is Phase.FINISHED:
-                self.open_calls.pop(call_id, None)
-                self.finished.add(call_id)
-            else:
-                self.open_calls[call_id] = (phase, name)
+        open_calls = self.open_calls
+        for call_id in plan.done:
+            open_calls.pop(call_id, None)
+        open_calls.update(plan.calls)
+        self.finished |= plan.done
         self.turn_start, self.step_start = plan.turn_start, plan.step_start
 
     def copy(self) -> Tracker:

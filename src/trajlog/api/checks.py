@@ -29,10 +29,14 @@ from .handles import LogRef
 from .reading import LogReader
 
 
-def check_append_type(header: SessionHeader, type_: object) -> None:
+def approvals_fixed(header: SessionHeader) -> bool:
     """A forked subagent's approval policy is fixed to never."""
-    if isinstance(type_, str) and type_.startswith("approval/") and header.metadata.get(
-            "approval_policy") == "never" and header.origin == "subagent":
+    return header.origin == "subagent" and header.metadata.get("approval_policy") == "never"
+
+
+def check_append_type(header: SessionHeader, type_: object) -> None:
+    """Refuse an ``approval/*`` event in a session whose approvals are fixed."""
+    if isinstance(type_, str) and type_.startswith("approval/") and approvals_fixed(header):
         raise ValidationError(f"session {header.id} is a forked subagent: its approval "
                               "policy is fixed to never and cannot change")
 
@@ -108,4 +112,4 @@ def _check_status(ref: LogRef, data: Any, seq: int) -> None:
         raise InvalidArgumentError(f"session {ref.id} has no event {target}")
 
 
-__all__ = ["applied_range", "check_append_type", "check_events", "needs_check"]
+__all__ = ["applied_range", "approvals_fixed", "check_append_type", "check_events", "needs_check"]

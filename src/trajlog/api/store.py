@@ -17,7 +17,7 @@ from ..codec.compression import Compressor
 from ..errors import InvalidArgumentError, StoreClosedError
 from ..events import SessionHeader
 from ..projections.engine import StateCache
-from ..storage import SQLiteBackend
+from ..storage import Backend, SQLiteBackend
 from .handles import Options
 from .leases import new_writer_id
 from .lineage import DEFAULT_MAX_DEPTH, Lineage
@@ -32,7 +32,7 @@ LEASE_TTL_MS = 30_000
 
 def open(path: str = "trajlog.db", durability: str = "full", *,
          busy_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS,
-         max_delegation_depth: int = DEFAULT_MAX_DEPTH) -> Store:
+         max_delegation_depth: int = DEFAULT_MAX_DEPTH, backend: Backend | None = None) -> Store:
     """Open (creating if needed) the store at ``path``.
 
     ``durability="full"`` (default): an append returns only once it is durable,
@@ -41,9 +41,12 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
     (SQLite WAL with ``synchronous=NORMAL``); roughly 7x more single appends/s.
     ``":memory:"`` gives a private in-memory store for tests.
     ``max_delegation_depth`` bounds how deep subagents may spawn subagents.
+    ``backend`` runs the store on another :class:`~trajlog.storage.Backend`
+    (``path``, ``durability`` and ``busy_timeout_ms`` are then the backend's).
     """
     return Store(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
-                 lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth)
+                 lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth,
+                 backend=backend)
 
 
 class Store:
@@ -55,7 +58,8 @@ class Store:
 
     def __init__(self, path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000,
                  lease_ttl_ms: int = LEASE_TTL_MS,
-                 max_delegation_depth: int = DEFAULT_MAX_DEPTH) -> None:
+                 max_delegation_depth: int = DEFAULT_MAX_DEPTH,
+                 backend: Backend | None = None) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be str or PathLike, not {type(path).__name__}")
         if durability not in DURABILITY:
@@ -63,8 +67,10 @@ class Store:
                                        f"not {durability!r}")
         if not isinstance(max_delegation_depth, int) or max_delegation_depth < 0:
             raise InvalidArgumentError("max_delegation_depth must be a non-negative int")
-        backend = SQLiteBackend(os.fspath(path), durability=durability,
-                                busy_timeout_ms=busy_timeout_ms)
+        if backend is None:
+            backend = SQLiteBackend(os.fspath(path), durability=durability,
+                                    busy_timeout_ms=busy_timeout_ms)
+        durability = backend.durability
         options = Options(durability, lease_ttl_ms, max_delegation_depth, new_writer_id())
         compressor = Compressor()
         reading = LogReader(backend, compressor)

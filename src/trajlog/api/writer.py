@@ -28,7 +28,7 @@ import msgspec
 
 from .._format import Cursor
 from ..codec import session_key
-from ..codec.compression import Compressor
+from ..codec.compression import THRESHOLD, Compressor
 from ..codec.records import encode_events, encode_metadata, header_check
 from ..errors import (
     IdempotencyConflictError,
@@ -53,7 +53,7 @@ from ..events import (
     with_seq,
 )
 from ..lifecycle import Tracker
-from ..storage import Backend, GroupCommit, IndexEntry, Lease, Request, SessionRow, Writer
+from ..storage import Backend, GroupCommit, Lease, Request, SessionRow, Writer
 from . import checks
 from .handles import LogRef, Options
 from .leases import Leases
@@ -77,6 +77,7 @@ class Row:
     stored: bytes
     flags: int
     raw_len: int
+    check: bool = False  # a compaction or status event: checked in the transaction
 
 
 @dataclass(slots=True)
@@ -101,7 +102,7 @@ class WriteEngine:
         self._options = options
         self._states: dict[int, LogState] = {}
         self._prefix: dict[tuple[int, int], tuple[Tracker, list[tuple[int, int]]]] = {}
-        self._types_seen: set[str] = set()
+        self._types_seen: dict[str, bool] = {}  # valid types -> checked in the transaction
         self.commit = GroupCommit(backend, _REFUSALS, self._forget_key)
         self.leases = Leases(self.transaction, options.writer_id, options.lease_ttl_ms,
                              self.forget)
@@ -197,10 +198,12 @@ class WriteEngine:
     def prepare(self, type_: Any, data: Any, time: int | None,
                 envelope: Mapping[str, Any]) -> Row:
         """Validate and serialize one event."""
-        if type_ not in self._types_seen:
+        checked = self._types_seen.get(type_)
+        if checked is None:
             check_type(type_)
+            checked = checks.needs_check(type_)
             if len(self._types_seen) < 4096:
-                self._types_seen.add(type_)
+                self._types_seen[type_] = checked
         if data is None:
             data = {}
         check_json(data, "data")
@@ -227,12 +230,13 @@ class WriteEngine:
         if size > MAX_PAYLOAD:
             raise PayloadTooLargeError(f"event payload is {size} bytes; the limit is "
                                        f"{MAX_PAYLOAD}")
-        return Row(event, raw, 0, size)
+        return Row(event, raw, 0, size, checked)
 
     def prepare_items(self, header: SessionHeader, items: Iterable[Any]) -> list[Row]:
         """Rows for ``append_batch`` items: ``(type, data)`` or ``(type, data,
         envelope)``, the envelope a mapping of ``time`` and envelope fields."""
         rows = []
+        fixed = checks.approvals_fixed(header)
         for item in items:
             if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
                 raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
@@ -241,7 +245,8 @@ class WriteEngine:
                                 f"{type(item[2]).__name__}")
             env = dict(item[2]) if len(item) == 3 else {}
             when = env.pop("time", None)
-            checks.check_append_type(header, item[0])
+            if fixed:
+                checks.check_append_type(header, item[0])
             rows.append(self.prepare(item[0], item[1], when, env))
         keys = [r.event.idempotency_key for r in rows if r.event.idempotency_key is not None]
         if len(keys) != len(set(keys)):
@@ -250,9 +255,11 @@ class WriteEngine:
 
     def compress(self, rows: list[Row]) -> None:
         """Store the payloads compressed where that pays (zstd, GIL released)."""
-        for row, (stored, flags) in zip(rows, self._compressor.compress_many(
-                [r.stored for r in rows]), strict=True):
-            row.stored, row.flags = stored, flags
+        todo = [r for r in rows if r.raw_len >= THRESHOLD]
+        if todo:
+            for row, (stored, flags) in zip(todo, self._compressor.compress_many(
+                    [r.stored for r in todo]), strict=True):
+                row.stored, row.flags = stored, flags
 
     # -- appending (inside the transaction) ---------------------------------------
 
@@ -291,18 +298,19 @@ class WriteEngine:
         events = [r.event for r in rows]
         first = state.synced_seq + 1
         plan = state.tracker.plan(events, first, check=True)
-        added = checks.check_events(self._reading, ref, tx, events, first, state.compactions) \
-            if any(checks.needs_check(ev.type) for ev in events) else []
+        added: list[tuple[int, int]] = []
+        for r in rows:
+            if r.check:
+                added = checks.check_events(self._reading, ref, tx, events, first,
+                                            state.compactions)
+                break
         if first + len(rows) - 1 > self._backend.max_session_seq:
             raise InvalidStateError(f"session {ref.id} is full: a session's own log holds "
                                     f"at most {self._backend.max_session_seq + 1} events")
-        framed, end = encode_events(ref.key, [r.stored for r in rows], [r.flags for r in rows],
-                                    [r.raw_len for r in rows], Cursor(0, first, state.chain),
-                                    session=ref.id)
-        tx.append_frames(ref.sid, first, [f for f, _ in framed], [c for _, c in framed],
-                         [IndexEntry(ev.type, ev.time, ev.source, ev.causal_parent,
-                                     ev.workspace_revision, ev.data_class, ev.idempotency_key)
-                          for ev in events])
+        frames, chains, end = encode_events(
+            ref.key, [r.stored for r in rows], [r.flags for r in rows],
+            [r.raw_len for r in rows], Cursor(0, first, state.chain), session=ref.id)
+        tx.append_frames(ref.sid, first, frames, chains, events)
         state.tracker.apply(plan)
         state.compactions += added
         state.synced_seq, state.chain = end.next_seq - 1, end.chain

@@ -9,7 +9,8 @@ import sys
 import uuid
 from typing import Any, TextIO
 
-from .. import __version__, codec, projections
+from .. import codec, projections
+from .._version import __version__
 from ..api import Session, Store
 from ..api import open as trajlog_open
 from ..projections.context import build_context

@@ -6,7 +6,7 @@ import argparse
 import json
 from collections.abc import Sequence
 
-from .. import __version__
+from .._version import __version__
 from ..api import open as trajlog_open
 from .demo import demo, summary
 

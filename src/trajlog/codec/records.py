@@ -17,29 +17,37 @@ from typing import Any
 
 import msgspec
 
-from .._format import FLAG_ZSTD, Cursor, FrameType, Kernel, Status
+from .._format import FLAG_ZSTD, HEADER_SIZE, Cursor, FrameType, Kernel, Status
 from ..errors import error_for
 from ..events import Event, SessionHeader, decode_event
 from .compression import Compressor
-from .frames import _kernel, checksum, decode_header, payload_of, split_frames
+from .frames import _kernel, checksum, decode_header, payload_of
 
+_CHAIN_AT = 32  # the chain is the last field of a frame header (FORMAT.md 3)
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder()
 
 
 def encode_events(key: int, stored: Sequence[bytes], flags: Sequence[int],
                   raw_lens: Sequence[int], cursor: Cursor, *, session: str | None = None,
-                  kernel: Kernel | None = None) -> tuple[list[tuple[bytes, int]], Cursor]:
+                  kernel: Kernel | None = None) -> tuple[list[bytes], list[int], Cursor]:
     """Frame a batch of event payloads continuing ``cursor``, in one kernel call.
 
-    Returns ``(frame bytes, chain)`` per event and the cursor after the last.
-    All or nothing: a typed error (naming the first seq) and no frames."""
+    Returns the frames, their chains and the cursor after the last.  All or
+    nothing: a typed error (naming the first seq) and no frames."""
     n = len(stored)
     status, blob, end = _kernel(kernel).encode_batch(
         key, stored, [FrameType.EVENT] * n, cursor, flags, raw_lens)
     if status != Status.OK:
         raise error_for(status, seq=cursor.next_seq, session=session)
-    return split_frames(blob, [len(p) for p in stored]), end
+    frames, chains = [], []
+    pos = 0
+    for p in stored:
+        size = len(p)
+        frames.append(blob[pos:pos + HEADER_SIZE + size + (-size & 7)])
+        chains.append(int.from_bytes(blob[pos + _CHAIN_AT:pos + HEADER_SIZE], "little"))
+        pos += HEADER_SIZE + size + (-size & 7)
+    return frames, chains, end
 
 
 def frame_chain(frame: Any, *, kernel: Kernel | None = None) -> int:

@@ -68,17 +68,31 @@ class Head(NamedTuple):
     lease: Lease
 
 
-class IndexEntry(NamedTuple):
-    """The queryable copy of one event's type, time and envelope.  Never
-    authoritative: the frame carries the same fields under its checks."""
+class IndexEntry(Protocol):
+    """The queryable copy of one event's type, time and envelope (an
+    :class:`~trajlog.events.Event` is one).  Never authoritative: the frame
+    carries the same fields under its checks."""
 
-    type: str
-    time: int
-    source: str | None
-    causal_parent: int | None
-    workspace_revision: str | None
-    data_class: str | None
-    idempotency_key: str | None
+    @property
+    def type(self) -> str: ...
+
+    @property
+    def time(self) -> int: ...
+
+    @property
+    def source(self) -> str | None: ...
+
+    @property
+    def causal_parent(self) -> int | None: ...
+
+    @property
+    def workspace_revision(self) -> str | None: ...
+
+    @property
+    def data_class(self) -> str | None: ...
+
+    @property
+    def idempotency_key(self) -> str | None: ...
 
 
 class Reader(Protocol):

@@ -450,6 +450,57 @@ class SQLiteWriter(SQLiteReader):
         return not self.conn.getautocommit()
 
 
+class _Transaction:
+    """``BEGIN IMMEDIATE`` .. ``COMMIT`` on the write connection, under the
+    backend's write lock; ``ROLLBACK`` if the block raises.  A class rather
+    than a generator: it runs on every append."""
+
+    __slots__ = ("_backend", "_conn")
+
+    def __init__(self, backend: SQLiteBackend) -> None:
+        self._backend = backend
+
+    def __enter__(self) -> SQLiteWriter:
+        backend = self._backend
+        backend._lock.acquire()
+        try:
+            if backend._closed:
+                raise StoreClosedError("the store is closed")
+            self._conn = conn = backend._write
+            with translate():
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    version = data_version(conn)
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            foreign = version != backend._data_version
+            backend._data_version = version
+            return SQLiteWriter(conn, foreign)
+        except BaseException:
+            backend._lock.release()
+            raise
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        conn = self._conn
+        try:
+            with translate():
+                if exc is None:
+                    try:
+                        conn.execute("COMMIT")
+                    except BaseException:
+                        if not conn.getautocommit():
+                            conn.execute("ROLLBACK")
+                        raise
+                elif not conn.getautocommit():
+                    conn.execute("ROLLBACK")
+        finally:
+            self._backend._lock.release()
+        if exc is not None and isinstance(exc, apsw.Error):
+            with translate():
+                raise exc
+
+
 class SQLiteBackend:
     """The embedded default backend: one SQLite file in WAL mode (or a private
     in-memory database for ``":memory:"``), a write connection and one reader
@@ -528,23 +579,8 @@ class SQLiteBackend:
                 with translate():
                     conn.execute("COMMIT")
 
-    @contextlib.contextmanager
-    def transaction(self) -> Iterator[SQLiteWriter]:
-        with self._lock:
-            self._check_open()
-            conn = self._write
-            with translate():
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    version = data_version(conn)
-                    foreign = version != self._data_version
-                    self._data_version = version
-                    yield SQLiteWriter(conn, foreign)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    if not conn.getautocommit():
-                        conn.execute("ROLLBACK")
-                    raise
+    def transaction(self) -> _Transaction:
+        return _Transaction(self)
 
     def close(self) -> None:
         with self._lock:
