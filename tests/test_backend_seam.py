@@ -103,4 +103,4 @@ def test_backend_seam_the_whole_api_runs_on_the_protocol_alone(tmp_path):
         assert [h.id for h in store.sessions()] == [s.id, child.id]
     used = {k.split(".")[0] for k in backend.calls}
     assert {"Reader", "Writer", "Snapshot", "transaction"} <= used
-    assert backend.calls["Writer.append_frames"] >= 10
+    assert backend.calls["Writer.append"] >= 10

@@ -7,6 +7,7 @@ import subprocess
 import sys
 
 import trajlog
+from tamper import flip_frame_bits
 
 
 def run(*args: str, cwd) -> subprocess.CompletedProcess[str]:
@@ -55,13 +56,7 @@ def test_cli_ls_show_verify(tmp_path):
     ok = run("verify", "--db", db, cwd=tmp_path)
     assert ok.returncode == 0 and f"{sid}  ok" in ok.stdout
     # damage the frame with triggers off, as a foreign tool could
-    import apsw
-
-    conn = apsw.Connection(db)
-    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
-    frame = bytearray(conn.execute("SELECT frame FROM events").fetchall()[0][0])
-    frame[-9] ^= 0xFF
-    conn.execute("UPDATE events SET frame = ?", (bytes(frame),))
-    conn.close()
+    with trajlog.open(db) as st:
+        flip_frame_bits(st, st.session(sid)._sid, 0, -9, 0xFF)
     bad = run("verify", "--db", db, cwd=tmp_path)
     assert bad.returncode == 1 and "CORRUPT" in bad.stdout and "seq=0" in bad.stdout

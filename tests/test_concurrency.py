@@ -16,7 +16,7 @@ import trajlog
 from tamper import raw
 from trajlog import errors
 from trajlog.api.leases import lease_is_live, process_token
-from trajlog.storage import sqlite as storage
+from trajlog.storage import statements as storage
 
 
 def test_concurrency_threads_group_commit(tmp_path):

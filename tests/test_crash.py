@@ -16,7 +16,6 @@ import shutil
 import subprocess
 import sys
 
-import apsw
 import pytest
 
 import trajlog
@@ -32,6 +31,7 @@ from crashkit import (
     turn_events,
     user_message,
 )
+from tamper import flip_frame_bits
 
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin",
                                 reason="needs os.fork on Linux")
@@ -126,13 +126,8 @@ def test_crash_oracle_flags_corruption_as_a_corruption_verdict(tmp_path):
     the verify() check of the loop is not vacuous."""
     path = str(tmp_path / "o.db")
     sid, items = _store_with_turns(path)
-    conn = apsw.Connection(path)
-    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
-    (frame,) = conn.execute("SELECT frame FROM events WHERE seq = 4").fetchone()
-    patched = bytearray(frame)
-    patched[45] ^= 0x20                                       # inside the payload
-    conn.execute("UPDATE events SET frame = ? WHERE seq = 4", (bytes(patched),))
-    conn.close()
+    with trajlog.open(path) as st:                            # inside the payload
+        flip_frame_bits(st, st.session(sid)._sid, 4, 45, 0x20)
     h = Harness(tmp_path, seed=1)
     h._check(DbModel(path), _collected(sid, items), set(), True, "corrupt")
     assert h.stats.false_corruption == 1, h.stats.failures

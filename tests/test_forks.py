@@ -26,8 +26,8 @@ def turns(s, n, start=0):
 
 
 def own_rows(store, s) -> int:
-    return raw(store).execute("SELECT count(*) FROM events WHERE sid = ?",
-                                   (s._sid,)).fetchall()[0][0]
+    return raw(store).execute("SELECT coalesce(sum(n), 0) FROM chunks WHERE sid = ?",
+                              (s._sid,)).fetchall()[0][0]
 
 
 # --- where a fork cuts ---------------------------------------------------------

@@ -354,18 +354,13 @@ def test_fsync_failure_dropping_pages_loses_no_later_ack(vfs: FaultVFS, tmp_path
 
 def test_failed_lease_release_does_not_leak_the_lease(vfs: FaultVFS, tmp_path: Path) -> None:
     store, s = _setup(vfs, tmp_path / "db", "full", 1000)
-    count = IOFaults(None)
-    vfs.plan = count
-    with s.lease():
-        s.append(*U)
-        in_block = count.ops
-    # The next, identical block: its first I/O after the append is the release's.
-    plan = IOFaults(in_block + 1)
-    vfs.plan = plan
+    # The first I/O after the append is the release's: fail it.
+    plan = IOFaults(1)
     appended = False
     with pytest.raises(StoreError), s.lease():
         s.append(*U)
         appended = True
+        vfs.plan = plan
     assert appended and plan.fired, "the fault did not hit the release"
     plan.enabled = False
     store.close()                      # the writer is done with the session

@@ -28,7 +28,8 @@ import pytest
 import powerloss_sim as sim
 import trajlog
 from trajlog.errors import StoreError
-from trajlog.storage import sqlite as storage
+from trajlog.storage import statements as storage
+from trajlog.storage.sqlite import open_connection
 from vfs_faults import Crash, FaultVFS, Faulty, IOFaults, PowerLoss
 
 SLOW = os.environ.get("TRAJLOG_SLOW_TESTS") == "1"
@@ -239,7 +240,7 @@ def test_lease_of_a_writer_lost_in_a_power_loss_does_not_block_recovery(
     # lease was taken (here: a child started now, the lease an hour old).
     child = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(60)"])
     try:
-        conn = storage.open_connection(str(db))
+        conn = open_connection(str(db))
         taken = storage.now_ms() - 3_600_000
         storage.set_lease(conn, internal, "writer-before-the-reboot", socket.gethostname(),
                           child.pid, taken, taken)

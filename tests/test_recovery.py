@@ -17,10 +17,9 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import trajlog
-from tamper import flip_frame_bits, foreign
+from tamper import append_row, delete_frame, flip_frame_bits, foreign, frame_at, replace_frame
 from trajlog import codec, errors
 from trajlog.recovery import GUIDANCE, RECOVERY_SOURCE, repair_file
-from trajlog.storage import sqlite as storage
 
 # The scripted turn; each test case crashes after a prefix of it.
 SCRIPT = [
@@ -148,9 +147,7 @@ def assert_refused(store, s, exc_type, seq):
 
 def test_recovery_refuses_seq_gap(store):
     s = crashed(store, 8)
-    conn = foreign(store)
-    conn.execute("DELETE FROM events WHERE rid = ?", (storage.rid(s._sid, 3),))
-    conn.close()
+    delete_frame(store, s._sid, 3)
     err = assert_refused(store, s, errors.SequenceError, 3)
     assert err.offset is not None and err.offset > 0
 
@@ -165,35 +162,26 @@ def test_recovery_refuses_checksum_failure(store):
 def test_recovery_refuses_chain_failure(store):
     """A frame that checks on its own but was written after another history."""
     s = crashed(store, 8)
-    conn = foreign(store)
-    rid = storage.rid(s._sid, 5)
-    old = conn.execute("SELECT frame FROM events WHERE rid = ?", (rid,)).fetchall()[0][0]
+    old = frame_at(store, s._sid, 5)
     header = codec.decode_header(old)
     payload = old[40:40 + header.stored_len]
     forged, _ = codec.encode([payload], s._key, trajlog.Cursor(0, 5, 12345),
                              flags=[header.flags], raw_lens=[header.raw_len])
-    conn.execute("UPDATE events SET frame = ? WHERE rid = ?", (forged, rid))
-    conn.close()
+    replace_frame(store, s._sid, 5, forged)
     assert_refused(store, s, errors.ChainError, 5)
 
 
 def test_recovery_refuses_log_shorter_than_head(store):
     s = crashed(store, 8)
-    conn = foreign(store)
-    conn.execute("DELETE FROM events WHERE rid = ?", (storage.rid(s._sid, 7),))
-    conn.close()
+    delete_frame(store, s._sid, 7)
     err = assert_refused(store, s, errors.HeadMismatchError, 7)
     assert "ends at seq 6" in str(err)
 
 
 def test_recovery_refuses_rows_beyond_head(store):
     s = crashed(store, 8)
-    conn = foreign(store)
-    row = list(conn.execute(f"SELECT {storage.EVENT_COLUMNS} FROM events WHERE rid = ?",
-                            (storage.rid(s._sid, 7),)).fetchall()[0])
-    row[0] = storage.rid(s._sid, 8)
-    conn.execute(storage.EVENT_INSERT, row)
-    conn.close()
+    last = frame_at(store, s._sid, 7)
+    append_row(store, s._sid, 8, last, codec.decode_header(last).chain)
     assert_refused(store, s, errors.HeadMismatchError, 8)
 
 

@@ -96,11 +96,11 @@ def test_one_failing_request_spares_the_rest_of_its_group_commit(store, monkeypa
     a constraint error for one session) rolls back that request alone."""
     import apsw
 
-    from trajlog.storage import sqlite as storage
+    from trajlog.storage import statements as storage
 
     bad = store.create_session(cwd="/r")
     innocent = store.create_session(cwd="/r")
-    real = storage.insert_events
+    real = storage.insert_chunks
 
     def failing(conn, rows):
         if rows and rows[0][0] >> 32 == bad._sid:
@@ -108,13 +108,13 @@ def test_one_failing_request_spares_the_rest_of_its_group_commit(store, monkeypa
             raise apsw.ConstraintError("injected")
         real(conn, rows)
 
-    monkeypatch.setattr(storage, "insert_events", failing)
+    monkeypatch.setattr(storage, "insert_chunks", failing)
     results = _run_batched(store, [
         lambda: innocent.append("lead/x", {}),
         lambda: bad.append("x/y", {}),
         lambda: innocent.append("note/x", {"n": 1}),
     ])
-    monkeypatch.setattr(storage, "insert_events", real)
+    monkeypatch.setattr(storage, "insert_chunks", real)
     assert results[0][0] == "ok" and results[2][0] == "ok", results
     assert results[1][0] == "err" and isinstance(results[1][1], errors.StoreError)
     assert bad.last_seq == -1 and list(bad.events()) == []

@@ -1,5 +1,5 @@
 """The SQLite layer: connection settings read back, the append-only triggers,
-and every bypass storage.py claims to stop (and the ones it says only verify()
+and every bypass storage/schema.py claims to stop (and the ones it says only verify()
 catches).  Runs on real database files."""
 
 from __future__ import annotations
@@ -7,16 +7,19 @@ from __future__ import annotations
 import apsw
 import pytest
 
+import tamper
 import trajlog
 from tamper import flip_frame_bits, write_conn
 from trajlog import errors
 from trajlog.storage import sqlite as storage
+from trajlog.storage import statements
 
 
 @pytest.fixture
 def filled(store):
     s = store.create_session(cwd="/repo")
-    s.append_batch([("user/message", {"content": f"m{i}"}) for i in range(5)])
+    s.append_batch([("user/message", {"content": f"m{i}"}, {"idempotency_key": f"k{i}"})
+                    for i in range(5)])
     return store, s
 
 
@@ -65,21 +68,37 @@ def test_storage_schema_version_and_foreign_files(tmp_path):
         trajlog.open(other)
 
 
+def plain(store) -> apsw.Connection:
+    """A plain connection with SQLite's default settings (no recursive
+    triggers, no authorizer, no defensive mode): the guards must hold here too."""
+    return apsw.Connection(store.path)
+
+
+CONNECTIONS = {"trajlog-settings": raw_write, "plain-defaults": plain}
+
+
+@pytest.mark.parametrize("how", CONNECTIONS)
 @pytest.mark.parametrize("sql", [
-    "UPDATE events SET type = 'x' WHERE seq = 1",
-    "DELETE FROM events WHERE seq = 4",
-    "DELETE FROM events",
+    "UPDATE chunks SET body = x'00'",
+    "UPDATE chunks SET n = n + 1",
+    "UPDATE chunks SET seed_chain = 7",
+    "DELETE FROM chunks",
+    "DELETE FROM chunks WHERE cid = (SELECT max(cid) FROM chunks)",
+    "UPDATE event_index SET type = 'x'",
+    "DELETE FROM event_index",
     "UPDATE sessions SET cwd = '/elsewhere'",
     "DELETE FROM sessions",
     "DELETE FROM session_heads",
     "UPDATE session_heads SET last_seq = last_seq - 1",
-    "UPDATE session_heads SET last_seq = last_seq + 1",   # forged advance: no such event
+    "UPDATE session_heads SET last_seq = last_seq + 1",   # forged advance: no such row
     "UPDATE session_heads SET chain_head = 42",
     "UPDATE session_heads SET sid = sid + 100",
+    "REPLACE INTO session_heads(sid, last_seq, chain_head) SELECT sid, -1, 0 FROM session_heads",
+    "INSERT OR REPLACE INTO sessions SELECT * FROM sessions",
 ])
-def test_storage_triggers_refuse_mutation(filled, sql):
+def test_storage_triggers_refuse_mutation(filled, sql, how):
     store, s = filled
-    conn = raw_write(store)
+    conn = CONNECTIONS[how](store)
     with pytest.raises(apsw.ConstraintError, match="trajlog"):
         conn.execute(sql)
     conn.close()
@@ -87,69 +106,109 @@ def test_storage_triggers_refuse_mutation(filled, sql):
     assert s.verify().ok
 
 
-def _event_row(store, s, seq):
+def _chunk_row(store, s, seq):
     conn = write_conn(store)
-    return conn.execute(f"SELECT {storage.EVENT_COLUMNS} FROM events WHERE sid = ? AND seq = ?",
-                        (s._sid, seq)).fetchall()[0]
+    return conn.execute(f"SELECT {statements.CHUNK_COLUMNS} FROM chunks WHERE cid <= ? "
+                        "ORDER BY cid DESC LIMIT 1", (statements.rid(s._sid, seq),)).fetchall()[0]
 
 
-
+@pytest.mark.parametrize("how", CONNECTIONS)
 @pytest.mark.parametrize("verb", ["INSERT OR REPLACE", "INSERT OR IGNORE", "REPLACE",
                                   "INSERT"])
-def test_storage_replace_and_ignore_bypasses(filled, verb):
-    """Re-inserting an existing seq is an error, never a silent replace or skip."""
+def test_storage_replace_and_ignore_bypasses(filled, verb, how):
+    """Re-inserting an existing row is an error, never a silent replace or skip."""
     store, s = filled
-    row = list(_event_row(store, s, 2))
-    row[1] = "forged/type"
-    conn = raw_write(store)
+    row = list(_chunk_row(store, s, 2))
+    row[7] = b"\x00" * 48
+    conn = CONNECTIONS[how](store)
     with pytest.raises(apsw.ConstraintError):
-        conn.execute(storage.EVENT_INSERT.replace("INSERT", verb, 1), row)
+        conn.execute(statements.CHUNK_INSERT.replace("INSERT", verb, 1), row)
+    index = conn.execute(f"SELECT {statements.INDEX_COLUMNS} FROM event_index").fetchall()
+    if index:
+        with pytest.raises(apsw.ConstraintError):
+            conn.execute(statements.INDEX_INSERT.replace("INSERT", verb, 1), index[0])
     conn.close()
-    assert s.get(2).type == "user/message"
+    assert s.get(2).type == "user/message" and s.verify().ok
 
 
-def test_storage_upsert_bypass(filled):
+def test_storage_idempotency_key_cannot_be_replaced(store):
+    """INSERT OR REPLACE through the idempotency index would delete the
+    original key's row on a default connection: refused."""
+    s = store.create_session(cwd="/r")
+    ev = s.append("user/message", {"content": "x"}, idempotency_key="k")
+    s.append("user/message", {"content": "y"})
+    conn = plain(store)
+    with pytest.raises(apsw.ConstraintError, match="trajlog"):
+        conn.execute(f"INSERT OR REPLACE INTO event_index({statements.INDEX_COLUMNS}) "
+                     "VALUES (?, 'user/message', 0, NULL, NULL, NULL, NULL, 'k', NULL)",
+                     (statements.rid(s._sid, 1),))
+    conn.close()
+    assert s.append("user/message", {"content": "x"}, idempotency_key="k").seq == ev.seq
+
+
+@pytest.mark.parametrize("how", CONNECTIONS)
+def test_storage_upsert_bypass(filled, how):
     store, s = filled
-    row = _event_row(store, s, 2)
-    conn = raw_write(store)
+    row = _chunk_row(store, s, 2)
+    conn = CONNECTIONS[how](store)
     with pytest.raises(apsw.ConstraintError):
-        conn.execute(f"INSERT INTO events({storage.EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?) "
-                     "ON CONFLICT(rid) DO UPDATE SET type = 'x'", row)
+        conn.execute(f"INSERT INTO chunks({statements.CHUNK_COLUMNS}) VALUES (?,?,?,?,?,?,?,?) "
+                     "ON CONFLICT(cid) DO UPDATE SET body = x'00'", row)
     conn.close()
 
 
 @pytest.mark.parametrize("seq", [4, 6, 7, 100])
-def test_storage_seq_must_be_next(filled, seq):
+def test_storage_rows_start_at_the_heads_next_seq(filled, seq):
     store, s = filled
-    row = list(_event_row(store, s, 4))
-    row[0] = row[0] - 4 + seq
+    row = list(_chunk_row(store, s, 4))
+    row[0] = statements.rid(s._sid, seq)
     conn = raw_write(store)
-    with pytest.raises(apsw.ConstraintError, match="next one"):
-        conn.execute(storage.EVENT_INSERT, row)
+    with pytest.raises(apsw.ConstraintError, match="next seq"):
+        conn.execute(statements.CHUNK_INSERT, row)
     conn.close()
 
 
 def test_storage_head_advances_with_the_insert(filled):
-    """A raw insert of the right next seq moves the head in the same statement;
-    verify() then sees that the frame does not continue the chain."""
+    """A raw insert of a row at the right next seq moves the head in the same
+    statement; verify() then sees that its frames do not continue the log."""
     store, s = filled
-    row = list(_event_row(store, s, 4))
-    row[0] += 1
+    row = list(_chunk_row(store, s, 4))
+    row[0] = statements.rid(s._sid, 5)
     conn = raw_write(store)
-    conn.execute(storage.EVENT_INSERT, row)
+    conn.execute(statements.CHUNK_INSERT, row)
     conn.close()
-    assert s.last_seq == 5
+    assert s.last_seq == 5 + row[1] - 1
     report = s.verify()
     assert not report.ok and report.scan.cursor.next_seq == 5
 
 
+def test_storage_only_a_repack_rewrites_rows(store):
+    """The one UPDATE the triggers allow: a row grows over the rows after it,
+    ending where they end with their chain; then the covered rows may go."""
+    s = store.create_session(cwd="/r")
+    for i in range(4):
+        s.append("user/message", {"content": f"m{i}"})
+    tamper.settle(store)
+    conn = plain(store)
+    first, last = (_chunk_row(store, s, 0), _chunk_row(store, s, 3))
+    if first[0] == last[0]:
+        pytest.skip("already repacked into one row")
+    with pytest.raises(apsw.ConstraintError, match="repack"):      # wrong chain at the end
+        conn.execute("UPDATE chunks SET n = 4, last_chain = 1 WHERE cid = ?", (first[0],))
+    with pytest.raises(apsw.ConstraintError, match="repacked row"):  # not covered yet
+        conn.execute("DELETE FROM chunks WHERE cid = ?", (last[0],))
+    conn.close()
+    assert store.repack(s.id) == 3 and s.verify().ok
+    assert [e.data["content"] for e in s.events()] == [f"m{i}" for i in range(4)]
+
+
 @pytest.mark.parametrize("sql", [
-    "DROP TRIGGER events_no_update",
-    "DROP TABLE events",
-    "ALTER TABLE events RENAME TO old_events",
+    "DROP TRIGGER chunks_repack",
+    "DROP TABLE chunks",
+    "ALTER TABLE chunks RENAME TO old_chunks",
     "CREATE TABLE extra(x)",
-    "CREATE TEMP TRIGGER t BEFORE INSERT ON events BEGIN SELECT 1; END",
-    "DROP INDEX events_idempotency",
+    "CREATE TEMP TRIGGER t BEFORE INSERT ON chunks BEGIN SELECT 1; END",
+    "DROP INDEX event_index_idempotency",
     "PRAGMA writable_schema=ON",
     "PRAGMA journal_mode=DELETE",
     "PRAGMA synchronous=OFF",

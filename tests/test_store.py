@@ -133,7 +133,7 @@ def test_store_envelope_round_trip_and_columns(store, session):
                             "idempotency_key": "k-1"}
     row = write_conn(store).execute(
         "SELECT type, time_ms, source, causal_parent, workspace_revision, data_class, "
-        "idempotency_key FROM events WHERE sid = ? AND seq = ?", (session._sid, ev.seq)
+        "idempotency_key FROM event_index WHERE sid = ? AND seq = ?", (session._sid, ev.seq)
     ).fetchall()[0]
     assert row == ("tool/note", 1_700_000_000_000, "pytest", 0, "git:7d31a9c", "internal",
                    "k-1")

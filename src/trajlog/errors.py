@@ -139,6 +139,16 @@ class SchemaError(StoreError):
     schema version, failed pragma read-back, SQLite too old)."""
 
 
+class MigrationError(SchemaError):
+    """A store could not be brought to this version's schema; nothing was
+    changed (the migration was abandoned).  ``session`` names the session
+    that failed, when one did."""
+
+    def __init__(self, message: str, *, session: str | None) -> None:
+        self.session = session
+        super().__init__(message)
+
+
 class SessionNotFoundError(StoreError, KeyError):
     """No session with that id in this store."""
 
@@ -230,6 +240,12 @@ def header_mismatch(session: str) -> CorruptionError:
     return CorruptionError(Status.BAD_HEADER, "session header check mismatch", session=session)
 
 
+def repack_refused(session: str | None, seq: int, reason: str) -> CorruptionError:
+    """A repack that would not keep every frame byte for byte: nothing written."""
+    return CorruptionError(Status.BAD_FIELD, f"repack refused: {reason}", seq=seq,
+                           session=session)
+
+
 def unexpected(exc: Exception) -> TrajlogError:
     """A write failure as its caller sees it: trajlog errors as they are, an
     unexpected one wrapped in :class:`StoreError` (the cause kept)."""
@@ -255,6 +271,7 @@ __all__ = [
     "LeaseHeldError",
     "LiveWriterError",
     "LogMovedError",
+    "MigrationError",
     "PayloadTooLargeError",
     "SchemaError",
     "SequenceError",
@@ -270,5 +287,6 @@ __all__ = [
     "error_for",
     "head_mismatch",
     "header_mismatch",
+    "repack_refused",
     "unexpected",
 ]

@@ -244,7 +244,6 @@ class Lineage:
 
     def _append(self, ref: LogRef, type_: str, data: Any, envelope: dict[str, Any]) -> Event:
         rows = self._writer.prepare_items(ref.header, [(type_, data, envelope)])
-        self._writer.compress(rows)
         return self._writer.submit(ref, rows)[0]
 
     def missed_notifications(self, parent: LogRef) -> list[LogRef]:

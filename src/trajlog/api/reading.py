@@ -10,18 +10,21 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
+from itertools import zip_longest
 from types import MappingProxyType
 from typing import Any
 
-from .._format import Cursor
+from .._format import Cursor, FrameHeader, Status
 from ..codec import ScanReport, Verdict, Watermark
+from ..codec.chunks import ChunkCache, ChunkCompressor
 from ..codec.compression import Compressor
-from ..codec.records import decode_frame, decode_metadata, frame_chain, header_check
-from ..codec.stream import LogStream
+from ..codec.records import decode_metadata, header_check
+from ..codec.stream import READ_ROWS, LogStream, decode_events
 from ..errors import InvalidArgumentError, SessionNotFoundError, header_mismatch
 from ..events import Event, SessionHeader
 from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
+from ..storage.index import entry
 from .handles import LogRef
 
 
@@ -47,6 +50,8 @@ class LogReader:
     def __init__(self, backend: Backend, compressor: Compressor) -> None:
         self._backend = backend
         self._compressor = compressor
+        self._chunks = ChunkCompressor()
+        self.cache = ChunkCache()
 
     # -- sessions -------------------------------------------------------------
 
@@ -85,8 +90,15 @@ class LogReader:
     def head(self, ref: LogRef, reader: Reader | None = None) -> Head:
         return (reader or self._backend.reader()).head(ref.sid)
 
+    def _stream(self, ref: LogRef, reader: Reader) -> LogStream:
+        sid = ref.sid
+        return LogStream(ref.key, lambda a, b: reader.chunks(sid, a, b, READ_ROWS),
+                         lambda: reader.max_seq(sid), self._compressor, self._chunks,
+                         cache=self.cache, session=ref.id)
+
     def chain_at(self, ref: LogRef, seq: int, reader: Reader | None = None) -> int:
-        """The chain value stored in frame ``seq`` (this log or an ancestor's)."""
+        """The chain value stored in frame ``seq`` (this log or an ancestor's),
+        verified with the row that holds it."""
         if seq < 0:
             return ref.key
         if seq == ref.seed - 1:
@@ -94,19 +106,10 @@ class LogReader:
         if seq < ref.seed:
             assert ref.parent is not None
             return self.chain_at(ref.parent, seq, reader)
-        rows = (reader or self._backend.reader()).frames(ref.sid, seq, seq)
-        if not rows:
-            raise InvalidArgumentError(f"session {ref.id} has no event {seq}")
-        return frame_chain(rows[0])
-
-    def decode(self, ref: LogRef, frame: bytes, seq: int) -> Event:
-        """One stored frame as an Event (verification done elsewhere, or not needed)."""
-        return decode_frame(frame, seq, self._compressor, session=ref.id)
-
-    def _stream(self, ref: LogRef, reader: Reader) -> LogStream:
-        sid = ref.sid
-        return LogStream(ref.key, lambda a, b: reader.frames(sid, a, b),
-                         lambda: reader.max_seq(sid), self._compressor, session=ref.id)
+        stream = self._stream(ref, reader or self._backend.reader())
+        for _raw, headers in stream.batches(seq, seq, None, Watermark(-1)):
+            return headers[-1].chain
+        raise InvalidArgumentError(f"session {ref.id} has no event {seq}")
 
     def events(self, ref: LogRef, from_seq: int, to_seq: int | None,
                end_chain: tuple[int, int] | None = None,
@@ -131,25 +134,27 @@ class LogReader:
             from_seq = seed
             if to_seq < seed:
                 return
-        chain = self.chain_at(ref, from_seq - 1, reader)
         mark = end_chain if end_chain is not None and end_chain[0] == to_seq else (
             last_seq, chain_head)
-        yield from self._stream(ref, reader).events(Cursor(0, from_seq, chain), to_seq,
-                                                    Watermark(*mark), want)
+        yield from self._stream(ref, reader).events(
+            from_seq, to_seq, ref.seed_chain if from_seq == seed else None, Watermark(*mark),
+            want)
 
     def verify(self, ref: LogRef) -> VerifyReport:
-        """Every frame and the whole chain (ancestors' prefixes included),
-        against the session head, in one snapshot; reports, never raises for
-        a defect in the log."""
+        """Every row and frame, the whole chain (ancestors' prefixes included)
+        against the session head, the rows stored beyond it, and every index
+        row against its frame -- in one snapshot; reports, never raises for a
+        defect in the log."""
         with self._backend.snapshot() as reader:
             last_seq, chain_head, _ = reader.head(ref.sid)
-            where, report = self._verify_upto(ref, last_seq, chain_head, reader)
+            where, report = self._verify_upto(ref, last_seq, chain_head, reader, at_head=True)
         return VerifyReport(where, report.cursor.next_seq, last_seq, chain_head, report)
 
     def _verify_upto(self, ref: LogRef, upto: int, expect_chain: int | None,
-                     reader: Reader) -> tuple[str, ScanReport]:
+                     reader: Reader, *, at_head: bool = False) -> tuple[str, ScanReport]:
         """Verify frames 0..upto of ``ref`` (ancestors' included) and, when
-        given, that frame ``upto`` carries ``expect_chain``."""
+        given, that frame ``upto`` carries ``expect_chain``; ``at_head``: upto
+        is the session head, so nothing may be stored beyond it."""
         row = reader.session_by_sid(ref.sid)
         if row is None or header_check(ref.header, ref.key) != row.header_check:
             raise header_mismatch(ref.id)
@@ -161,9 +166,56 @@ class LogReader:
                 row.seed_chain if parent_upto == seed - 1 else expect_chain, reader)
             if report.verdict is not Verdict.CLEAN or upto < seed:
                 return where if report.verdict is not Verdict.CLEAN else ref.id, report
-        report = self._stream(ref, reader).verify(Cursor(0, seed, row.seed_chain), upto,
-                                                  Watermark(upto, expect_chain))
+        stream = self._stream(ref, reader)
+        watermark = Watermark(upto, expect_chain)
+        found: ScanReport | None = None
+        last = seed - 1
+        for raw, headers in stream.batches(seed, upto, row.seed_chain, watermark):
+            found = self._check_index(ref, reader, raw, headers, last)
+            if found is not None:
+                break
+            last = headers[-1].seq
+        end = found or stream.report
+        assert end is not None
+        report = end
+        if report.verdict is Verdict.CLEAN and at_head:
+            beyond = reader.max_seq(ref.sid)
+            if beyond > upto:
+                report = defect_report(Status.SEQ_MISMATCH, f"rows up to seq {beyond} are "
+                                       f"stored beyond the session head at seq {upto}",
+                                       report, upto + 1, head_mismatch=True)
+            elif extra := reader.index_rows(ref.sid, upto, self._backend.max_session_seq):
+                report = defect_report(Status.BAD_FIELD, f"an index row names seq "
+                                       f"{extra[0].seq}, beyond the log", report, extra[0].seq)
         return ref.id, report
+
+    def _check_index(self, ref: LogRef, reader: Reader, raw: Any, headers: list[FrameHeader],
+                     after: int) -> ScanReport | None:
+        """Every index row of these frames' seqs against the frames themselves."""
+        expected = [r for r in (entry(ev, ev.seq) for ev in
+                                decode_events(raw, headers, self._compressor, ref.id))
+                    if r is not None]
+        stored = reader.index_rows(ref.sid, after, headers[-1].seq)
+        if expected == stored:
+            return None
+        for want, got in zip_longest(expected, stored):
+            if want != got:
+                seq = min(x.seq for x in (want, got) if x is not None)
+                what = ("missing" if got is None or (want is not None and want.seq < got.seq)
+                        else "without an indexed event" if want is None or got.seq < want.seq
+                        else "different from its frame")
+                return defect_report(Status.BAD_FIELD, f"the index row of seq {seq} is {what}",
+                                     None, seq)
+        return None  # pragma: no cover - the lists differ, so some pair does
+
+
+def defect_report(status: int, reason: str, near: ScanReport | None, seq: int, *,
+                  head_mismatch: bool = False) -> ScanReport:
+    """A corrupt verdict at ``seq`` (offsets from ``near``, the walk so far)."""
+    offset = near.valid_len if near is not None else 0
+    return ScanReport(Verdict.CORRUPT, Status(status), offset, near.frames if near else 0,
+                      seq - 1, Cursor(offset, seq, near.cursor.chain if near else 0), 0, 0,
+                      reason, near.watermark if near else None, head_mismatch)
 
 
 class SessionFolds:

@@ -117,7 +117,6 @@ class Recovery:
                 rows = self._writer.prepare_items(ref.header, [
                     (ev.type, ev.data, {"time": ev.time, "source": RECOVERY_SOURCE})
                     for ev in closing])
-                self._writer.compress(rows)
                 try:
                     closing = tuple(self._writer.submit(ref, rows, expect_last=last_seq))
                 except LogMovedError:

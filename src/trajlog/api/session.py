@@ -19,6 +19,7 @@ from . import checks
 from .handles import LogRef, Options
 from .lineage import Lineage, SessionTree
 from .reading import LogReader, SessionFolds, VerifyReport
+from .repack import Repacker
 from .repair import BalancedView, Recovery
 from .writer import WriteEngine
 
@@ -34,6 +35,7 @@ class Engines:
     recovery: Recovery
     lineage: Lineage
     views: StateCache
+    repacker: Repacker
 
 
 class Session:
@@ -92,7 +94,6 @@ class Session:
         writer = self._e.writer
         checks.check_append_type(self.header, type)
         rows = [writer.prepare(type, data, time, envelope)]
-        writer.compress(rows)
         return writer.submit(self._ref, rows)[0]
 
     def append_batch(self, items: Iterable[Any]) -> list[Event]:
@@ -103,7 +104,6 @@ class Session:
         """
         writer = self._e.writer
         rows = writer.prepare_items(self.header, items)
-        writer.compress(rows)
         return writer.submit(self._ref, rows)
 
     # -- the writer lease, turns and steps -------------------------------------

@@ -22,6 +22,7 @@ from .handles import Options
 from .leases import new_writer_id
 from .lineage import DEFAULT_MAX_DEPTH, Lineage
 from .reading import LogReader
+from .repack import Repacker
 from .repair import Recovery
 from .session import Engines, Session
 from .writer import WriteEngine
@@ -32,7 +33,8 @@ LEASE_TTL_MS = 30_000
 
 def open(path: str = "trajlog.db", durability: str = "full", *,
          busy_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS,
-         max_delegation_depth: int = DEFAULT_MAX_DEPTH, backend: Backend | None = None) -> Store:
+         max_delegation_depth: int = DEFAULT_MAX_DEPTH, backend: Backend | None = None,
+         repack: bool = True) -> Store:
     """Open (creating if needed) the store at ``path``.
 
     ``durability="full"`` (default): an append returns only once it is durable,
@@ -43,10 +45,11 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
     ``max_delegation_depth`` bounds how deep subagents may spawn subagents.
     ``backend`` runs the store on another :class:`~trajlog.storage.Backend`
     (``path``, ``durability`` and ``busy_timeout_ms`` are then the backend's).
+    ``repack=False`` leaves small rows as they are until :meth:`Store.repack`.
     """
     return Store(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
                  lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth,
-                 backend=backend)
+                 backend=backend, repack=repack)
 
 
 class Store:
@@ -59,7 +62,7 @@ class Store:
     def __init__(self, path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000,
                  lease_ttl_ms: int = LEASE_TTL_MS,
                  max_delegation_depth: int = DEFAULT_MAX_DEPTH,
-                 backend: Backend | None = None) -> None:
+                 backend: Backend | None = None, repack: bool = True) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be str or PathLike, not {type(path).__name__}")
         if durability not in DURABILITY:
@@ -72,11 +75,13 @@ class Store:
                                     busy_timeout_ms=busy_timeout_ms)
         durability = backend.durability
         options = Options(durability, lease_ttl_ms, max_delegation_depth, new_writer_id())
-        compressor = Compressor()
-        reading = LogReader(backend, compressor)
-        writer = WriteEngine(backend, reading, compressor, options)
+        reading = LogReader(backend, Compressor())
+        writer = WriteEngine(backend, reading, options)
+        repacker = Repacker(writer.transaction)
+        if repack:
+            writer.on_small_rows = repacker.request
         self._e = Engines(backend, options, reading, writer, Recovery(backend, reading, writer),
-                          Lineage(backend, reading, writer, options), StateCache())
+                          Lineage(backend, reading, writer, options), StateCache(), repacker)
         self.path = backend.path
         self.durability = durability
         self.lease_ttl_ms = lease_ttl_ms
@@ -88,6 +93,7 @@ class Store:
         connection.  Idempotent."""
         if self._e.backend.closed:
             return
+        self._e.repacker.close()
         self._e.writer.leases.release_all()
         self._e.backend.close()
 
@@ -139,6 +145,16 @@ class Store:
         parent = self.session(session_id)
         return [c.header for c in self._e.reading.children(parent._ref)
                 if c.header.seed_length > 0]
+
+    def repack(self, session_id: str | None = None) -> int:
+        """Merge small chunk rows now -- of one session, or of every session --
+        instead of waiting for the background repack; returns how many rows
+        went.  Frames and chain stay byte for byte (verified before the old
+        rows go)."""
+        self._e.repacker.drain()
+        refs = ([self.session(session_id)._ref] if session_id is not None else
+                [self.session(h.id)._ref for h in self.sessions(include_subagents=True)])
+        return sum(self._e.repacker.repack(ref) for ref in refs)
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:
         """Headers of the store's sessions, oldest first; subagent sessions

@@ -19,7 +19,7 @@ from __future__ import annotations
 
 import contextlib
 import uuid as uuid_mod
-from collections.abc import Iterable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Any
@@ -28,8 +28,8 @@ import msgspec
 
 from .._format import Cursor
 from ..codec import session_key
-from ..codec.compression import THRESHOLD, Compressor
-from ..codec.records import encode_events, encode_metadata, header_check
+from ..codec.chunks import CAP, ChunkCompressor
+from ..codec.records import encode_chunks, encode_metadata, header_check
 from ..errors import (
     IdempotencyConflictError,
     InvalidArgumentError,
@@ -54,16 +54,23 @@ from ..events import (
 )
 from ..lifecycle import Tracker
 from ..storage import Backend, GroupCommit, Lease, Request, SessionRow, Writer
+from ..storage.index import entry
 from . import checks
 from .handles import LogRef, Options
 from .leases import Leases
 from .reading import LogReader
 
 MAX_PAYLOAD = 16 * 1024 * 1024
+SMALL_ROW = CAP // 2        # a row below this is merged by a repack
+REPACK_ROWS = 32            # small rows that ask for a repack (a turn's end does too)
 _PREFIX_CACHE = 64          # fork points whose prefix state is kept
 # The events the write path's state follows (lifecycle) besides compactions.
-_STATE_TYPES = ("assistant/message", "tool/call", "tool/result", "turn/start", "turn/end",
-                "step/start", "step/end")
+_STATE_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/start",
+                          "turn/end", "step/start", "step/end"})
+
+
+def _followed(type_: str) -> bool:
+    return type_ in _STATE_TYPES or type_.startswith("compaction/")
 _ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
 # Refusals: raised before a request writes anything, so its group commit goes on.
 _REFUSALS = (InvalidArgumentError, LeaseHeldError, InvalidStateError)
@@ -74,36 +81,40 @@ class Row:
     """An event ready to be framed: everything but its seq and chain."""
 
     event: Event
-    stored: bytes
-    flags: int
-    raw_len: int
+    payload: bytes
     check: bool = False  # a compaction or status event: checked in the transaction
 
 
 @dataclass(slots=True)
 class LogState:
-    """What the write path knows of a session's log, kept in step with it."""
+    """What the write path knows of a session's log, kept in step with it.
+    ``stale``: another connection committed since; the head must be re-read
+    (and the log followed up to it) before the state is used."""
 
     synced_seq: int
     chain: int
     lease: Lease = field(default_factory=Lease)
     tracker: Tracker = field(default_factory=Tracker)
     compactions: list[tuple[int, int]] = field(default_factory=list)
+    stale: bool = False
+    small_rows: int = 0   # rows appended since the last repack request that a repack would merge
+    turn_ended: bool = False
 
 
 class WriteEngine:
     """Appends and session creation for one store."""
 
-    def __init__(self, backend: Backend, reading: LogReader, compressor: Compressor,
-                 options: Options) -> None:
+    def __init__(self, backend: Backend, reading: LogReader, options: Options,
+                 on_small_rows: Callable[[LogRef], None] | None = None) -> None:
         self._backend = backend
         self._reading = reading
-        self._compressor = compressor
+        self._chunks = ChunkCompressor()
         self._options = options
+        self.on_small_rows = on_small_rows   # the repacker's request, if it runs by itself
         self._states: dict[int, LogState] = {}
         self._prefix: dict[tuple[int, int], tuple[Tracker, list[tuple[int, int]]]] = {}
         self._types_seen: dict[str, bool] = {}  # valid types -> checked in the transaction
-        self.commit = GroupCommit(backend, _REFUSALS, self._forget_key)
+        self.commit = GroupCommit(backend, _REFUSALS, self._forget_key, self._foreign)
         self.leases = Leases(self.transaction, options.writer_id, options.lease_ttl_ms,
                              self.forget)
 
@@ -117,7 +128,7 @@ class WriteEngine:
         try:
             with self._backend.transaction() as tx:
                 if tx.foreign_commit:
-                    self._states.clear()
+                    self._foreign()
                 yield tx
         except BaseException:
             self._states.clear()
@@ -125,6 +136,11 @@ class WriteEngine:
 
     def forget(self, sid: int) -> None:
         self._states.pop(sid, None)
+
+    def _foreign(self) -> None:
+        """Another connection committed: every cached head may be behind."""
+        for state in self._states.values():
+            state.stale = True
 
     def _forget_key(self, key: Any) -> None:
         if key is None:
@@ -135,9 +151,16 @@ class WriteEngine:
     def state(self, tx: Writer, ref: LogRef) -> LogState:
         """The session's head, lease, lifecycle and compactions, in step with its log."""
         state = self._states.get(ref.sid)
-        if state is not None:
+        if state is not None and not state.stale:
             return state
         last_seq, chain, lease = tx.head(ref.sid)
+        if state is not None and last_seq >= state.synced_seq:
+            # Another writer appended: follow its events (a log only grows).
+            if last_seq > state.synced_seq:
+                self._follow(tx, ref, state.tracker, state.compactions, state.synced_seq,
+                             last_seq)
+            state.synced_seq, state.chain, state.lease, state.stale = last_seq, chain, lease, False
+            return state
         tracker, compactions = self._prefix_state(tx, ref)
         state = LogState(ref.seed - 1, chain, lease, tracker.copy(), list(compactions))
         if last_seq > state.synced_seq:
@@ -149,10 +172,9 @@ class WriteEngine:
     def _follow(self, tx: Writer, ref: LogRef, tracker: Tracker,
                 compactions: list[tuple[int, int]], after: int, upto: int) -> None:
         """Advance ``tracker`` and ``compactions`` over ``ref``'s own events
-        ``after + 1 .. upto`` (only the types they follow are read)."""
-        for seq, frame in tx.frames_of_types(ref.sid, after, _STATE_TYPES, upto,
-                                             ("compaction/",)):
-            ev = self._reading.decode(ref, frame, seq)
+        ``after + 1 .. upto`` (verified; only the types they follow decoded)."""
+        for ev in self._reading.events(ref, max(after + 1, ref.seed), upto, want=_followed,
+                                       reader=tx):
             tracker.feed(ev)
             found = checks.applied_range(ev.type, ev.data)
             if found is not None:
@@ -230,7 +252,7 @@ class WriteEngine:
         if size > MAX_PAYLOAD:
             raise PayloadTooLargeError(f"event payload is {size} bytes; the limit is "
                                        f"{MAX_PAYLOAD}")
-        return Row(event, raw, 0, size, checked)
+        return Row(event, raw, checked)
 
     def prepare_items(self, header: SessionHeader, items: Iterable[Any]) -> list[Row]:
         """Rows for ``append_batch`` items: ``(type, data)`` or ``(type, data,
@@ -253,14 +275,6 @@ class WriteEngine:
             raise IdempotencyConflictError("the batch repeats an idempotency key")
         return rows
 
-    def compress(self, rows: list[Row]) -> None:
-        """Store the payloads compressed where that pays (zstd, GIL released)."""
-        todo = [r for r in rows if r.raw_len >= THRESHOLD]
-        if todo:
-            for row, (stored, flags) in zip(todo, self._compressor.compress_many(
-                    [r.stored for r in todo]), strict=True):
-                row.stored, row.flags = stored, flags
-
     # -- appending (inside the transaction) ---------------------------------------
 
     def submit(self, ref: LogRef, rows: list[Row], expect_last: int | None = None,
@@ -269,6 +283,11 @@ class WriteEngine:
         if not rows:
             return []
         result: list[Event] = self.commit.submit(self.request(ref, rows, expect_last))
+        state = self._states.get(ref.sid)
+        if state is not None and self.on_small_rows is not None and (
+                state.small_rows >= REPACK_ROWS or state.turn_ended):
+            state.small_rows, state.turn_ended = 0, False
+            self.on_small_rows(ref)
         return result
 
     def request(self, ref: LogRef, rows: list[Row], expect_last: int | None = None) -> Request:
@@ -307,23 +326,28 @@ class WriteEngine:
         if first + len(rows) - 1 > self._backend.max_session_seq:
             raise InvalidStateError(f"session {ref.id} is full: a session's own log holds "
                                     f"at most {self._backend.max_session_seq + 1} events")
-        frames, chains, end = encode_events(
-            ref.key, [r.stored for r in rows], [r.flags for r in rows],
-            [r.raw_len for r in rows], Cursor(0, first, state.chain), session=ref.id)
-        tx.append_frames(ref.sid, first, frames, chains, events)
+        chunks, end = encode_chunks(ref.key, [r.payload for r in rows],
+                                    Cursor(0, first, state.chain), self._chunks, session=ref.id)
+        index = [row for row in (entry(ev, first + i) for i, ev in enumerate(events))
+                 if row is not None]
+        tx.append(ref.sid, chunks, index)
         state.tracker.apply(plan)
         state.compactions += added
         state.synced_seq, state.chain = end.next_seq - 1, end.chain
+        state.small_rows += sum(1 for c in chunks if c.raw_len < SMALL_ROW)
+        if state.small_rows > 1 and plan.turn_start is None and any(
+                ev.type == "turn/end" for ev in events[-2:]):
+            state.turn_ended = True
         return [with_seq(ev, first + i) for i, ev in enumerate(events)]
 
     def _replay(self, tx: Writer, ref: LogRef, rows: list[Row], first_seq: int) -> list[Event]:
         """An idempotent retry: the original events, if they are the same events."""
+        stored = list(self._reading.events(ref, first_seq, first_seq + len(rows) - 1,
+                                           reader=tx))
+        if len(stored) != len(rows):
+            raise IdempotencyConflictError("the retried batch is longer than the original")
         originals = []
-        for i, row in enumerate(rows):
-            frames = tx.frames(ref.sid, first_seq + i, first_seq + i)
-            if not frames:
-                raise IdempotencyConflictError("the retried batch is longer than the original")
-            original = self._reading.decode(ref, frames[0], first_seq + i)
+        for row, original in zip(rows, stored, strict=True):
             # Compared as encoded payloads: a tuple sent and the list it
             # decodes to are the same event.
             mine = encode_event(msgspec.structs.replace(row.event, time=original.time))
@@ -368,7 +392,6 @@ class WriteEngine:
                          encode_metadata(meta), header_check(header, key))
         rows = [self.prepare(t, d, None, dict(env)) for t, d, env in initial]
         up = [self.prepare(t, d, None, dict(env)) for t, d, env in parent_events]
-        self.compress(rows + up)
         with self.transaction() as tx:
             sid = tx.insert_session(row, seed_length - 1, seed_chain)
             ref = LogRef(sid, key, header, parent, seed_chain)

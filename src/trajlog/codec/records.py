@@ -1,10 +1,9 @@
-"""How a session's records become bytes: event frames for the write path, one
-frame decoded back into an :class:`~trajlog.events.Event`, and the session
-header's metadata and check.
+"""How a session's records become bytes: chunk rows of event frames for the
+write path, one frame decoded back into an :class:`~trajlog.events.Event`, and
+the session header's metadata and check.
 
-The write path hands this module the serialized payloads of a batch (already
-compressed where it pays) and gets back one frame per event with its chain:
-the bytes the storage stores.  A session header is not a frame inside the
+The write path hands this module the serialized payloads of a batch and gets
+back its chunk rows: the bytes the storage stores.  A session header is not a frame inside the
 database; its fields are covered by ``header_check``, the XXH3-64 (seeded with
 the session key) of a MessagePack array of the fields, so a flipped bit in a
 stored header is found.
@@ -17,42 +16,41 @@ from typing import Any
 
 import msgspec
 
-from .._format import FLAG_ZSTD, HEADER_SIZE, Cursor, FrameType, Kernel, Status
+from .._format import FLAG_ZSTD, Cursor, FrameType, Kernel, Status
 from ..errors import error_for
 from ..events import Event, SessionHeader, decode_event
+from .chunks import Chunk, ChunkCompressor, cut, frame_sizes, pack
 from .compression import Compressor
 from .frames import _kernel, checksum, decode_header, payload_of
 
-_CHAIN_AT = 32  # the chain is the last field of a frame header (FORMAT.md 3)
+COMPRESS_FROM = 4096   # a run this long is stored compressed (shorter ones wait for a repack)
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder()
 
 
-def encode_events(key: int, stored: Sequence[bytes], flags: Sequence[int],
-                  raw_lens: Sequence[int], cursor: Cursor, *, session: str | None = None,
-                  kernel: Kernel | None = None) -> tuple[list[bytes], list[int], Cursor]:
-    """Frame a batch of event payloads continuing ``cursor``, in one kernel call.
+def encode_chunks(key: int, payloads: Sequence[bytes], cursor: Cursor,
+                  compressor: ChunkCompressor, *, session: str | None = None,
+                  kernel: Kernel | None = None) -> tuple[list[Chunk], Cursor]:
+    """Frame a batch of event payloads continuing ``cursor`` -- one kernel call
+    -- and cut the frames into chunk rows (FORMAT.md 7): one lean, uncompressed
+    row for a single event; for a batch, rows of at most :data:`CAP` raw
+    bytes, each compressed as one zstd frame when it is large enough to pay.
 
-    Returns the frames, their chains and the cursor after the last.  All or
-    nothing: a typed error (naming the first seq) and no frames."""
-    n = len(stored)
-    status, blob, end = _kernel(kernel).encode_batch(
-        key, stored, [FrameType.EVENT] * n, cursor, flags, raw_lens)
+    All or nothing: a typed error (naming the first seq) and no rows."""
+    n = len(payloads)
+    status, blob, end = _kernel(kernel).encode_batch(key, payloads, [FrameType.EVENT] * n,
+                                                     cursor)
     if status != Status.OK:
         raise error_for(status, seq=cursor.next_seq, session=session)
-    frames, chains = [], []
-    pos = 0
-    for p in stored:
-        size = len(p)
-        frames.append(blob[pos:pos + HEADER_SIZE + size + (-size & 7)])
-        chains.append(int.from_bytes(blob[pos + _CHAIN_AT:pos + HEADER_SIZE], "little"))
-        pos += HEADER_SIZE + size + (-size & 7)
-    return frames, chains, end
-
-
-def frame_chain(frame: Any, *, kernel: Kernel | None = None) -> int:
-    """The chain a stored frame carries (its header decoded, not verified)."""
-    return decode_header(frame, kernel=kernel).chain
+    if n == 1:
+        return [pack(key, blob, cursor.next_seq, 1, cursor.chain, end.chain, kernel=kernel)], end
+    runs = cut(blob, frame_sizes([len(p) for p in payloads]), cursor.next_seq, cursor.chain)
+    big = [i for i, run in enumerate(runs) if len(run[0]) >= COMPRESS_FROM]
+    stored: list[bytes | None] = [None] * len(runs)
+    for i, packed in zip(big, compressor.compress([runs[i][0] for i in big]), strict=True):
+        stored[i] = packed
+    return [pack(key, body, first, count, seed, last, data, kernel=kernel)
+            for (body, first, count, seed, last), data in zip(runs, stored, strict=True)], end
 
 
 def decode_frame(frame: Any, seq: int, compressor: Compressor, *, session: str | None = None,
@@ -92,5 +90,5 @@ def header_check(header: SessionHeader, key: int, *, kernel: Kernel | None = Non
     return checksum(blob, key, kernel=kernel)
 
 
-__all__ = ["decode_frame", "decode_metadata", "decode_payload", "encode_events",
-           "encode_metadata", "frame_chain", "header_check"]
+__all__ = ["COMPRESS_FROM", "decode_frame", "decode_metadata", "decode_payload", "encode_chunks",
+           "encode_metadata", "header_check"]

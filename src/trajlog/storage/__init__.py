@@ -7,9 +7,10 @@ place trajlog talks SQL.
 
 from __future__ import annotations
 
-from .base import Backend, Head, IndexEntry, Lease, Reader, SessionRow, Writer
+from .base import Backend, Head, Lease, Reader, SessionRow, Writer
+from .index import IndexRow
 from .commit import GroupCommit, Request
 from .sqlite import SQLiteBackend
 
-__all__ = ["Backend", "GroupCommit", "Head", "IndexEntry", "Lease", "Reader", "Request",
+__all__ = ["Backend", "GroupCommit", "Head", "IndexRow", "Lease", "Reader", "Request",
            "SQLiteBackend", "SessionRow", "Writer"]

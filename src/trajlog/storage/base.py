@@ -12,11 +12,14 @@ The contract a backend keeps (DESIGN.md section 5):
 * **Heads**: each session has one head row -- its last seq and the chain of
   that frame (the durable watermark) -- and the writer lease.  A head moves
   only with its log, in the same transaction.
-* **Frames** go in as the exact bytes the codec made, with the queryable copy
-  of each event's type and envelope (:class:`IndexEntry`); they come out in
-  seq order.  An append carries its first seq: a backend refuses one that is
-  not exactly the head's next (so appends are idempotent to retry and ordered
-  per session whatever the number of writers).
+* **Chunks**: frames go in as chunk rows (:class:`~trajlog.codec.chunks.Chunk`:
+  a run of consecutive frames, exactly the bytes the codec made, with its
+  checks) together with the sparse event index rows
+  (:class:`~trajlog.storage.index.IndexRow`), and come out in seq order.  An
+  append carries its first seq: a backend refuses one that is not exactly the
+  head's next (so appends are idempotent to retry and ordered per session
+  whatever the number of writers).  Rows change only by a repack (rows merged
+  into one holding the same frames).
 * **Transactions**: :meth:`Backend.transaction` is the one way to write --
   all of it or none, serialized by the backend; :meth:`Backend.reader` reads
   committed data.  ``Writer.savepoint`` nests a part that can be rolled back
@@ -30,6 +33,9 @@ from __future__ import annotations
 from collections.abc import Sequence
 from contextlib import AbstractContextManager
 from typing import NamedTuple, Protocol
+
+from ..codec.chunks import Chunk
+from .index import IndexRow
 
 
 class SessionRow(NamedTuple):
@@ -68,33 +74,6 @@ class Head(NamedTuple):
     lease: Lease
 
 
-class IndexEntry(Protocol):
-    """The queryable copy of one event's type, time and envelope (an
-    :class:`~trajlog.events.Event` is one).  Never authoritative: the frame
-    carries the same fields under its checks."""
-
-    @property
-    def type(self) -> str: ...
-
-    @property
-    def time(self) -> int: ...
-
-    @property
-    def source(self) -> str | None: ...
-
-    @property
-    def causal_parent(self) -> int | None: ...
-
-    @property
-    def workspace_revision(self) -> str | None: ...
-
-    @property
-    def data_class(self) -> str | None: ...
-
-    @property
-    def idempotency_key(self) -> str | None: ...
-
-
 class Reader(Protocol):
     """Reads of committed data (or, on a :class:`Writer`, of the transaction)."""
 
@@ -110,19 +89,28 @@ class Reader(Protocol):
         """The head row (``StoreError`` if the session has none)."""
         ...
 
-    def frames(self, sid: int, first: int, last: int) -> list[bytes]:
-        """Stored frames of seqs ``first .. last`` of the session's own log, in
-        order; a missing row is simply absent."""
+    def chunks(self, sid: int, first: int, last: int, limit: int = -1) -> list[Chunk]:
+        """The chunk rows holding seqs ``first .. last`` of the session's own
+        log, in order, from the row that contains ``first`` (at most ``limit``
+        rows, -1: all); a missing row is simply absent (the reader finds the
+        gap)."""
         ...
 
-    def frames_of_types(self, sid: int, after: int, types: Sequence[str], upto: int,
-                        prefixes: Sequence[str] = ()) -> list[tuple[int, bytes]]:
-        """``(seq, frame)`` of events after ``after`` up to ``upto`` whose
-        indexed type is one of ``types`` or starts with one of ``prefixes``."""
+    def chunk_at(self, sid: int, seq: int) -> Chunk | None:
+        """The chunk row that contains ``seq``."""
+        ...
+
+    def chunk_meta(self, sid: int, after: int, upto: int) -> list[tuple[int, int, int]]:
+        """``(first_seq, n, raw_len)`` of the rows starting after ``after`` up
+        to ``upto`` -- no bodies."""
         ...
 
     def max_seq(self, sid: int) -> int:
         """The highest seq stored for the session's own log (-1 when none)."""
+        ...
+
+    def index_rows(self, sid: int, after: int, upto: int) -> list[IndexRow]:
+        """The event index rows of seqs after ``after`` up to ``upto``, in order."""
         ...
 
     def seq_of_idempotency_key(self, sid: int, key: str) -> int | None: ...
@@ -151,10 +139,16 @@ class Writer(Reader, Protocol):
         """Insert a header (``row.sid`` is ignored) and its head; returns the sid."""
         ...
 
-    def append_frames(self, sid: int, first_seq: int, frames: Sequence[bytes],
-                      chains: Sequence[int], index: Sequence[IndexEntry]) -> None:
-        """Append consecutive frames from ``first_seq`` (exactly the head's
-        next) and advance the head to the last one's chain."""
+    def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow]) -> None:
+        """Append chunk rows of consecutive frames -- the first starting exactly
+        at the head's next seq -- with their index rows, and advance the head
+        to the last one's end and chain."""
+        ...
+
+    def repack(self, sid: int, merged: Chunk) -> int:
+        """Replace the rows ``merged`` covers (the first starts at its first
+        seq) by ``merged``, which holds the same frames; returns how many rows
+        went.  The caller verified ``merged`` against them."""
         ...
 
     def set_lease(self, sid: int, lease: Lease) -> None: ...
@@ -208,4 +202,4 @@ class Backend(Protocol):
     def closed(self) -> bool: ...
 
 
-__all__ = ["Backend", "Head", "IndexEntry", "Lease", "Reader", "SessionRow", "Writer"]
+__all__ = ["Backend", "Head", "Lease", "Reader", "SessionRow", "Writer"]

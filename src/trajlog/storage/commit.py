@@ -53,14 +53,17 @@ class GroupCommit:
     anything (validation): they fail the request without touching the
     transaction.  ``on_failure(key)`` is told when a request's writes were
     rolled back (``key=None``: the whole transaction), so that caches kept in
-    step with the log can be dropped.
+    step with the log can be dropped; ``on_foreign()`` when another connection
+    committed since this backend's last transaction.
     """
 
     def __init__(self, backend: Backend, refusals: tuple[type[BaseException], ...],
-                 on_failure: Callable[[Any], None]) -> None:
+                 on_failure: Callable[[Any], None],
+                 on_foreign: Callable[[], None] = lambda: None) -> None:
         self._backend = backend
         self._refusals = refusals
         self._on_failure = on_failure
+        self._on_foreign = on_foreign
         self._mutex = threading.Lock()  # guards _queue and _leader
         self._queue: list[Request] = []
         self._leader = False
@@ -107,7 +110,7 @@ class GroupCommit:
         try:
             with self._backend.transaction() as tx:
                 if tx.foreign_commit:
-                    self._on_failure(None)
+                    self._on_foreign()
                 for req in batch:
                     if not isolate:
                         try:

@@ -10,7 +10,7 @@ from __future__ import annotations
 import apsw
 
 MIN_SQLITE = (3, 51, 3)  # WAL-reset race fixed in 3.51.3 (sqlite.org/wal.html, section 11)
-SCHEMA_VERSION = 3
+SCHEMA_VERSION = 4
 APPLICATION_ID = 0x74726A6C  # "trjl"
 
 # ---------------------------------------------------------------------------
@@ -174,6 +174,144 @@ MIGRATIONS: list[str] = [
     """,
 ]
 
+# 4: storage v2 -- chunk rows and the sparse event index replace the events
+# table (one row per frame).  Run in three parts by migrate.py: the tables
+# (V4_TABLES), the copy of every session's frames, then V4_FINISH in one
+# transaction (old table, indexes and triggers gone; the new triggers made).
+#
+# What the triggers stop, on any connection with default settings (no
+# recursive_triggers needed -- every guard is a BEFORE INSERT / UPDATE /
+# DELETE trigger of its own statement, so INSERT OR REPLACE, OR IGNORE and
+# upserts meet them before any conflict is resolved):
+#   a chunk that does not start at its head's next seq (a gap, an overlap, a
+#   replaced row); a head moved other than to the end of the chunk just
+#   appended, with that chunk's last chain; a head inserted twice or not at
+#   its session's seed; a session inserted twice; an UPDATE of a chunk other
+#   than a repack (the row grows over the rows after it, keeping its key and
+#   seed chain, to end exactly where a stored row ends, with its chain); a
+#   DELETE of a chunk not covered by the row before it (so only the rows a
+#   repack merged may go); any change to an index row, a session, a head's
+#   seq or key, a memory version or a tombstone.
+# What they cannot stop: a foreign connection that switches triggers off or
+# edits the file outside SQLite, and a repack whose merged body differs from
+# the rows it replaced -- verify() finds these (every body check, frame
+# check and chain; the head against the last row; every index row against
+# its frame), and the repack itself verifies the merged row before it writes.
+V4_TABLES = """
+    CREATE TABLE chunks(
+        cid        INTEGER PRIMARY KEY,  -- (sid << 32) + first_seq
+        sid        INTEGER GENERATED ALWAYS AS (cid >> 32) VIRTUAL,
+        first_seq  INTEGER GENERATED ALWAYS AS (cid & 4294967295) VIRTUAL,
+        last_seq   INTEGER GENERATED ALWAYS AS ((cid & 4294967295) + n - 1) VIRTUAL,
+        n          INTEGER NOT NULL CHECK (n >= 1),
+        raw_len    INTEGER NOT NULL CHECK (raw_len >= 40),
+        codec      INTEGER NOT NULL CHECK (codec IN (0, 1)),
+        body_check INTEGER NOT NULL,
+        seed_chain INTEGER NOT NULL,
+        last_chain INTEGER NOT NULL,
+        body       BLOB    NOT NULL,
+        CHECK (cid >= 4294967296)
+    ) STRICT;
+
+    CREATE TABLE event_index(
+        rid                INTEGER PRIMARY KEY,  -- (sid << 32) + seq
+        sid                INTEGER GENERATED ALWAYS AS (rid >> 32) VIRTUAL,
+        seq                INTEGER GENERATED ALWAYS AS (rid & 4294967295) VIRTUAL,
+        type               TEXT    NOT NULL,
+        time_ms            INTEGER NOT NULL,
+        source             TEXT,
+        causal_parent      INTEGER,
+        workspace_revision TEXT,
+        data_class         TEXT,
+        idempotency_key    TEXT,
+        call_id            TEXT,
+        CHECK (rid >= 4294967296)
+    ) STRICT;
+
+    CREATE TABLE migration_v4(sid INTEGER PRIMARY KEY, frames INTEGER NOT NULL) STRICT;
+"""
+
+V4_FINISH = """
+    DROP TABLE migration_v4;
+    DROP TRIGGER events_no_update;
+    DROP TRIGGER events_no_delete;
+    DROP TRIGGER events_seq_next;
+    DROP TRIGGER events_advance_head;
+    DROP TRIGGER heads_forward_only;
+    DROP INDEX events_turn_start;
+    DROP INDEX events_turn_end;
+    DROP INDEX events_sandbox;
+    DROP INDEX events_idempotency;
+    DROP TABLE events;
+
+    CREATE UNIQUE INDEX event_index_idempotency ON event_index(sid, idempotency_key)
+        WHERE idempotency_key IS NOT NULL;
+    CREATE INDEX event_index_markers ON event_index(type, rid)
+        WHERE type IN ('turn/start', 'turn/end', 'sandbox/mode');
+    CREATE INDEX event_index_calls ON event_index(sid, call_id) WHERE call_id IS NOT NULL;
+
+    CREATE TRIGGER chunks_append BEFORE INSERT ON chunks
+    WHEN (NEW.cid & 4294967295) IS NOT
+         (SELECT last_seq + 1 FROM session_heads WHERE sid = NEW.cid >> 32)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: a chunk starts at its head''s next seq'); END;
+    CREATE TRIGGER chunks_advance_head AFTER INSERT ON chunks
+    BEGIN
+        UPDATE session_heads SET last_seq = (NEW.cid & 4294967295) + NEW.n - 1,
+                                 chain_head = NEW.last_chain
+        WHERE sid = NEW.cid >> 32;
+    END;
+    CREATE TRIGGER chunks_repack BEFORE UPDATE ON chunks
+    WHEN NEW.cid IS NOT OLD.cid OR NEW.seed_chain IS NOT OLD.seed_chain OR NEW.n <= OLD.n
+      OR NOT EXISTS (SELECT 1 FROM chunks c
+                     WHERE c.cid > OLD.cid AND c.cid <= ((OLD.cid >> 32) << 32) + 4294967295
+                       AND c.last_seq = (OLD.cid & 4294967295) + NEW.n - 1
+                       AND c.last_chain = NEW.last_chain)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: a chunk changes only by a repack'); END;
+    CREATE TRIGGER chunks_covered_delete BEFORE DELETE ON chunks
+    WHEN NOT EXISTS (SELECT 1 FROM chunks c
+                     WHERE c.cid = (SELECT max(cid) FROM chunks
+                                    WHERE cid < OLD.cid AND cid >= (OLD.cid >> 32) << 32)
+                       AND c.last_seq >= OLD.last_seq)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: a chunk row goes only when a repacked row holds it');
+    END;
+
+    CREATE TRIGGER event_index_append BEFORE INSERT ON event_index
+    WHEN EXISTS (SELECT 1 FROM event_index WHERE rid = NEW.rid)
+      OR (NEW.idempotency_key IS NOT NULL AND EXISTS (
+            SELECT 1 FROM event_index WHERE sid = NEW.rid >> 32
+                                        AND idempotency_key = NEW.idempotency_key))
+      OR (NEW.rid & 4294967295) >
+         coalesce((SELECT last_seq FROM session_heads WHERE sid = NEW.rid >> 32), -1)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: index rows are appended with their events'); END;
+    CREATE TRIGGER event_index_no_update BEFORE UPDATE ON event_index
+    BEGIN SELECT RAISE(ABORT, 'trajlog: index rows are append-only'); END;
+    CREATE TRIGGER event_index_no_delete BEFORE DELETE ON event_index
+    BEGIN SELECT RAISE(ABORT, 'trajlog: index rows are append-only'); END;
+
+    CREATE TRIGGER heads_forward_only BEFORE UPDATE OF last_seq, chain_head ON session_heads
+    WHEN NEW.last_seq <= OLD.last_seq
+      OR NOT EXISTS (SELECT 1 FROM chunks WHERE cid = (NEW.sid << 32) + OLD.last_seq + 1
+                                            AND last_seq = NEW.last_seq
+                                            AND last_chain = NEW.chain_head)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: a head only advances with its log'); END;
+    CREATE TRIGGER heads_insert_once BEFORE INSERT ON session_heads
+    WHEN EXISTS (SELECT 1 FROM session_heads WHERE sid = NEW.sid)
+      OR NOT EXISTS (SELECT 1 FROM sessions WHERE sid = NEW.sid
+                                              AND seed_length - 1 = NEW.last_seq
+                                              AND seed_chain = NEW.chain_head)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: a head is made once, at its session''s seed'); END;
+    CREATE TRIGGER sessions_insert_once BEFORE INSERT ON sessions
+    WHEN EXISTS (SELECT 1 FROM sessions WHERE id = NEW.id OR sid = NEW.sid)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: a session is made once'); END;
+"""
+
+# The cleanup when a v3 -> v4 migration fails: the v3 schema, exactly.
+V4_ABANDON = """
+    DROP TABLE IF EXISTS chunks;
+    DROP TABLE IF EXISTS event_index;
+    DROP TABLE IF EXISTS migration_v4;
+"""
+
 # Authorizer: action codes refused on every non-migration connection.
 DENIED_ACTIONS = {
     apsw.SQLITE_CREATE_INDEX, apsw.SQLITE_CREATE_TABLE, apsw.SQLITE_CREATE_TEMP_INDEX,
@@ -208,4 +346,5 @@ def authorizer(action: int, p1: str | None, p2: str | None, dbname: str | None,
 
 
 __all__ = ["APPLICATION_ID", "DENIED_ACTIONS", "GUARDED_PRAGMAS", "MIGRATIONS", "MIN_SQLITE",
-           "PROTECTED_TABLES", "SCHEMA_VERSION", "authorizer"]
+           "PROTECTED_TABLES", "SCHEMA_VERSION", "V4_ABANDON", "V4_FINISH", "V4_TABLES",
+           "authorizer"]

@@ -26,15 +26,13 @@ from typing import Any
 
 import apsw
 
+from ..codec.chunks import Chunk
 from ..errors import SchemaError, StoreBusyError, StoreClosedError, StoreError
-from .base import Head, IndexEntry, Lease, SessionRow
-from .schema import (
-    APPLICATION_ID,
-    MIGRATIONS,
-    MIN_SQLITE,
-    SCHEMA_VERSION,
-    authorizer,
-)
+from . import statements as st
+from .base import Head, Lease, SessionRow
+from .index import IndexRow
+from . import migrate as migrations
+from .schema import MIN_SQLITE, SCHEMA_VERSION, authorizer
 
 
 def sqlite_version() -> tuple[int, ...]:
@@ -104,43 +102,22 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
 
 
 def migrate(path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000) -> int:
-    """Bring the schema up to :data:`SCHEMA_VERSION`; return the version found.
-
-    Runs on its own connection, each migration in one ``BEGIN IMMEDIATE``
-    transaction, so concurrent openers serialize and a crash leaves either the
-    old or the new schema.
-    """
+    """Bring the schema up to :data:`SCHEMA_VERSION` (:mod:`.migrate`); return
+    the version found.  Runs on its own connection, every step in one
+    ``BEGIN IMMEDIATE`` transaction, so concurrent openers serialize and a crash
+    leaves a store the next open resumes."""
     conn = open_connection(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
                            migrations=True)
     try:
         with translate():
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                found = int(_pragma(conn, "user_version"))
-                app = int(_pragma(conn, "application_id"))
-                if found == 0 and app == 0 and _has_tables(conn):
-                    raise SchemaError(f"{path!r} is an SQLite database but not a trajlog store")
-                if found and app != APPLICATION_ID:
-                    raise SchemaError(f"{path!r} is not a trajlog store")
-                if found > SCHEMA_VERSION:
-                    raise SchemaError(f"store schema version {found} is newer than this "
-                                      f"trajlog's ({SCHEMA_VERSION}); upgrade trajlog")
-                for version in range(found + 1, SCHEMA_VERSION + 1):
-                    conn.execute(MIGRATIONS[version - 1])
-                    _pragma(conn, "user_version", version)
-                _pragma(conn, "application_id", APPLICATION_ID)
-                conn.execute("COMMIT")
-            except BaseException:
-                if not conn.getautocommit():
-                    conn.execute("ROLLBACK")
-                raise
-        return found
+            return migrations.migrate(conn, path)
     finally:
         conn.close()
 
 
-def _has_tables(conn: apsw.Connection) -> bool:
-    return bool(conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0])
+def _data_version(conn: apsw.Connection) -> int:
+    """Changes whenever another connection commits to the database."""
+    return int(_pragma(conn, "data_version"))
 
 
 class translate:
@@ -159,176 +136,6 @@ class translate:
         raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
 
-def i64(value: int) -> int:
-    """A u64 (key, chain, check) as the i64 SQLite stores."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def u64(value: int) -> int:
-    """An i64 read from SQLite as the u64 it stands for."""
-    return int(value) & 0xFFFFFFFFFFFFFFFF
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-# ---------------------------------------------------------------------------
-# Statements.  Connections are passed in; the backend decides which.
-
-SESSION_COLUMNS = ("sid, id, session_key, created_ms, cwd, parent_sid, seed_length, seed_chain, "
-                   "origin, delegation_depth, agent_preset, metadata, header_check")
-EVENT_COLUMNS = ("rid, type, time_ms, source, causal_parent, workspace_revision, data_class, "
-                 "idempotency_key, chain, frame")
-EVENT_INSERT = f"INSERT INTO events({EVENT_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?,?)"
-MAX_SESSION_SEQ = 2**32 - 1   # a session's own log in one store: 4.29 billion events
-MAX_SESSIONS = 2**31 - 1
-_MARKERS = {"turn/start", "turn/end", "sandbox/mode"}
-
-
-def rid(sid: int, seq: int) -> int:
-    """The events table key of (session, seq): one integer, so no second index."""
-    return (sid << 32) + seq
-
-
-def _session_row(r: Sequence[Any]) -> SessionRow:
-    return SessionRow(int(r[0]), r[1], u64(r[2]), r[3], r[4], r[5], r[6], u64(r[7]), r[8], r[9],
-                      r[10], bytes(r[11]), u64(r[12]))
-
-
-def insert_session(conn: apsw.Connection, row: SessionRow, last_seq: int,
-                   chain_head: int) -> int:
-    """Insert a session header and its head; returns the new sid."""
-    conn.execute(
-        "INSERT INTO sessions(id, session_key, created_ms, cwd, parent_sid, seed_length, "
-        "seed_chain, origin, delegation_depth, agent_preset, metadata, header_check) "
-        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-        (row.id, i64(row.key), row.created_ms, row.cwd, row.parent_sid, row.seed_length,
-         i64(row.seed_chain), row.origin, row.delegation_depth, row.agent_preset, row.metadata,
-         i64(row.header_check)))
-    sid = int(conn.last_insert_rowid())
-    conn.execute("INSERT INTO session_heads(sid, last_seq, chain_head) VALUES (?,?,?)",
-                 (sid, last_seq, i64(chain_head)))
-    return sid
-
-
-def sessions_where(conn: apsw.Connection, where: str, args: Sequence[Any]) -> list[SessionRow]:
-    return [_session_row(r) for r in conn.execute(
-        f"SELECT {SESSION_COLUMNS} FROM sessions {where}", tuple(args))]
-
-
-def head(conn: apsw.Connection, sid: int) -> Head:
-    row: list[Any] = conn.execute(
-        "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, lease_started_ms, "
-        "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (sid,)).fetchall()
-    if not row:
-        raise StoreError(f"session {sid} has no head row")
-    last_seq, chain, owner, host, pid, started, beat = row[0]
-    return Head(int(last_seq), u64(chain), Lease(owner, host, pid, started, beat))
-
-
-def data_version(conn: apsw.Connection) -> int:
-    """Changes whenever another connection commits to the database."""
-    return int(_pragma(conn, "data_version"))
-
-
-def lease(conn: apsw.Connection, sid: int) -> Lease:
-    return head(conn, sid).lease
-
-
-def set_lease(conn: apsw.Connection, sid: int, owner: str | None, host: str | None,
-              pid: int | None, started_ms: int | None, heartbeat_ms: int | None) -> None:
-    conn.execute("UPDATE session_heads SET lease_owner = ?, lease_host = ?, lease_pid = ?, "
-                 "lease_started_ms = ?, lease_heartbeat_ms = ? WHERE sid = ?",
-                 (owner, host, pid, started_ms, heartbeat_ms, sid))
-
-
-def heartbeat(conn: apsw.Connection, sid: int, owner: str, now: int) -> None:
-    conn.execute("UPDATE session_heads SET lease_heartbeat_ms = ? WHERE sid = ? AND "
-                 "lease_owner = ?", (now, sid, owner))
-
-
-def insert_events(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
-    conn.executemany(EVENT_INSERT, rows)
-
-
-def seq_of_idempotency_key(conn: apsw.Connection, sid: int, key: str) -> int | None:
-    rows: list[Any] = conn.execute(
-        "SELECT seq FROM events WHERE sid = ? AND idempotency_key = ?", (sid, key)).fetchall()
-    return int(rows[0][0]) if rows else None
-
-
-def frames(conn: apsw.Connection, sid: int, first: int, last: int) -> list[bytes]:
-    """Frames of seqs first..last (inclusive) of one session's own log, in order."""
-    return [r[0] for r in conn.execute(
-        "SELECT frame FROM events WHERE rid BETWEEN ? AND ? ORDER BY rid",
-        (rid(sid, first), rid(sid, last)))]
-
-
-def marker_at_or_before(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int | None:
-    """The last seq <= ``seq`` of an event of ``type_`` (an indexed marker type)."""
-    assert type_ in _MARKERS
-    # the type is a literal so that the planner can use the partial index
-    rows: list[Any] = conn.execute(
-        f"SELECT max(seq) FROM events WHERE sid = ? AND type = '{type_}' AND seq <= ?",
-        (sid, seq)).fetchall()
-    return None if rows[0][0] is None else int(rows[0][0])
-
-
-def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int | None:
-    """The first seq > ``seq`` of an event of ``type_`` (an indexed marker type)."""
-    assert type_ in _MARKERS
-    rows: list[Any] = conn.execute(
-        f"SELECT min(seq) FROM events WHERE sid = ? AND type = '{type_}' AND seq > ?",
-        (sid, seq)).fetchall()
-    return None if rows[0][0] is None else int(rows[0][0])
-
-
-def max_seq(conn: apsw.Connection, sid: int) -> int:
-    """The highest seq stored for a session's own log (-1 when none)."""
-    rows: list[Any] = conn.execute(
-        "SELECT max(rid) FROM events WHERE rid BETWEEN ? AND ?",
-        (rid(sid, 0), rid(sid, MAX_SESSION_SEQ))).fetchall()
-    return -1 if rows[0][0] is None else int(rows[0][0]) - rid(sid, 0)
-
-
-def frames_of_types(conn: apsw.Connection, sid: int, after: int, types: Sequence[str],
-                    upto: int = MAX_SESSION_SEQ,
-                    prefixes: Sequence[str] = ()) -> list[tuple[int, bytes]]:
-    """(seq, frame) of the session's own events after ``after`` up to ``upto``
-    whose type is one of ``types`` or starts with one of ``prefixes``."""
-    match = [f"type IN ({','.join('?' * len(types))})"] if types else []
-    match += ["type GLOB ?"] * len(prefixes)
-    globs = [p.replace("[", "[[]").replace("*", "[*]").replace("?", "[?]") + "*"
-             for p in prefixes]
-    return [(int(r[0]), r[1]) for r in conn.execute(
-        f"SELECT seq, frame FROM events WHERE rid > ? AND rid <= ? AND ({' OR '.join(match)}) "
-        "ORDER BY rid", (rid(sid, after), rid(sid, upto), *types, *globs))]
-
-
-def projection_state(conn: apsw.Connection, sid: int, name: str,
-                     version: int) -> tuple[int, int, bytes] | None:
-    """(seq, chain u64, state) of the saved projection state, if any."""
-    rows: list[Any] = conn.execute(
-        "SELECT seq, chain, state FROM projection_states WHERE sid = ? AND name = ? "
-        "AND version = ?", (sid, name, version)).fetchall()
-    if not rows:
-        return None
-    return int(rows[0][0]), u64(rows[0][1]), bytes(rows[0][2])
-
-
-def save_projection_state(conn: apsw.Connection, sid: int, name: str, version: int, seq: int,
-                          chain: int, state: bytes) -> None:
-    """Keep one state per (session, projection): other versions are dropped."""
-    conn.execute("DELETE FROM projection_states WHERE sid = ? AND name = ?", (sid, name))
-    conn.execute("INSERT INTO projection_states VALUES (?,?,?,?,?,?)",
-                 (sid, name, version, seq, i64(chain), state))
-
-
-def drop_projection_states(conn: apsw.Connection, sid: int) -> None:
-    conn.execute("DELETE FROM projection_states WHERE sid = ?", (sid,))
-
-
 # ---------------------------------------------------------------------------
 # The Backend protocol over those statements.
 
@@ -340,56 +147,63 @@ class SQLiteReader:
 
     def session_by_id(self, session_id: str) -> SessionRow | None:
         with translate():
-            rows = sessions_where(self.conn, "WHERE id = ?", (session_id,))
+            rows = st.sessions_where(self.conn, "WHERE id = ?", (session_id,))
         return rows[0] if rows else None
 
     def session_by_sid(self, sid: int) -> SessionRow | None:
         with translate():
-            rows = sessions_where(self.conn, "WHERE sid = ?", (sid,))
+            rows = st.sessions_where(self.conn, "WHERE sid = ?", (sid,))
         return rows[0] if rows else None
 
     def sessions(self, include_subagents: bool) -> list[SessionRow]:
         where = "" if include_subagents else "WHERE origin IS NULL"
         with translate():
-            return sessions_where(self.conn, f"{where} ORDER BY sid", ())
+            return st.sessions_where(self.conn, f"{where} ORDER BY sid", ())
 
     def children(self, sid: int) -> list[SessionRow]:
         with translate():
-            return sessions_where(self.conn, "WHERE parent_sid = ? ORDER BY sid", (sid,))
+            return st.sessions_where(self.conn, "WHERE parent_sid = ? ORDER BY sid", (sid,))
 
     def head(self, sid: int) -> Head:
         with translate():
-            return head(self.conn, sid)
+            return st.head(self.conn, sid)
 
-    def frames(self, sid: int, first: int, last: int) -> list[bytes]:
+    def chunks(self, sid: int, first: int, last: int, limit: int = -1) -> list[Chunk]:
         with translate():
-            return frames(self.conn, sid, first, last)
+            return st.chunks(self.conn, sid, first, last, limit)
 
-    def frames_of_types(self, sid: int, after: int, types: Sequence[str], upto: int,
-                        prefixes: Sequence[str] = ()) -> list[tuple[int, bytes]]:
+    def chunk_at(self, sid: int, seq: int) -> Chunk | None:
         with translate():
-            return frames_of_types(self.conn, sid, after, types, upto, prefixes)
+            return st.chunk_at(self.conn, sid, seq)
+
+    def chunk_meta(self, sid: int, after: int, upto: int) -> list[tuple[int, int, int]]:
+        with translate():
+            return st.chunk_meta(self.conn, sid, after, upto)
 
     def max_seq(self, sid: int) -> int:
         with translate():
-            return max_seq(self.conn, sid)
+            return st.max_seq(self.conn, sid)
+
+    def index_rows(self, sid: int, after: int, upto: int) -> list[IndexRow]:
+        with translate():
+            return st.index_range(self.conn, sid, after, upto)
 
     def seq_of_idempotency_key(self, sid: int, key: str) -> int | None:
         with translate():
-            return seq_of_idempotency_key(self.conn, sid, key)
+            return st.seq_of_idempotency_key(self.conn, sid, key)
 
     def marker_at_or_before(self, sid: int, type_: str, seq: int) -> int | None:
         with translate():
-            return marker_at_or_before(self.conn, sid, type_, seq)
+            return st.marker_at_or_before(self.conn, sid, type_, seq)
 
     def marker_after(self, sid: int, type_: str, seq: int) -> int | None:
         with translate():
-            return marker_after(self.conn, sid, type_, seq)
+            return st.marker_after(self.conn, sid, type_, seq)
 
     def projection_state(self, sid: int, name: str,
                          version: int) -> tuple[int, int, bytes] | None:
         with translate():
-            return projection_state(self.conn, sid, name, version)
+            return st.projection_state(self.conn, sid, name, version)
 
 
 class SQLiteWriter(SQLiteReader):
@@ -402,34 +216,34 @@ class SQLiteWriter(SQLiteReader):
 
     def insert_session(self, row: SessionRow, last_seq: int, chain_head: int) -> int:
         with translate():
-            return insert_session(self.conn, row, last_seq, chain_head)
+            return st.insert_session(self.conn, row, last_seq, chain_head)
 
-    def append_frames(self, sid: int, first_seq: int, frames: Sequence[bytes],
-                      chains: Sequence[int], index: Sequence[IndexEntry]) -> None:
-        base = rid(sid, first_seq)
+    def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow]) -> None:
         with translate():
-            insert_events(self.conn, [(base + i, e.type, e.time, e.source, e.causal_parent,
-                                       e.workspace_revision, e.data_class, e.idempotency_key,
-                                       i64(chain), frame)
-                                      for i, (frame, chain, e) in enumerate(
-                                          zip(frames, chains, index, strict=True))])
+            st.insert_chunks(self.conn, st.chunk_rows(sid, chunks))
+            if index:
+                st.insert_index(self.conn, st.index_rows(sid, index))
+
+    def repack(self, sid: int, merged: Chunk) -> int:
+        with translate():
+            return st.repack(self.conn, sid, merged)
 
     def set_lease(self, sid: int, lease: Lease) -> None:
         with translate():
-            set_lease(self.conn, sid, *lease)
+            st.set_lease(self.conn, sid, *lease)
 
     def heartbeat(self, sid: int, owner: str, now: int) -> None:
         with translate():
-            heartbeat(self.conn, sid, owner, now)
+            st.heartbeat(self.conn, sid, owner, now)
 
     def save_projection_state(self, sid: int, name: str, version: int, seq: int, chain: int,
                               state: bytes) -> None:
         with translate():
-            save_projection_state(self.conn, sid, name, version, seq, chain, state)
+            st.save_projection_state(self.conn, sid, name, version, seq, chain, state)
 
     def drop_projection_states(self, sid: int) -> None:
         with translate():
-            drop_projection_states(self.conn, sid)
+            st.drop_projection_states(self.conn, sid)
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -470,7 +284,7 @@ class _Transaction:
             with translate():
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    version = data_version(conn)
+                    version = _data_version(conn)
                 except BaseException:
                     conn.execute("ROLLBACK")
                     raise
@@ -506,7 +320,7 @@ class SQLiteBackend:
     in-memory database for ``":memory:"``), a write connection and one reader
     connection per thread."""
 
-    max_session_seq = MAX_SESSION_SEQ
+    max_session_seq = st.MAX_SESSION_SEQ
 
     def __init__(self, path: str, *, durability: str = "full",
                  busy_timeout_ms: int = 10_000) -> None:
@@ -523,7 +337,7 @@ class SQLiteBackend:
         migrate(path, durability=durability, busy_timeout_ms=busy_timeout_ms)
         self._write = self._connect()
         with translate():
-            self._data_version = data_version(self._write)
+            self._data_version = _data_version(self._write)
         self._lock = threading.Lock()  # owns the write connection
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
@@ -592,5 +406,5 @@ class SQLiteBackend:
         self._readers.clear()
 
 
-__all__ = ["MAX_SESSION_SEQ", "SQLiteBackend", "SQLiteReader", "SQLiteWriter", "i64",
-           "open_connection", "translate", "u64"]
+__all__ = ["SQLiteBackend", "SQLiteReader", "SQLiteWriter", "migrate", "open_connection",
+           "translate"]

@@ -1,0 +1,238 @@
+"""Chunk rows: how a run of a session's frames is stored as one unit (FORMAT.md 7).
+
+A chunk is ``n`` consecutive v1 frames of one session -- the same bytes as
+ever -- concatenated into a body of ``raw_len`` bytes, stored as is or
+compressed as one zstd frame, with:
+
+* ``body_check`` = XXH3-64 of the *stored* body, seeded with
+  ``(session key + first_seq) mod 2^64``: a body moved to another session or
+  position fails like random damage, and damage is found before the
+  decompressor sees the bytes;
+* ``seed_chain`` = the chain before its first frame, ``last_chain`` = the
+  chain of its last frame.
+
+:func:`open_chunk` verifies a stored row in the order FORMAT.md 7.2 gives and
+returns the raw body and its frame headers, or a :class:`ChunkDefect` that
+says what failed where.  :func:`cut` splits a batch just framed into chunks
+at the size cap; :func:`pack` makes the row of one run.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import Any
+
+import threading
+from collections import OrderedDict
+
+import zstandard
+
+from .._format import HEADER_SIZE, MASK64, MAX_RAW, Cursor, FrameHeader, Kernel, Status
+from .frames import _kernel, checksum
+
+CAP = 64 * 1024        # raw bytes a chunk grows to (README, Storage v2: measured)
+LEVEL = 1              # zstd level of chunk bodies (measured: level 3 costs more than it saves)
+RAW, ZSTD = 0, 1       # the row's codec
+_CHAIN_AT = 32         # the chain is the last field of a frame header
+MAX_BODY = MAX_RAW + HEADER_SIZE + 8  # one frame of the largest payload, as a bound
+
+
+@dataclass(frozen=True, slots=True)
+class Chunk:
+    """One chunk row, as the codec makes it and the storage keeps it."""
+
+    first_seq: int
+    n: int
+    raw_len: int
+    codec: int
+    body_check: int
+    seed_chain: int
+    last_chain: int
+    body: bytes
+
+    @property
+    def last_seq(self) -> int:
+        return self.first_seq + self.n - 1
+
+
+@dataclass(frozen=True, slots=True)
+class ChunkDefect:
+    """Why a stored chunk row did not verify: a kernel status, a sentence,
+    the offset in the raw body where it was found and the seq it concerns."""
+
+    status: Status
+    reason: str
+    offset: int
+    seq: int
+
+
+def body_seed(key: int, first_seq: int) -> int:
+    return (key + first_seq) & MASK64
+
+
+def chain_of(blob: Any, frame_offset: int) -> int:
+    """The chain field of the frame at ``frame_offset`` of bytes already verified or just made."""
+    return int.from_bytes(blob[frame_offset + _CHAIN_AT:frame_offset + HEADER_SIZE], "little")
+
+
+def frame_sizes(stored_lens: Sequence[int]) -> list[int]:
+    return [HEADER_SIZE + n + (-n & 7) for n in stored_lens]
+
+
+def cut(blob: bytes, sizes: Sequence[int], first_seq: int, seed_chain: int,
+        cap: int = CAP) -> list[tuple[bytes, int, int, int, int]]:
+    """Split a blob of consecutive frames just framed (so trusted) into runs
+    of at most ``cap`` raw bytes (a bigger frame is a run of its own):
+    ``(body, first_seq, n, seed_chain, last_chain)`` each."""
+    runs = []
+    start, begin, seq, count, size = 0, first_seq, first_seq, 0, 0
+    chain = seed_chain
+    pos = last_size = 0
+    for frame in sizes:
+        if count and size + frame > cap:
+            last = chain_of(blob, pos - last_size)
+            runs.append((blob[start:pos], begin, count, chain, last))
+            start, begin, count, size, chain = pos, seq, 0, 0, last
+        pos += frame
+        last_size = frame
+        size += frame
+        count += 1
+        seq += 1
+    if count:
+        runs.append((blob[start:pos], begin, count, chain, chain_of(blob, pos - last_size)))
+    return runs
+
+
+def pack(key: int, body: bytes, first_seq: int, n: int, seed_chain: int, last_chain: int,
+         stored: bytes | None = None, *, kernel: Kernel | None = None) -> Chunk:
+    """The row of one run: ``stored`` is the body as stored (its zstd frame),
+    None to store the raw body as is."""
+    codec, data = (RAW, body) if stored is None else (ZSTD, stored)
+    return Chunk(first_seq, n, len(body), codec,
+                 checksum(data, body_seed(key, first_seq), kernel=kernel), seed_chain,
+                 last_chain, data)
+
+
+class ChunkCompressor:
+    """zstd at :data:`LEVEL` for chunk bodies, one context per thread; a body
+    is stored compressed only when that saves more than 1/16."""
+
+    def __init__(self) -> None:
+        self._local = threading.local()
+
+    def _c(self) -> Any:
+        c = getattr(self._local, "c", None)
+        if c is None:
+            c = self._local.c = zstandard.ZstdCompressor(level=LEVEL, write_content_size=True)
+        return c
+
+    def _d(self) -> Any:
+        d = getattr(self._local, "d", None)
+        if d is None:
+            d = self._local.d = zstandard.ZstdDecompressor()
+        return d
+
+    def compress(self, bodies: Sequence[bytes]) -> list[bytes | None]:
+        """The stored form of each body: its zstd frame, or None (store it raw)."""
+        if not bodies:
+            return []
+        c = self._c()
+        if len(bodies) == 1:
+            packed = [c.compress(bodies[0])]
+        else:  # several at once on zstd's threads (the GIL released)
+            result = c.multi_compress_to_buffer(list(bodies), threads=2)
+            packed = [result[i].tobytes() for i in range(len(bodies))]
+        return [p if len(p) < len(b) - (len(b) >> 4) else None
+                for p, b in zip(packed, bodies, strict=True)]
+
+    def decompress(self, stored: Any, raw_len: int) -> bytes | None:
+        """The body, exactly ``raw_len`` bytes, or None if the stored bytes are
+        not one zstd frame of that content size (never more is produced)."""
+        try:
+            if zstandard.frame_content_size(stored) != raw_len:
+                return None
+            out = self._d().decompress(stored, max_output_size=raw_len)
+        except zstandard.ZstdError:
+            return None
+        return out if len(out) == raw_len else None
+
+
+def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
+               kernel: Kernel | None = None,
+               ) -> tuple[bytes | memoryview, list[FrameHeader]] | ChunkDefect:
+    """Verify one stored row (FORMAT.md 7.2) and return its raw body and the
+    headers of its ``n`` frames, or the first defect."""
+    seq = row.first_seq
+    if row.n < 1 or row.raw_len < HEADER_SIZE or row.raw_len > row.n * MAX_BODY or (
+            row.codec not in (RAW, ZSTD)):
+        return ChunkDefect(Status.BAD_FIELD, "chunk row fields out of range", 0, seq)
+    if checksum(row.body, body_seed(key, seq), kernel=kernel) != row.body_check:
+        return ChunkDefect(Status.BAD_PAYLOAD, "chunk body check mismatch", 0, seq)
+    if row.codec == ZSTD:
+        raw: bytes | memoryview | None = compressor.decompress(row.body, row.raw_len)
+        if raw is None:
+            return ChunkDefect(Status.BAD_FIELD, "chunk body does not decompress to its raw "
+                               "length", 0, seq)
+    else:
+        raw = row.body
+        if len(raw) != row.raw_len:
+            return ChunkDefect(Status.BAD_FIELD, "chunk body length differs from raw_len", 0,
+                               seq)
+    status, headers, end, _ = _kernel(kernel).scan(raw, key, Cursor(0, seq, row.seed_chain),
+                                                   row.n, True)
+    if status not in (Status.END, Status.MORE):
+        return ChunkDefect(Status(status), _kernel(kernel).strerror(status), end.offset,
+                           end.next_seq)
+    if len(headers) != row.n or end.offset != row.raw_len:
+        return ChunkDefect(Status.SEQ_MISMATCH, f"chunk holds {len(headers)} verified "
+                           f"frame(s) in {end.offset} bytes; its row says {row.n} in "
+                           f"{row.raw_len}", end.offset, end.next_seq)
+    if end.chain != row.last_chain:
+        return ChunkDefect(Status.BAD_CHAIN, "the chain of the chunk's last frame differs from "
+                           "its row's last_chain", headers[-1].offset, row.last_seq)
+    return raw, headers
+
+
+class ChunkCache:
+    """The last rows opened (verified and decompressed), so that ``get`` and
+    ``tail`` near each other do not open one row again.  Keyed by the row's
+    session key and every field but the body (the body check stands for it):
+    a row rewritten since (a repack) misses.  Bounded by the raw bytes it keeps."""
+
+    def __init__(self, max_bytes: int = 8 * 1024 * 1024) -> None:
+        self._max = max_bytes
+        self._size = 0
+        self._items: OrderedDict[tuple[int, ...], tuple[Any, list[FrameHeader]]] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def open(self, key: int, row: Chunk, compressor: ChunkCompressor, *,
+             kernel: Kernel | None = None,
+             ) -> tuple[bytes | memoryview, list[FrameHeader]] | ChunkDefect:
+        """:func:`open_chunk`, remembered."""
+        name = (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
+                row.raw_len, row.codec)
+        with self._lock:
+            hit = self._items.get(name)
+            if hit is not None and len(hit[0]) == row.raw_len and len(hit[1]) == row.n:
+                self._items.move_to_end(name)
+                return hit
+        opened = open_chunk(key, row, compressor, kernel=kernel)
+        if isinstance(opened, tuple) and row.raw_len <= self._max // 4:
+            with self._lock:
+                if name not in self._items:
+                    self._items[name] = opened
+                    self._size += row.raw_len
+                    while self._size > self._max:
+                        _, (raw, _h) = self._items.popitem(last=False)
+                        self._size -= len(raw)
+        return opened
+
+    def clear(self) -> None:
+        with self._lock:
+            self._items.clear()
+            self._size = 0
+
+
+__all__ = ["CAP", "ChunkCache", "LEVEL", "RAW", "ZSTD", "Chunk", "ChunkCompressor", "ChunkDefect",
+           "body_seed", "chain_of", "cut", "frame_sizes", "open_chunk", "pack"]

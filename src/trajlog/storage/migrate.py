@@ -1,0 +1,183 @@
+"""Schema migrations, up to storage v2 (schema 4).
+
+Schemas 1-3 are SQL only and run in one transaction.  Schema 4 rewrites a
+store written by trajlog 0.1 (one row per frame) into chunk rows and the event
+index, and is **resumable** and **verified**:
+
+1. one transaction makes the new tables and a progress table;
+2. each session is copied in its own transaction: its stored frames are
+   verified (every check, the chain from its seed to its head), cut into
+   chunks byte for byte, indexed, written, read back and compared with the
+   frames they came from; the session is then marked done;
+3. one last transaction checks that every session is done and that the frame
+   counts agree, drops the old table and makes the new triggers.
+
+A crash anywhere leaves a store that the next open resumes.  A session that
+does not verify, or any other failure, abandons the migration: the new tables
+are dropped, so the store is exactly the 0.1 store it was, and
+:class:`MigrationError` says which session and why.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from contextlib import contextmanager
+from typing import Any
+
+import apsw
+
+from .._format import Cursor, Status
+from ..codec.chunks import ChunkCompressor, cut, open_chunk, pack
+from ..codec.compression import Compressor
+from ..codec.frames import scan
+from ..codec.records import decode_frame
+from ..errors import MigrationError, SchemaError
+from . import statements as st
+from .index import entry
+from .schema import (
+    APPLICATION_ID,
+    MIGRATIONS,
+    SCHEMA_VERSION,
+    V4_ABANDON,
+    V4_FINISH,
+    V4_TABLES,
+)
+
+
+def _pragma(conn: apsw.Connection, name: str, value: Any = None) -> Any:
+    # One statement per execute, fully consumed.
+    sql = f"PRAGMA {name}" if value is None else f"PRAGMA {name}={value}"
+    rows = conn.execute(sql).fetchall()
+    return rows[0][0] if rows else None
+
+
+@contextmanager
+def _immediate(conn: apsw.Connection) -> Iterator[None]:
+    conn.execute("BEGIN IMMEDIATE")
+    try:
+        yield
+        conn.execute("COMMIT")
+    except BaseException:
+        if not conn.getautocommit():
+            conn.execute("ROLLBACK")
+        raise
+
+
+def _has_tables(conn: apsw.Connection) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0])
+
+
+def _table(conn: apsw.Connection, name: str) -> bool:
+    return bool(conn.execute("SELECT count(*) FROM sqlite_schema WHERE type = 'table' AND "
+                             "name = ?", (name,)).fetchall()[0][0])
+
+
+def migrate(conn: apsw.Connection, path: str) -> int:
+    """Bring the store on ``conn`` (the migration connection) to
+    :data:`SCHEMA_VERSION`; return the version it had."""
+    with _immediate(conn):
+        found = int(_pragma(conn, "user_version"))
+        app = int(_pragma(conn, "application_id"))
+        if found == 0 and app == 0 and _has_tables(conn):
+            raise SchemaError(f"{path!r} is an SQLite database but not a trajlog store")
+        if found and app != APPLICATION_ID:
+            raise SchemaError(f"{path!r} is not a trajlog store")
+        if found > SCHEMA_VERSION:
+            raise SchemaError(f"store schema version {found} is newer than this "
+                              f"trajlog's ({SCHEMA_VERSION}); upgrade trajlog")
+        for version in range(found + 1, min(3, SCHEMA_VERSION) + 1):
+            conn.execute(MIGRATIONS[version - 1])
+            _pragma(conn, "user_version", version)
+        _pragma(conn, "application_id", APPLICATION_ID)
+    if found < 4:
+        to_v4(conn)
+    return found
+
+
+def to_v4(conn: apsw.Connection) -> None:
+    """Schema 3 -> 4 (see the module docstring); a no-op once done."""
+    with _immediate(conn):
+        if int(_pragma(conn, "user_version")) != 3:
+            return
+        if not _table(conn, "migration_v4"):
+            conn.execute(V4_TABLES)
+    try:
+        sids = [int(r[0]) for r in conn.execute("SELECT sid FROM sessions ORDER BY sid")]
+        for sid in sids:
+            with _immediate(conn):
+                if conn.execute("SELECT 1 FROM migration_v4 WHERE sid = ?", (sid,)).fetchall():
+                    continue
+                frames = _copy_session(conn, sid)
+                conn.execute("INSERT INTO migration_v4 VALUES (?, ?)", (sid, frames))
+        with _immediate(conn):
+            if int(_pragma(conn, "user_version")) != 3:
+                return
+            done, copied = conn.execute("SELECT count(*), coalesce(sum(frames), 0) FROM "
+                                        "migration_v4").fetchall()[0]
+            sessions, rows = (conn.execute("SELECT count(*) FROM sessions").fetchall()[0][0],
+                              conn.execute("SELECT count(*) FROM events").fetchall()[0][0])
+            if done != sessions or copied != rows:
+                raise MigrationError(f"{done} of {sessions} sessions and {copied} of {rows} "
+                                     "frames were copied", session=None)
+            conn.execute(V4_FINISH)
+            _pragma(conn, "user_version", 4)
+    except BaseException:
+        with _immediate(conn):
+            if int(_pragma(conn, "user_version")) == 3:
+                conn.execute(V4_ABANDON)
+        raise
+
+
+def _copy_session(conn: apsw.Connection, sid: int) -> int:
+    """Copy one session's frames into chunks and index rows; returns how many."""
+    found: list[Any] = conn.execute(
+        "SELECT id, session_key, seed_length, seed_chain FROM sessions WHERE sid = ?",
+        (sid,)).fetchall()
+    session_id, key, seed, seed_chain = str(found[0][0]), st.u64(found[0][1]), int(
+        found[0][2]), st.u64(found[0][3])
+    heads: list[Any] = conn.execute("SELECT last_seq, chain_head FROM session_heads WHERE "
+                                    "sid = ?", (sid,)).fetchall()
+    last_seq, chain_head = int(heads[0][0]), st.u64(heads[0][1])
+    rows = [bytes(r[0]) for r in conn.execute(
+        "SELECT frame FROM events WHERE rid BETWEEN ? AND ? ORDER BY rid",
+        (st.rid(sid, 0), st.rid(sid, st.MAX_SESSION_SEQ)))]
+    expected = last_seq - seed + 1
+    blob = b"".join(rows)
+    before = scan(blob, key, Cursor(0, seed, seed_chain), watermark=last_seq)
+    if (before.status != Status.END or before.frames != expected or len(rows) != expected
+            or (expected and before.cursor.chain != chain_head)):
+        raise MigrationError(f"session {session_id} does not verify before migration "
+                             f"({before.reason or 'frame count or chain head differs'}, at "
+                             f"seq {before.cursor.next_seq}): nothing was migrated",
+                             session=session_id)
+    if not expected:
+        return 0
+    sizes = [len(r) for r in rows]
+    runs = cut(blob, sizes, seed, seed_chain)
+    compressor = ChunkCompressor()
+    stored = compressor.compress([body for body, *_ in runs])
+    chunks = [pack(key, body, first, n, seed_c, last_c, packed)
+              for (body, first, n, seed_c, last_c), packed in zip(runs, stored, strict=True)]
+    payloads = Compressor()
+    index = []
+    for i, frame in enumerate(rows):
+        indexed = entry(decode_frame(frame, seed + i, payloads, session=session_id), seed + i)
+        if indexed is not None:
+            index.append(indexed)
+    st.insert_chunks(conn, st.chunk_rows(sid, chunks))
+    st.insert_index(conn, st.index_rows(sid, index))
+    back = st.chunks(conn, sid, seed, last_seq)
+    raw = []
+    for row in back:
+        opened = open_chunk(key, row, compressor)
+        if not isinstance(opened, tuple):
+            raise MigrationError(f"session {session_id}: a migrated chunk does not verify "
+                                 f"({opened.reason})", session=session_id)
+        raw.append(bytes(opened[0]))
+    if b"".join(raw) != blob or sum(c.n for c in back) != expected:
+        raise MigrationError(f"session {session_id}: the migrated chunks differ from the "
+                             "frames they were made of", session=session_id)
+    return expected
+
+
+__all__ = ["migrate", "to_v4"]

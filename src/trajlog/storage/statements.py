@@ -1,0 +1,247 @@
+"""Every SQL statement trajlog runs on a store, as functions over a connection.
+
+Keys: a session's chunk rows and index rows are keyed by one integer,
+``(sid << 32) + seq`` (:func:`rid`), so a session's rows sit together in one
+b-tree range and need no second index.  Keys, chains and checks are u64 at
+the Backend seam and i64 in SQLite: :func:`i64` / :func:`u64` are the one
+conversion.
+"""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Iterable, Sequence
+from typing import Any
+
+import apsw
+
+from ..codec.chunks import Chunk
+from ..errors import StoreError
+from .base import Head, Lease, SessionRow
+from .index import IndexRow
+
+MAX_SESSION_SEQ = 2**32 - 1   # a session's own log in one store: 4.29 billion events
+MAX_SESSIONS = 2**31 - 1
+SESSION_COLUMNS = ("sid, id, session_key, created_ms, cwd, parent_sid, seed_length, seed_chain, "
+                   "origin, delegation_depth, agent_preset, metadata, header_check")
+CHUNK_COLUMNS = "cid, n, raw_len, codec, body_check, seed_chain, last_chain, body"
+CHUNK_INSERT = f"INSERT INTO chunks({CHUNK_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
+INDEX_COLUMNS = ("rid, type, time_ms, source, causal_parent, workspace_revision, data_class, "
+                 "idempotency_key, call_id")
+INDEX_INSERT = f"INSERT INTO event_index({INDEX_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"
+_MARKERS = {"turn/start", "turn/end", "sandbox/mode"}
+
+
+def i64(value: int) -> int:
+    """A u64 (key, chain, check) as the i64 SQLite stores."""
+    return value - (1 << 64) if value >= 1 << 63 else value
+
+
+def u64(value: int) -> int:
+    """An i64 read from SQLite as the u64 it stands for."""
+    return int(value) & 0xFFFFFFFFFFFFFFFF
+
+
+def now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def rid(sid: int, seq: int) -> int:
+    """The key of (session, seq) in the chunk and index tables."""
+    return (sid << 32) + seq
+
+
+# -- sessions and heads ---------------------------------------------------------
+
+def _session_row(r: Sequence[Any]) -> SessionRow:
+    return SessionRow(int(r[0]), r[1], u64(r[2]), r[3], r[4], r[5], r[6], u64(r[7]), r[8], r[9],
+                      r[10], bytes(r[11]), u64(r[12]))
+
+
+def insert_session(conn: apsw.Connection, row: SessionRow, last_seq: int,
+                   chain_head: int) -> int:
+    """Insert a session header and its head; returns the new sid."""
+    conn.execute(
+        "INSERT INTO sessions(id, session_key, created_ms, cwd, parent_sid, seed_length, "
+        "seed_chain, origin, delegation_depth, agent_preset, metadata, header_check) "
+        "VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+        (row.id, i64(row.key), row.created_ms, row.cwd, row.parent_sid, row.seed_length,
+         i64(row.seed_chain), row.origin, row.delegation_depth, row.agent_preset, row.metadata,
+         i64(row.header_check)))
+    sid = int(conn.last_insert_rowid())
+    conn.execute("INSERT INTO session_heads(sid, last_seq, chain_head) VALUES (?,?,?)",
+                 (sid, last_seq, i64(chain_head)))
+    return sid
+
+
+def sessions_where(conn: apsw.Connection, where: str, args: Sequence[Any]) -> list[SessionRow]:
+    return [_session_row(r) for r in conn.execute(
+        f"SELECT {SESSION_COLUMNS} FROM sessions {where}", tuple(args))]
+
+
+def head(conn: apsw.Connection, sid: int) -> Head:
+    row: list[Any] = conn.execute(
+        "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, lease_started_ms, "
+        "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (sid,)).fetchall()
+    if not row:
+        raise StoreError(f"session {sid} has no head row")
+    last_seq, chain, owner, host, pid, started, beat = row[0]
+    return Head(int(last_seq), u64(chain), Lease(owner, host, pid, started, beat))
+
+
+def lease(conn: apsw.Connection, sid: int) -> Lease:
+    return head(conn, sid).lease
+
+
+def set_lease(conn: apsw.Connection, sid: int, owner: str | None, host: str | None,
+              pid: int | None, started_ms: int | None, heartbeat_ms: int | None) -> None:
+    conn.execute("UPDATE session_heads SET lease_owner = ?, lease_host = ?, lease_pid = ?, "
+                 "lease_started_ms = ?, lease_heartbeat_ms = ? WHERE sid = ?",
+                 (owner, host, pid, started_ms, heartbeat_ms, sid))
+
+
+def heartbeat(conn: apsw.Connection, sid: int, owner: str, now: int) -> None:
+    conn.execute("UPDATE session_heads SET lease_heartbeat_ms = ? WHERE sid = ? AND "
+                 "lease_owner = ?", (now, sid, owner))
+
+
+# -- chunks ---------------------------------------------------------------------
+
+def _chunk(r: Sequence[Any]) -> Chunk:
+    return Chunk(int(r[0]) & 0xFFFFFFFF, r[1], r[2], r[3], u64(r[4]), u64(r[5]), u64(r[6]),
+                 r[7])
+
+
+def chunk_rows(sid: int, chunks: Iterable[Chunk]) -> list[tuple[Any, ...]]:
+    return [(rid(sid, c.first_seq), c.n, c.raw_len, c.codec, i64(c.body_check),
+             i64(c.seed_chain), i64(c.last_chain), c.body) for c in chunks]
+
+
+def insert_chunks(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
+    conn.executemany(CHUNK_INSERT, rows)
+
+
+def chunks(conn: apsw.Connection, sid: int, first: int, last: int,
+           limit: int = -1) -> list[Chunk]:
+    """The rows holding seqs first..last, in order: from the row that
+    contains ``first`` (or the first row after it, if none does); at most
+    ``limit`` rows (-1: all)."""
+    lo, hi = rid(sid, first), rid(sid, last)
+    return [_chunk(r) for r in conn.execute(
+        f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE cid BETWEEN coalesce((SELECT max(cid) FROM "
+        "chunks WHERE cid BETWEEN ? AND ?), ?) AND ? ORDER BY cid LIMIT ?",
+        (rid(sid, 0), lo, lo, hi, limit))]
+
+
+def chunk_at(conn: apsw.Connection, sid: int, seq: int) -> Chunk | None:
+    """The row that contains ``seq`` (None if none does)."""
+    rows: list[Any] = conn.execute(
+        f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE cid BETWEEN ? AND ? ORDER BY cid DESC "
+        "LIMIT 1", (rid(sid, 0), rid(sid, seq))).fetchall()
+    if not rows:
+        return None
+    found = _chunk(rows[0])
+    return found if found.last_seq >= seq else None
+
+
+def chunk_meta(conn: apsw.Connection, sid: int, after: int,
+               upto: int) -> list[tuple[int, int, int]]:
+    """``(first_seq, n, raw_len)`` of the rows starting after ``after`` up to
+    ``upto`` (no bodies: what a repack plans with)."""
+    return [(int(r[0]) & 0xFFFFFFFF, r[1], r[2]) for r in conn.execute(
+        "SELECT cid, n, raw_len FROM chunks WHERE cid > ? AND cid <= ? ORDER BY cid",
+        (rid(sid, after), rid(sid, upto)))]
+
+
+def max_seq(conn: apsw.Connection, sid: int) -> int:
+    """The highest seq stored for a session's own log (-1 when none)."""
+    rows: list[Any] = conn.execute(
+        "SELECT last_seq FROM chunks WHERE cid = (SELECT max(cid) FROM chunks "
+        "WHERE cid BETWEEN ? AND ?)", (rid(sid, 0), rid(sid, MAX_SESSION_SEQ))).fetchall()
+    return -1 if not rows else int(rows[0][0])
+
+
+def repack(conn: apsw.Connection, sid: int, merged: Chunk) -> int:
+    """Grow the row at ``merged.first_seq`` into ``merged`` and delete the rows
+    it now holds; returns how many went."""
+    key = rid(sid, merged.first_seq)
+    conn.execute("UPDATE chunks SET n = ?, raw_len = ?, codec = ?, body_check = ?, "
+                 "last_chain = ?, body = ? WHERE cid = ?",
+                 (merged.n, merged.raw_len, merged.codec, i64(merged.body_check),
+                  i64(merged.last_chain), merged.body, key))
+    conn.execute("DELETE FROM chunks WHERE cid > ? AND cid <= ?",
+                 (key, rid(sid, merged.last_seq)))
+    return int(conn.changes())
+
+
+# -- the event index ---------------------------------------------------------------
+
+def index_rows(sid: int, rows: Iterable[IndexRow]) -> list[tuple[Any, ...]]:
+    return [(rid(sid, r.seq), *r[1:]) for r in rows]
+
+
+def insert_index(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
+    conn.executemany(INDEX_INSERT, rows)
+
+
+def index_range(conn: apsw.Connection, sid: int, after: int, upto: int) -> list[IndexRow]:
+    """The index rows of seqs after ``after`` up to ``upto``, in order."""
+    return [IndexRow(int(r[0]) & 0xFFFFFFFF, *r[1:]) for r in conn.execute(
+        f"SELECT {INDEX_COLUMNS} FROM event_index WHERE rid > ? AND rid <= ? ORDER BY rid",
+        (rid(sid, after), rid(sid, upto)))]
+
+
+def seq_of_idempotency_key(conn: apsw.Connection, sid: int, key: str) -> int | None:
+    rows: list[Any] = conn.execute(
+        "SELECT seq FROM event_index WHERE sid = ? AND idempotency_key = ?",
+        (sid, key)).fetchall()
+    return int(rows[0][0]) if rows else None
+
+
+def marker_at_or_before(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int | None:
+    """The last seq <= ``seq`` of an event of ``type_`` (an indexed marker type)."""
+    assert type_ in _MARKERS
+    # the type is a literal so that the planner can use the partial index
+    rows: list[Any] = conn.execute(
+        f"SELECT max(rid) FROM event_index WHERE type = '{type_}' AND rid BETWEEN ? AND ?",
+        (rid(sid, 0), rid(sid, seq))).fetchall()
+    return None if rows[0][0] is None else int(rows[0][0]) & 0xFFFFFFFF
+
+
+def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int | None:
+    """The first seq > ``seq`` of an event of ``type_`` (an indexed marker type)."""
+    assert type_ in _MARKERS
+    rows: list[Any] = conn.execute(
+        f"SELECT min(rid) FROM event_index WHERE type = '{type_}' AND rid > ? AND rid <= ?",
+        (rid(sid, seq), rid(sid, MAX_SESSION_SEQ))).fetchall()
+    return None if rows[0][0] is None else int(rows[0][0]) & 0xFFFFFFFF
+
+
+# -- projection states ----------------------------------------------------------------
+
+def projection_state(conn: apsw.Connection, sid: int, name: str,
+                     version: int) -> tuple[int, int, bytes] | None:
+    """(seq, chain u64, state) of the saved projection state, if any."""
+    rows: list[Any] = conn.execute(
+        "SELECT seq, chain, state FROM projection_states WHERE sid = ? AND name = ? "
+        "AND version = ?", (sid, name, version)).fetchall()
+    if not rows:
+        return None
+    return int(rows[0][0]), u64(rows[0][1]), bytes(rows[0][2])
+
+
+def save_projection_state(conn: apsw.Connection, sid: int, name: str, version: int, seq: int,
+                          chain: int, state: bytes) -> None:
+    """Keep one state per (session, projection): other versions are dropped."""
+    conn.execute("DELETE FROM projection_states WHERE sid = ? AND name = ?", (sid, name))
+    conn.execute("INSERT INTO projection_states VALUES (?,?,?,?,?,?)",
+                 (sid, name, version, seq, i64(chain), state))
+
+
+def drop_projection_states(conn: apsw.Connection, sid: int) -> None:
+    conn.execute("DELETE FROM projection_states WHERE sid = ?", (sid,))
+
+
+__all__ = ["CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT", "MAX_SESSION_SEQ",
+           "chunk_at", "chunk_meta", "chunks", "head", "i64", "insert_chunks", "insert_index",
+           "insert_session", "lease", "now_ms", "rid", "set_lease", "u64"]
