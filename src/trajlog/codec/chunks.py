@@ -19,12 +19,11 @@ at the size cap; :func:`pack` makes the row of one run.
 
 from __future__ import annotations
 
+import threading
+from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
-
-import threading
-from collections import OrderedDict
 
 import zstandard
 
@@ -234,5 +233,19 @@ class ChunkCache:
             self._size = 0
 
 
-__all__ = ["CAP", "ChunkCache", "LEVEL", "RAW", "ZSTD", "Chunk", "ChunkCompressor", "ChunkDefect",
-           "body_seed", "chain_of", "cut", "frame_sizes", "open_chunk", "pack"]
+__all__ = [
+    "CAP",
+    "LEVEL",
+    "RAW",
+    "ZSTD",
+    "Chunk",
+    "ChunkCache",
+    "ChunkCompressor",
+    "ChunkDefect",
+    "body_seed",
+    "chain_of",
+    "cut",
+    "frame_sizes",
+    "open_chunk",
+    "pack",
+]

@@ -8,8 +8,8 @@ place trajlog talks SQL.
 from __future__ import annotations
 
 from .base import Backend, Head, Lease, Reader, SessionRow, Writer
-from .index import IndexRow
 from .commit import GroupCommit, Request
+from .index import IndexRow
 from .sqlite import SQLiteBackend
 
 __all__ = ["Backend", "GroupCommit", "Head", "IndexRow", "Lease", "Reader", "Request",

@@ -19,19 +19,18 @@ from __future__ import annotations
 
 import contextlib
 import threading
-import time
 import uuid
-from collections.abc import Iterable, Iterator, Sequence
+from collections.abc import Iterator, Sequence
 from typing import Any
 
 import apsw
 
 from ..codec.chunks import Chunk
 from ..errors import SchemaError, StoreBusyError, StoreClosedError, StoreError
+from . import migrate as migrations
 from . import statements as st
 from .base import Head, Lease, SessionRow
 from .index import IndexRow
-from . import migrate as migrations
 from .schema import MIN_SQLITE, SCHEMA_VERSION, authorizer
 
 
@@ -406,5 +405,5 @@ class SQLiteBackend:
         self._readers.clear()
 
 
-__all__ = ["SQLiteBackend", "SQLiteReader", "SQLiteWriter", "migrate", "open_connection",
-           "translate"]
+__all__ = ["MIN_SQLITE", "SCHEMA_VERSION", "SQLiteBackend", "SQLiteReader", "SQLiteWriter",
+           "migrate", "open_connection", "translate"]
