@@ -10,7 +10,7 @@ by ``TRAJLOG_BACKEND``); :mod:`trajlog.events` and :mod:`trajlog.errors`.
 
 from __future__ import annotations
 
-from . import codec, errors, lifecycle, projections, recovery
+from . import aio, codec, errors, lifecycle, projections, recovery
 from ._format import FORMAT_VERSION, Cursor, FrameHeader, FrameType, Status
 from ._version import __version__
 from .api import BalancedView, Session, SessionTree, Store, VerifyReport, open
@@ -45,6 +45,7 @@ __all__ = [
     "VerifyReport",
     "Watermark",
     "__version__",
+    "aio",
     "backend",
     "build_context",
     "codec",

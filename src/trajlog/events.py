@@ -109,6 +109,56 @@ def decode_event(payload: Any, seq: int) -> Event:
     return event
 
 
+_UNSET: Any = msgspec.UNSET
+
+
+class LazyEvent(msgspec.Struct, frozen=True, array_like=True, gc=False):
+    """An :class:`Event` whose ``data`` is decoded on first access (then kept).
+
+    Same fields, same immutability; what ``events(lazy=True)`` yields.  It
+    holds the verified payload bytes until ``data`` is read, so it stays valid
+    after the iteration has moved on.  ``event()`` gives the plain Event."""
+
+    type: str
+    time: int
+    raw: msgspec.Raw
+    source: str | None = None
+    causal_parent: int | None = None
+    workspace_revision: str | None = None
+    data_class: str | None = None
+    idempotency_key: str | None = None
+    seq: int = -1
+    decoded: Any = _UNSET
+
+    @property
+    def data(self) -> Any:
+        value = self.decoded
+        if value is _UNSET:
+            value = _DATA_DECODER.decode(self.raw)
+            _set(self, "decoded", value)
+        return value
+
+    @property
+    def envelope(self) -> dict[str, Any]:
+        """The envelope fields that are set."""
+        return {k: v for k in ENVELOPE_FIELDS if (v := getattr(self, k)) is not None}
+
+    def event(self) -> Event:
+        return Event(self.type, self.time, self.data, self.source, self.causal_parent,
+                     self.workspace_revision, self.data_class, self.idempotency_key, self.seq)
+
+
+_LAZY_DECODER = msgspec.msgpack.Decoder(LazyEvent)
+_DATA_DECODER = msgspec.msgpack.Decoder()
+
+
+def decode_lazy(payload: Any, seq: int) -> LazyEvent:
+    """Decode event payload v1 bytes into a :class:`LazyEvent` at ``seq``."""
+    event = _LAZY_DECODER.decode(payload)
+    _set(event, "seq", seq)
+    return event
+
+
 class _TypeOnly(msgspec.Struct, array_like=True, gc=False):
     """The first element of an event payload; msgspec skips the rest in C."""
 
@@ -281,5 +331,5 @@ def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, dat
         raise ValidationError(f"data_class must be one of {', '.join(DATA_CLASSES)}")
 
 
-__all__ = ["DATA_CLASSES", "ENVELOPE_FIELDS", "Event", "SessionHeader", "check_json",
-           "decode_event", "encode_event"]
+__all__ = ["DATA_CLASSES", "ENVELOPE_FIELDS", "Event", "LazyEvent", "SessionHeader",
+           "check_json", "decode_event", "decode_lazy", "encode_event"]

@@ -8,6 +8,7 @@ Every read goes through the one stream reader of :mod:`trajlog.codec.stream`.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from contextlib import AbstractContextManager
 from dataclasses import dataclass
 from itertools import zip_longest
@@ -52,6 +53,14 @@ class LogReader:
         self._compressor = compressor
         self._chunks = ChunkCompressor()
         self.cache = ChunkCache()
+        # One worker opens (checks, decompresses, scans) the next rows of a long
+        # read while the caller decodes the current ones (zstd and the C scan
+        # release the GIL).
+        self._pool = ThreadPoolExecutor(max_workers=1, thread_name_prefix="trajlog-read")
+
+    def close(self) -> None:
+        self._pool.shutdown(wait=True)
+        self.cache.clear()
 
     # -- sessions -------------------------------------------------------------
 
@@ -94,7 +103,7 @@ class LogReader:
         sid = ref.sid
         return LogStream(ref.key, lambda a, b: reader.chunks(sid, a, b, READ_ROWS),
                          lambda: reader.max_seq(sid), self._compressor, self._chunks,
-                         cache=self.cache, session=ref.id)
+                         cache=self.cache, pool=self._pool, session=ref.id)
 
     def chain_at(self, ref: LogRef, seq: int, reader: Reader | None = None) -> int:
         """The chain value stored in frame ``seq`` (this log or an ancestor's),
@@ -114,7 +123,7 @@ class LogReader:
     def events(self, ref: LogRef, from_seq: int, to_seq: int | None,
                end_chain: tuple[int, int] | None = None,
                want: Callable[[str], bool] | None = None,
-               reader: Reader | None = None) -> Iterator[Event]:
+               reader: Reader | None = None, lazy: bool = False) -> Iterator[Any]:
         """Verified events ``from_seq .. to_seq`` (default: the last durable
         one).  ``end_chain = (seq, chain)`` also requires frame ``seq`` to
         carry ``chain`` (a child checking the parent frame it continues);
@@ -130,7 +139,7 @@ class LogReader:
             stop = min(to_seq, seed - 1)
             yield from self.events(ref.parent, from_seq, stop,
                                    (seed - 1, ref.seed_chain) if stop == seed - 1 else end_chain,
-                                   want, reader)
+                                   want, reader, lazy)
             from_seq = seed
             if to_seq < seed:
                 return
@@ -138,7 +147,7 @@ class LogReader:
             last_seq, chain_head)
         yield from self._stream(ref, reader).events(
             from_seq, to_seq, ref.seed_chain if from_seq == seed else None, Watermark(*mark),
-            want)
+            want, lazy)
 
     def verify(self, ref: LogRef) -> VerifyReport:
         """Every row and frame, the whole chain (ancestors' prefixes included)

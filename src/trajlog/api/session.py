@@ -176,9 +176,12 @@ class Session:
         """Seq of the last durable event (-1 for an empty log)."""
         return self._e.reading.head(self._ref).last_seq
 
-    def events(self, from_seq: int = 0, to_seq: int | None = None) -> Iterator[Event]:
+    def events(self, from_seq: int = 0, to_seq: int | None = None, *,
+               lazy: bool = False) -> Iterator[Event]:
         """Stream events ``from_seq`` .. ``to_seq`` (default: the last durable
-        one), verified as they are read, in bounded memory.
+        one), verified as they are read, in bounded memory.  ``lazy=True``
+        yields :class:`~trajlog.events.LazyEvent` values, whose ``data`` is
+        decoded on first access (every frame is still verified as read).
 
         From seq 0 every frame and the whole chain are checked, and the chain
         must end at the session head.  From a later seq the chain is checked
@@ -189,7 +192,7 @@ class Session:
             raise TypeError("seqs must be int")
         if from_seq < 0:
             raise InvalidArgumentError("from_seq must be >= 0")
-        return self._e.reading.events(self._ref, from_seq, to_seq)
+        return self._e.reading.events(self._ref, from_seq, to_seq, lazy=lazy)
 
     def get(self, seq: int) -> Event:
         """The event at ``seq`` (verified against the frame before it)."""

@@ -95,6 +95,8 @@ class Store:
             return
         self._e.repacker.close()
         self._e.writer.leases.release_all()
+        self._e.writer.commit.stop()
+        self._e.reading.close()
         self._e.backend.close()
 
     def __enter__(self) -> Store:

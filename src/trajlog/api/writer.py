@@ -283,12 +283,28 @@ class WriteEngine:
         if not rows:
             return []
         result: list[Event] = self.commit.submit(self.request(ref, rows, expect_last))
+        self.after_commit(ref)
+        return result
+
+    def submit_async(self, ref: LogRef, rows: list[Row],
+                     done: Callable[[list[Event] | None, BaseException | None], None]) -> None:
+        """Queue ``rows`` for group commit without waiting; ``done(events,
+        error)`` is called from the committing thread."""
+        def finished(req: Request) -> None:
+            if req.error is None:
+                self.after_commit(ref)
+            done(req.result, req.error)
+        request = self.request(ref, rows)
+        request.callback = finished
+        self.commit.submit_async(request)
+
+    def after_commit(self, ref: LogRef) -> None:
+        """Ask for a repack when the session gathered enough small rows."""
         state = self._states.get(ref.sid)
         if state is not None and self.on_small_rows is not None and (
                 state.small_rows >= REPACK_ROWS or state.turn_ended):
             state.small_rows, state.turn_ended = 0, False
             self.on_small_rows(ref)
-        return result
 
     def request(self, ref: LogRef, rows: list[Row], expect_last: int | None = None) -> Request:
         return Request(lambda tx: self.apply(tx, ref, rows, expect_last), ref.sid)

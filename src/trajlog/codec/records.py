@@ -18,7 +18,7 @@ import msgspec
 
 from .._format import FLAG_ZSTD, Cursor, FrameType, Kernel, Status
 from ..errors import error_for
-from ..events import Event, SessionHeader, decode_event
+from ..events import Event, SessionHeader, decode_event, decode_lazy
 from .chunks import Chunk, ChunkCompressor, cut, frame_sizes, pack
 from .compression import Compressor
 from .frames import _kernel, checksum, decode_header, payload_of
@@ -60,13 +60,15 @@ def decode_frame(frame: Any, seq: int, compressor: Compressor, *, session: str |
     payload: Any = payload_of(frame, header)
     if header.flags & FLAG_ZSTD:
         payload = compressor.decompress(payload, header.raw_len)
-    return decode_payload(payload, seq, session)
+    event: Event = decode_payload(payload, seq, session)
+    return event
 
 
-def decode_payload(payload: Any, seq: int, session: str | None) -> Event:
-    """An event payload v1 as an Event at ``seq``; undecodable bytes are corruption."""
+def decode_payload(payload: Any, seq: int, session: str | None, lazy: bool = False) -> Any:
+    """An event payload v1 as an Event (a LazyEvent with ``lazy``) at ``seq``;
+    undecodable bytes are corruption."""
     try:
-        return decode_event(payload, seq)
+        return decode_lazy(payload, seq) if lazy else decode_event(payload, seq)
     except msgspec.DecodeError as exc:
         raise error_for(Status.BAD_FIELD, reason=f"undecodable event payload: {exc}",
                         seq=seq, session=session, corrupt=True) from exc

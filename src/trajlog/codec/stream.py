@@ -19,11 +19,12 @@ the defect's typed error; :meth:`LogStream.verify` only reports it.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from concurrent.futures import Executor, Future
 from typing import Any
 
 from .._format import FLAG_ZSTD, Cursor, FrameHeader, Kernel, Status
-from ..events import Event, peek_type
-from .chunks import Chunk, ChunkCache, ChunkCompressor, open_chunk
+from ..events import peek_type
+from .chunks import Chunk, ChunkCache, ChunkCompressor, ChunkDefect, open_chunk
 from .compression import Compressor
 from .frames import ScanReport, Verdict, Watermark, _kernel
 from .records import decode_payload
@@ -44,14 +45,15 @@ class LogStream:
 
     def __init__(self, key: int, fetch: Fetch, stored_max: Callable[[], int],
                  compressor: Compressor, chunks: ChunkCompressor, *,
-                 cache: ChunkCache | None = None, session: str | None = None,
-                 kernel: Kernel | None = None) -> None:
+                 cache: ChunkCache | None = None, pool: Executor | None = None,
+                 session: str | None = None, kernel: Kernel | None = None) -> None:
         self._key = key
         self._fetch = fetch
         self._stored_max = stored_max
         self._compressor = compressor
         self._chunks = chunks
         self._cache = cache
+        self._pool = pool   # a worker that opens the next rows while these are decoded
         self._session = session
         self._kernel = _kernel(kernel)
         self.report: ScanReport | None = None  # set when a walk ends: clean, or the defect
@@ -68,19 +70,27 @@ class LogStream:
         When ``watermark`` names a chain and ``last`` is its seq, frame
         ``last`` must carry it.  At the end ``self.report`` says clean or names
         the defect (the defective row is not yielded)."""
-        key, opener = self._key, self._chunks
         want, chain, offset, frames = first, start_chain, 0, 0
         end_chain: int | None = None
+        ahead: tuple[list[Chunk], Future[list[Any]]] | None = None
         while want <= last:
-            rows = self._fetch(want, last)
-            if not rows:
+            if ahead is not None:
+                rows, opening = ahead[0], ahead[1].result()
+                ahead = None
+            else:
+                rows = [row for row in self._fetch(want, last) if row.last_seq >= want]
+                opening = None
+            if not rows:  # (a row already read comes back when the next one is missing)
                 self.report = self._missing(want, last, chain, offset, frames, watermark)
                 return
-            rows = [row for row in rows if row.last_seq >= want]  # a row already read
-            if not rows:
-                self.report = self._missing(want, last, chain, offset, frames, watermark)
-                return
-            for row in rows:
+            if self._pool is not None and len(rows) >= READ_ROWS and rows[-1].last_seq < last:
+                # Read ahead: fetch the next rows here (the connection is this
+                # thread's), open them on the pool while these are decoded.
+                nxt = rows[-1].last_seq + 1
+                more = [row for row in self._fetch(nxt, last) if row.last_seq >= nxt]
+                if more:
+                    ahead = (more, self._pool.submit(self._open_all, more))
+            for i, row in enumerate(rows):
                 if row.first_seq > want:
                     self.report = self._missing(want, last, chain, offset, frames, watermark,
                                                 gap=True)
@@ -97,9 +107,7 @@ class LogStream:
                                           else Status.SEQ_MISMATCH, reason, offset, frames,
                                           Cursor(offset, want, chain), watermark)
                     return
-                opened = (self._cache.open(key, row, opener, kernel=self._kernel)
-                          if self._cache is not None else
-                          open_chunk(key, row, opener, kernel=self._kernel))
+                opened = opening[i] if opening is not None else self._open(row)
                 if not isinstance(opened, tuple):
                     self.report = _defect(opened.status, opened.reason, offset + opened.offset,
                                           frames, Cursor(offset + opened.offset, opened.seq,
@@ -117,6 +125,8 @@ class LogStream:
                 want = row.last_seq + 1
                 if want > last:
                     break
+            if ahead is not None and ahead[0][0].first_seq != want:
+                ahead = None  # not the rows that follow (a defect or a gap): fetch again
         if watermark.chain is not None and last == watermark.seq and first <= last and (
                 end_chain != watermark.chain):
             self.report = _defect(Status.BAD_CHAIN, "the log's chain does not reach the chain "
@@ -128,6 +138,14 @@ class LogStream:
                                  last if last >= first else None,
                                  Cursor(offset, max(want, first), chain or 0), 0, 0, "",
                                  watermark)
+
+    def _open_all(self, rows: list[Chunk]) -> list[Any]:
+        return [self._open(row) for row in rows]
+
+    def _open(self, row: Chunk) -> tuple[Any, list[FrameHeader]] | ChunkDefect:
+        if self._cache is not None:
+            return self._cache.open(self._key, row, self._chunks, kernel=self._kernel)
+        return open_chunk(self._key, row, self._chunks, kernel=self._kernel)
 
     def _missing(self, want: int, last: int, chain: int | None, offset: int, frames: int,
                  watermark: Watermark, gap: bool = False) -> ScanReport:
@@ -142,14 +160,14 @@ class LogStream:
                        where, watermark)
 
     def events(self, first: int, last: int, start_chain: int | None, watermark: Watermark,
-               want: Callable[[str], bool] | None = None) -> Iterator[Event]:
+               want: Callable[[str], bool] | None = None, lazy: bool = False) -> Iterator[Any]:
         """Verified, decoded events; the first defect raises its typed error
         (after the events of the rows before it).  With ``want``, events whose
         type (read from the verified payload, not from any index) it rejects
         are skipped without being decoded."""
         session = self._session
         for raw, headers in self.batches(first, last, start_chain, watermark):
-            yield from decode_events(raw, headers, self._compressor, session, want)
+            yield from decode_events(raw, headers, self._compressor, session, want, lazy)
         report = self.report
         if report is not None and report.verdict is not Verdict.CLEAN:
             raise report.error(session)
@@ -164,8 +182,8 @@ class LogStream:
 
 
 def decode_events(raw: Any, headers: list[FrameHeader], compressor: Compressor,
-                  session: str | None,
-                  want: Callable[[str], bool] | None = None) -> Iterator[Event]:
+                  session: str | None, want: Callable[[str], bool] | None = None,
+                  lazy: bool = False) -> Iterator[Any]:
     """The events of verified frames in ``raw`` (payloads compressed one by one,
     as trajlog 0.1 stored large ones, are decompressed together)."""
     view = memoryview(raw)
@@ -183,7 +201,7 @@ def decode_events(raw: Any, headers: list[FrameHeader], compressor: Compressor,
             kind = peek_type(payload)
             if kind is not None and not want(kind):
                 continue
-        yield decode_payload(payload, h.seq, session)
+        yield decode_payload(payload, h.seq, session, lazy)
 
 
 def _defect(status: int, reason: str, offset: int, frames: int, cursor: Cursor,

@@ -32,11 +32,13 @@ def _locked() -> threading.Lock:
     return lock
 
 
-@dataclass(slots=True)
+@dataclass(slots=True, eq=False)
 class Request:
     """One caller's write: ``apply(writer)`` runs inside the transaction and
     returns the caller's result.  ``key`` names what the request writes (a
-    session), for ``on_failure``."""
+    session), for ``on_failure``.  A request with a ``callback`` is
+    asynchronous: nobody waits on ``wake``; ``callback(request)`` is called,
+    from the committing thread, once it is done."""
 
     apply: Callable[[Writer], Any]
     key: Any = None
@@ -44,6 +46,7 @@ class Request:
     result: Any = None
     error: BaseException | None = None
     wake: threading.Lock = field(default_factory=_locked)
+    callback: Callable[[Request], None] | None = None
 
 
 class GroupCommit:
@@ -55,6 +58,11 @@ class GroupCommit:
     rolled back (``key=None``: the whole transaction), so that caches kept in
     step with the log can be dropped; ``on_foreign()`` when another connection
     committed since this backend's last transaction.
+
+    Threads call :meth:`submit` and wait; asyncio tasks call
+    :meth:`submit_async` and await their callback.  Both share one queue: a
+    waiting thread leads the commits while one is waiting, a worker thread
+    leads them when only asynchronous requests are queued.
     """
 
     def __init__(self, backend: Backend, refusals: tuple[type[BaseException], ...],
@@ -64,9 +72,13 @@ class GroupCommit:
         self._refusals = refusals
         self._on_failure = on_failure
         self._on_foreign = on_foreign
-        self._mutex = threading.Lock()  # guards _queue and _leader
+        self._mutex = threading.Lock()  # guards _queue, _leader and _worker_due
         self._queue: list[Request] = []
         self._leader = False
+        self._worker: threading.Thread | None = None
+        self._worker_due = threading.Condition(self._mutex)
+        self._lead_async = False
+        self._stopped = False
 
     def submit(self, request: Request) -> Any:
         """Queue ``request``; lead a group commit or wait for one to carry it.
@@ -82,7 +94,50 @@ class GroupCommit:
         if follower:
             request.wake.acquire()  # released when done, or when promoted to lead
         if not request.done:
-            pending = [request]
+            self._lead([request], sync=True)
+        if request.error is not None:
+            raise request.error
+        return request.result
+
+    def submit_async(self, request: Request) -> None:
+        """Queue an asynchronous request (``request.callback`` set); returns at
+        once.  Raises ``StoreClosedError`` if the store is closed."""
+        assert request.callback is not None
+        with self._mutex:
+            if self._backend.closed or self._stopped:
+                raise StoreClosedError("the store is closed")
+            self._queue.append(request)
+            if self._leader:
+                return
+            self._leader = True
+            self._start_worker()
+
+    def _start_worker(self) -> None:
+        """(mutex held) Hand the lead to the worker thread."""
+        self._lead_async = True
+        if self._worker is None:
+            self._worker = threading.Thread(target=self._work, name="trajlog-commit",
+                                            daemon=True)
+            self._worker.start()
+        self._worker_due.notify()
+
+    def _work(self) -> None:
+        while True:
+            with self._mutex:
+                while not self._lead_async and not self._stopped:
+                    self._worker_due.wait()
+                if self._stopped:
+                    return
+                self._lead_async = False
+            self._lead([], sync=False)
+
+    def _lead(self, first: list[Request], *, sync: bool) -> None:
+        """Commit what is queued, batch after batch, then hand the lead on: to
+        the oldest waiting thread, to the worker (only asynchronous requests
+        left), or to nobody (queue empty)."""
+        pending = first
+        mine = first[0] if first else None
+        while True:
             with self._mutex:
                 pending += self._queue
                 self._queue = []
@@ -91,17 +146,32 @@ class GroupCommit:
             finally:
                 for req in pending:
                     req.done = True
-                    if req is not request:
+                    if req.callback is not None:
+                        req.callback(req)
+                    elif req is not mine:
                         req.wake.release()
-                with self._mutex:
-                    promoted = self._queue.pop(0) if self._queue else None
-                    if promoted is None:
-                        self._leader = False
-                if promoted is not None:
-                    promoted.wake.release()  # it leads the next commit; ours is done
-        if request.error is not None:
-            raise request.error
-        return request.result
+            with self._mutex:
+                if not self._queue:
+                    self._leader = False
+                    return
+                head = self._queue[0]
+                if head.callback is None:
+                    self._queue.pop(0)
+                    head.wake.release()  # it leads the next commit
+                    return
+                if sync:
+                    self._start_worker()  # our caller returns; the worker goes on
+                    return
+            pending, first = [], []
+
+    def stop(self) -> None:
+        """Stop the worker thread (the store is closing)."""
+        with self._mutex:
+            self._stopped = True
+            self._worker_due.notify_all()
+            worker = self._worker
+        if worker is not None:
+            worker.join(10)
 
     def commit(self, batch: list[Request]) -> None:
         """Run ``batch`` in one transaction; every request ends with a result
