@@ -1,44 +1,49 @@
-"""Store throughput against raw apsw and JSONL baselines, measured in one run.
+"""Store throughput against raw apsw and JSONL, measured in one run.
 
-Workload: DESIGN.md section 8 (benchmarks/workload.py), fixed seed.  For each
-size (10k and 100k events; --quick: 10k) it measures
+Workload: DESIGN.md section 8 (benchmarks/workload.py), fixed seed; N = 100k
+events (--quick: 10k).  Every figure is the median of ROUNDS interleaved
+rounds -- in each round the baseline and trajlog run one after the other, on
+fresh databases -- with the range of the rounds.
 
-  trajlog                      baselines (same events, same process)
-  -------                      ---------
-  single append, FULL          raw apsw autocommit INSERT, FULL and NORMAL
-  batch append (1000/batch)    raw apsw, 1000 INSERTs per transaction
-  8 threads x single append    --
-  load-all, verified, decoded  raw apsw SELECT + orjson.loads
-  tail(50) at 1k and 100k      --
-  bytes per event              JSONL of the same events (orjson)
-  --                           JSONL append + flush; + fsync
+  trajlog                                    baseline (same events, same round)
+  -------                                    --------
+  batch append, 1000 per transaction         raw apsw, 1000 INSERTs per transaction
+  single append, FULL / NORMAL               raw apsw autocommit INSERT, FULL / NORMAL
+  8 / 64 threads on 8 / 64 sessions, FULL    trajlog's own single-writer rate (FULL)
+  64 asyncio tasks on 64 sessions, FULL      trajlog's own single-writer rate (FULL)
+  load-all, verified: eager / lazy decode    raw SELECT + orjson.loads of every row
+  tail(50) at N                              raw SELECT of the last 50 rows + orjson
+  get(seq) at random: cold / warm cache      raw SELECT of one row + orjson
+  bytes per event                            JSONL of the same events (orjson)
+  WAL pages per commit (64 threads)          --
+  peak RSS growth of a streaming pass        --
 
 Raw apsw rows are (session, seq, orjson bytes of {seq, type, time, data}) in a
 STRICT table with PRIMARY KEY(session, seq), WAL; serialization is inside the
-timed loop for both sides.  Single and concurrent appends are fsync-bound, so
-they run on a slice of the events.
+timed loop on both sides.  Single and concurrent appends are fsync-bound, so
+they run on a slice of the events, in interleaved blocks of 50.
 
-Ceilings (``ceiling_*``): the raw baseline plus only the work that a target's
-own conditions make unavoidable -- a head updated in the append's transaction;
-at most 8 events per commit when 8 callers each wait for durability; the
-compression the bytes target needs, and its decompression on reading.  They
-bound what any implementation of this design can reach on the machine at hand.
+Ceilings (``ceiling_*``): for the targets that depend on the machine, the
+same baseline against the least work trajlog's design must do, timed in the
+same round: storing its chunk rows and index rows already built (batch); one
+BEGIN IMMEDIATE transaction with the head update per append (single FULL);
+exactly N raw inserts per FULL commit (threads).  The JSON on the last line
+has every figure.
 
-Peak RSS of a streaming pass over the
-largest session is measured in a fresh subprocess.  Figures are events/s; the
-JSON on the last line has every figure and ratio.
-
-    python benchmarks/bench_store.py [--quick]
+    python benchmarks/bench_store.py [--quick] [--rounds K]
 """
 
 from __future__ import annotations
 
 import argparse
-import itertools
+import asyncio
 import json
 import os
+import platform
+import random
 import resource
 import shutil
+import statistics
 import subprocess
 import sys
 import tempfile
@@ -48,16 +53,14 @@ from pathlib import Path
 from typing import Any
 
 import apsw
-import msgspec
 import orjson
-import zstandard
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trajlog
 import workload
+from trajlog.storage import statements
 
 T0 = 1_767_225_600_000  # fixed event times: 2026-01-01
-THREADS = min(4, os.cpu_count() or 1)  # as the store's zstd calls
 
 
 def fresh(tmp: Path, name: str) -> str:
@@ -82,198 +85,145 @@ def raw_body(i: int, ev: tuple[str, dict[str, Any]]) -> bytes:
     return orjson.dumps({"seq": i, "type": ev[0], "time": T0 + i, "data": ev[1]})
 
 
-def rate(n: int, seconds: float) -> float:
-    return n / seconds if seconds > 0 else float("inf")
+def items(events: list[Any], lo: int, hi: int) -> list[Any]:
+    return [(events[i][0], events[i][1], {"time": T0 + i}) for i in range(lo, hi)]
 
 
-def bench_raw(tmp: Path, events: list[Any], single_n: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    conn = raw_conn(fresh(tmp, "raw_single_NORMAL.db"), "NORMAL")
-    t = time.perf_counter()
-    for i in range(single_n):
-        conn.execute("INSERT INTO raw VALUES (1, ?, ?)", (i, raw_body(i, events[i])))
-    out["raw_autocommit_normal"] = rate(single_n, time.perf_counter() - t)
-    conn.close()
-    path = fresh(tmp, "raw_batch.db")
-    conn = raw_conn(path, "FULL")
-    t = time.perf_counter()
-    for start in range(0, len(events), 1000):
-        with conn:
-            conn.executemany("INSERT INTO raw VALUES (1, ?, ?)",
-                             [(i, raw_body(i, events[i]))
-                              for i in range(start, min(start + 1000, len(events)))])
-    out["raw_batch_1000"] = rate(len(events), time.perf_counter() - t)
-    t = time.perf_counter()
-    count = 0
-    for (body,) in conn.execute("SELECT body FROM raw WHERE session = 1 ORDER BY seq"):
-        orjson.loads(body)
-        count += 1
-    out["raw_select_orjson"] = rate(count, time.perf_counter() - t)
+def db_bytes(path: str) -> int:
+    conn = apsw.Connection(path)
     conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
     conn.close()
-    out["raw_bytes_per_event"] = os.path.getsize(path) / len(events)
-    return out
+    return os.path.getsize(path)
 
 
-# -- ceilings ---------------------------------------------------------------
-# Each ceiling is the raw apsw baseline plus only the work a target's own
-# conditions make unavoidable, timed in the same run.  trajlog does that work
-# and more, so its ratio cannot exceed the ceiling's on this machine.
+# -- one round ------------------------------------------------------------------
 
-def msgpack_zstd_rows(events: list[Any], lo: int, hi: int, cctx: Any) -> list[tuple[int, bytes]]:
-    """(seq, flag byte + payload) as trajlog stores them: MessagePack, and zstd
-    level 3 on zstd's threads for payloads of at least 512 bytes where it
-    saves more than 1/16 (flag 1: compressed)."""
-    enc = msgspec.msgpack.Encoder()
-    bodies = [enc.encode([events[i][0], T0 + i, events[i][1]]) for i in range(lo, hi)]
-    stored = [b"\x00" + b for b in bodies]
-    big = [j for j, b in enumerate(bodies) if len(b) >= 512]
-    if big:
-        packed = ([cctx.compress(bodies[big[0]])] if len(big) == 1 else
-                  [r.tobytes() for r in cctx.multi_compress_to_buffer(
-                      [bodies[j] for j in big], threads=THREADS)])
-        for j, data in zip(big, packed, strict=True):
-            if len(data) < len(bodies[j]) - (len(bodies[j]) >> 4):
-                stored[j] = b"\x01" + data
-    return [(lo + j, b) for j, b in enumerate(stored)]
-
-
-def bench_ceilings(tmp: Path, events: list[Any], single_n: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    # single FULL append: a store with a durable head must update it in the
-    # same transaction as the insert (BEGIN IMMEDIATE ... COMMIT), and store
-    # the compressed MessagePack row (the bytes target); interleaved with
-    # plain autocommit inserts in blocks of 50 so both see the same disk.
-    cctx = zstandard.ZstdCompressor(level=3)
-    auto = raw_conn(fresh(tmp, "ceil_auto.db"), "FULL")
-    head = raw_conn(fresh(tmp, "ceil_head.db"), "FULL")
-    head.execute("CREATE TABLE heads(sid INTEGER PRIMARY KEY, last_seq INTEGER NOT NULL) STRICT")
-    head.execute("INSERT INTO heads VALUES (1, -1)")
-    t_auto = t_head = 0.0
-    for start in range(0, single_n, 50):
-        block = range(start, min(start + 50, single_n))
-        t = time.perf_counter()
-        for i in block:
-            auto.execute("INSERT INTO raw VALUES (1, ?, ?)", (i, raw_body(i, events[i])))
-        t_auto += time.perf_counter() - t
-        t = time.perf_counter()
-        for i in block:
-            head.execute("BEGIN IMMEDIATE")
-            head.execute("INSERT INTO raw VALUES (1, ?, ?)",
-                         msgpack_zstd_rows(events, i, i + 1, cctx)[0])
-            head.execute("UPDATE heads SET last_seq = ? WHERE sid = 1", (i,))
-            head.execute("COMMIT")
-        t_head += time.perf_counter() - t
-    auto.close()
-    head.close()
-    out["ceiling_single_full"] = t_auto / t_head
-
-    # 8 threads, each waiting until its event is durable: a commit carries at
-    # most 8 events.  Ideal group commit = exactly 8 raw inserts per FULL
-    # transaction, no waiting, no handoff, against 1 per transaction.
-    one = raw_conn(fresh(tmp, "ceil_one.db"), "FULL")
-    eight = raw_conn(fresh(tmp, "ceil_eight.db"), "FULL")
-    t_one = t_eight = 0.0
-    for start in range(0, single_n, 80):
-        block = range(start, min(start + 80, single_n))
-        t = time.perf_counter()
-        for i in block:
-            with one:
-                one.execute("INSERT INTO raw VALUES (1, ?, ?)", (i, raw_body(i, events[i])))
-        t_one += time.perf_counter() - t
-        t = time.perf_counter()
-        for g in range(block.start, block.stop, 8):
-            with eight:
-                eight.executemany("INSERT INTO raw VALUES (1, ?, ?)",
-                                  [(i, raw_body(i, events[i]))
-                                   for i in range(g, min(g + 8, block.stop))])
-        t_eight += time.perf_counter() - t
-    one.close()
-    eight.close()
-    out["ceiling_threads8"] = t_one / t_eight
-
-    # batch: the bytes target (<= 0.5x JSONL) needs compression -- MessagePack
-    # alone is ~0.9x JSONL -- so the ceiling is the raw batch insert of the
-    # compressed MessagePack rows, compression inside the timed loop.
-    plain = raw_conn(fresh(tmp, "ceil_plain.db"), "FULL")
-    packed = raw_conn(fresh(tmp, "ceil_packed.db"), "FULL")
-    t_plain = t_packed = 0.0
-    for start in range(0, len(events), 1000):
-        stop = min(start + 1000, len(events))
-        t = time.perf_counter()
-        with plain:
-            plain.executemany("INSERT INTO raw VALUES (1, ?, ?)",
-                              [(i, raw_body(i, events[i])) for i in range(start, stop)])
-        t_plain += time.perf_counter() - t
-        t = time.perf_counter()
-        with packed:
-            packed.executemany("INSERT INTO raw VALUES (1, ?, ?)",
-                               msgpack_zstd_rows(events, start, stop, cctx))
-        t_packed += time.perf_counter() - t
-    out["ceiling_batch"] = t_plain / t_packed
-    plain.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    packed.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    msgpack_plain = sum(len(msgspec.msgpack.encode([e[0], T0, e[1]])) for e in events)
-    out["msgpack_uncompressed_bytes_per_event"] = msgpack_plain / len(events)
-
-    # load-all: reading the compressed rows back costs at least the select,
-    # the decompression (zstd's threads) and the MessagePack decode.
-    dctx = zstandard.ZstdDecompressor()
-    dec = msgspec.msgpack.Decoder()
-    best_plain = best_packed = float("inf")
-    for _ in range(3):
-        t = time.perf_counter()
-        for (body,) in plain.execute("SELECT body FROM raw WHERE session = 1 ORDER BY seq"):
-            orjson.loads(body)
-        best_plain = min(best_plain, time.perf_counter() - t)
-        t = time.perf_counter()
-        cur = packed.execute("SELECT body FROM raw WHERE session = 1 ORDER BY seq")
-        while chunk := list(itertools.islice(cur, 256)):
-            bodies = [b for (b,) in chunk]
-            zipped = [b[1:] for b in bodies if b[:1] == b"\x01"]
-            if len(zipped) > 1:
-                result = dctx.multi_decompress_to_buffer(zipped, threads=THREADS)
-                unzipped = iter([result[k] for k in range(len(zipped))])
-            else:
-                unzipped = iter([dctx.decompress(z) for z in zipped])
-            for b in bodies:
-                dec.decode(next(unzipped) if b[:1] == b"\x01" else memoryview(b)[1:])
-        best_packed = min(best_packed, time.perf_counter() - t)
-    plain.close()
-    packed.close()
-    out["ceiling_load"] = best_plain / best_packed
-    return out
-
-
-def bench_jsonl(tmp: Path, events: list[Any], single_n: int) -> dict[str, float]:
-    out: dict[str, float] = {}
-    path = tmp / "events.jsonl"
-    with path.open("wb") as f:
-        t = time.perf_counter()
-        for i, ev in enumerate(events):
-            f.write(raw_body(i, ev) + b"\n")
-            f.flush()
-        out["jsonl_flush"] = rate(len(events), time.perf_counter() - t)
-    out["jsonl_bytes_per_event"] = path.stat().st_size / len(events)
-    with (tmp / "fsync.jsonl").open("wb") as f:
-        t = time.perf_counter()
-        for i in range(single_n):
-            f.write(raw_body(i, events[i]) + b"\n")
-            f.flush()
-            os.fsync(f.fileno())
-        out["jsonl_fsync"] = rate(single_n, time.perf_counter() - t)
-    return out
-
-
-def bench_trajlog(tmp: Path, events: list[Any], single_n: int) -> dict[str, float]:
-    out: dict[str, float] = {}
+def round_batch(tmp: Path, events: list[Any], out: dict[str, float]) -> tuple[str, str, str]:
+    """Batch append both sides; leaves the databases for the read benchmarks."""
+    n = len(events)
+    raw_path = fresh(tmp, "raw.db")
+    conn = raw_conn(raw_path, "FULL")
+    t = time.perf_counter()
+    for start in range(0, n, 1000):
+        with conn:
+            conn.executemany("INSERT INTO raw VALUES (1, ?, ?)", [
+                (i, raw_body(i, events[i])) for i in range(start, min(start + 1000, n))])
+    out["raw_batch"] = n / (time.perf_counter() - t)
+    conn.close()
     path = fresh(tmp, "trajlog.db")
-    store = trajlog.open(path)
-    single = store.create_session(cwd="/bench")
-    # fsync latency drifts on a VM: interleave raw autocommit and trajlog in
-    # blocks of 50, so both see the same disk.
-    raw = raw_conn(fresh(tmp, "raw_single_FULL.db"), "FULL")
-    t_raw = t_ours = 0.0
+    with trajlog.open(path, repack=False) as store:
+        s = store.create_session(cwd="/bench")
+        t = time.perf_counter()
+        for start in range(0, n, 1000):
+            s.append_batch(items(events, start, min(start + 1000, n)))
+        out["batch"] = n / (time.perf_counter() - t)
+        sid = s.id
+    out["ratio_batch"] = out["batch"] / out["raw_batch"]
+    out["bytes_per_event"] = db_bytes(path) / n
+    out["raw_bytes_per_event"] = db_bytes(raw_path) / n
+    return raw_path, path, sid
+
+
+def round_ceiling_batch(tmp: Path, trajlog_path: str, raw_path: str, n: int,
+                        out: dict[str, float]) -> None:
+    """The least SQL work of the chunked design: inserting the rows trajlog
+    made (already built) into an empty copy of the schema, 1000 events' worth
+    per transaction, against the raw batch insert."""
+    src = apsw.Connection(trajlog_path)
+    chunks = src.execute(f"SELECT {statements.CHUNK_COLUMNS}, marks FROM chunks ORDER BY cid"
+                         ).fetchall()
+    index = src.execute(f"SELECT {statements.INDEX_COLUMNS} FROM event_index ORDER BY rid"
+                        ).fetchall()
+    src.close()
+    path = fresh(tmp, "ceiling.db")
+    with trajlog.open(path):
+        pass
+    conn = apsw.Connection(path)
+    conn.execute("PRAGMA journal_mode=WAL").fetchall()
+    conn.execute("PRAGMA synchronous=FULL").fetchall()
+    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+    per = max(1, len(chunks) * 1000 // max(n, 1))
+    t = time.perf_counter()
+    for k in range(0, len(chunks), per):
+        part = chunks[k:k + per]
+        lo, hi = part[0][0], part[-1][0] + part[-1][1]
+        with conn:
+            conn.executemany(statements.CHUNK_INSERT, part)
+            conn.executemany(statements.INDEX_INSERT, [r for r in index if lo <= r[0] < hi])
+    out["ceiling_batch"] = (n / (time.perf_counter() - t)) / out["raw_batch"]
+    conn.close()
+
+
+def round_reads(raw_path: str, path: str, sid: str, n: int, out: dict[str, float]) -> None:
+    conn = apsw.Connection(raw_path)
+    t = time.perf_counter()
+    for (body,) in conn.execute("SELECT body FROM raw WHERE session = 1 ORDER BY seq"):
+        orjson.loads(body)
+    out["raw_load"] = n / (time.perf_counter() - t)
+    with trajlog.open(path, repack=False) as store:
+        s = store.session(sid)
+        store._e.reading.cache.clear()
+        t = time.perf_counter()
+        count = sum(1 for _ in s.events())
+        out["load_eager"] = count / (time.perf_counter() - t)
+        assert count == n
+        store._e.reading.cache.clear()
+        t = time.perf_counter()
+        count = sum(1 for _ in s.events(lazy=True))
+        out["load_lazy"] = count / (time.perf_counter() - t)
+        out["ratio_load_eager"] = out["load_eager"] / out["raw_load"]
+        out["ratio_load_lazy"] = out["load_lazy"] / out["raw_load"]
+        # tail(50): best of 50 calls each
+        raw_t = ours_t = float("inf")
+        for _ in range(50):
+            t = time.perf_counter()
+            [orjson.loads(b) for (b,) in conn.execute(
+                "SELECT body FROM raw WHERE session = 1 ORDER BY seq DESC LIMIT 50")][::-1]
+            raw_t = min(raw_t, time.perf_counter() - t)
+            t = time.perf_counter()
+            s.tail(50)
+            ours_t = min(ours_t, time.perf_counter() - t)
+        out["raw_tail50_us"], out["tail50_us"] = raw_t * 1e6, ours_t * 1e6
+        out["ratio_tail50"] = ours_t / raw_t
+        # get(seq) at random: median of 200 calls each; cold = cache cleared
+        rng = random.Random(5)
+        seqs = [rng.randrange(n) for _ in range(200)]
+        raw_ts, cold_ts, warm_ts = [], [], []
+        cache = store._e.reading.cache
+        for q in seqs:
+            t = time.perf_counter()
+            orjson.loads(conn.execute("SELECT body FROM raw WHERE session = 1 AND seq = ?",
+                                      (q,)).fetchall()[0][0])
+            raw_ts.append(time.perf_counter() - t)
+            cache.clear()
+            t = time.perf_counter()
+            s.get(q)
+            cold_ts.append(time.perf_counter() - t)
+            t = time.perf_counter()
+            s.get(q)
+            warm_ts.append(time.perf_counter() - t)
+        raw_get = statistics.median(raw_ts)
+        out["raw_get_us"] = raw_get * 1e6
+        out["get_cold_us"] = statistics.median(cold_ts) * 1e6
+        out["get_warm_us"] = statistics.median(warm_ts) * 1e6
+        out["ratio_get_cold"] = statistics.median(cold_ts) / raw_get
+        out["ratio_get_warm"] = statistics.median(warm_ts) / raw_get
+    conn.close()
+
+
+def round_single(tmp: Path, events: list[Any], single_n: int, durability: str,
+                 out: dict[str, float]) -> None:
+    """Interleaved blocks of 50: raw autocommit, trajlog single appends, and
+    (FULL) the ceiling: a BEGIN IMMEDIATE transaction with the head update."""
+    sync = durability.upper()
+    raw = raw_conn(fresh(tmp, f"raw_single_{sync}.db"), sync)
+    store = trajlog.open(fresh(tmp, f"single_{sync}.db"), durability=durability)
+    s = store.create_session(cwd="/bench")
+    head = raw_conn(fresh(tmp, f"head_{sync}.db"), sync)
+    head.execute("CREATE TABLE IF NOT EXISTS heads(sid INTEGER PRIMARY KEY, last_seq INTEGER) "
+                 "STRICT")
+    head.execute("INSERT INTO heads VALUES (1, -1)")
+    t_raw = t_ours = t_head = 0.0
     for start in range(0, single_n, 50):
         block = range(start, min(start + 50, single_n))
         t = time.perf_counter()
@@ -282,67 +232,123 @@ def bench_trajlog(tmp: Path, events: list[Any], single_n: int) -> dict[str, floa
         t_raw += time.perf_counter() - t
         t = time.perf_counter()
         for i in block:
-            ev = events[i]
-            single.append(ev[0], ev[1], time=T0 + i)
+            s.append(events[i][0], events[i][1], time=T0 + i)
         t_ours += time.perf_counter() - t
+        if durability == "full":
+            t = time.perf_counter()
+            for i in block:
+                head.execute("BEGIN IMMEDIATE")
+                head.execute("INSERT INTO raw VALUES (1, ?, ?)", (i, raw_body(i, events[i])))
+                head.execute("UPDATE heads SET last_seq = ? WHERE sid = 1", (i,))
+                head.execute("COMMIT")
+            t_head += time.perf_counter() - t
+    store.close()
     raw.close()
-    out["raw_autocommit_full"] = rate(single_n, t_raw)
-    out["single_append_full"] = rate(single_n, t_ours)
+    head.close()
+    out[f"raw_single_{durability}"] = single_n / t_raw
+    out[f"single_{durability}"] = single_n / t_ours
+    out[f"ratio_single_{durability}"] = t_raw / t_ours
+    if durability == "full":
+        out["ceiling_single_full"] = t_raw / t_head
 
-    sessions = [store.create_session(cwd=f"/bench/{k}") for k in range(8)]
-    per = single_n // 8 * 2
+
+def _wal_pages(conn: apsw.Connection, pages: list[int]) -> None:
+    """Record the WAL frames each commit of ``conn`` adds (and checkpoint now
+    and then: the hook replaces SQLite's autocheckpoint)."""
+    last = [0]
+
+    def hook(c: apsw.Connection, name: str, npages: int) -> int:
+        if npages >= last[0]:
+            pages.append(npages - last[0])
+        last[0] = npages
+        if npages > 4000:
+            c.wal_checkpoint(mode=apsw.SQLITE_CHECKPOINT_PASSIVE)
+        return apsw.SQLITE_OK
+
+    conn.set_wal_hook(hook)
+
+
+def round_threads(tmp: Path, events: list[Any], writers: int, per: int,
+                  out: dict[str, float]) -> None:
+    store = trajlog.open(fresh(tmp, f"threads{writers}.db"))
+    sessions = [store.create_session(cwd=f"/bench/{k}") for k in range(writers)]
+    pages: list[int] = []
+    if writers == 64:
+        _wal_pages(store._e.backend.write_connection, pages)
+    barrier = threading.Barrier(writers + 1)
+
     def worker(k: int) -> None:
         s = sessions[k]
+        barrier.wait()
         for i in range(per):
-            ev = events[i]
-            s.append(ev[0], ev[1], time=T0 + i)
-    threads = [threading.Thread(target=worker, args=(k,)) for k in range(8)]
-    t = time.perf_counter()
+            s.append(events[i][0], events[i][1], time=T0 + i)
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(writers)]
     for th in threads:
         th.start()
+    barrier.wait()
+    t = time.perf_counter()
     for th in threads:
         th.join()
-    out["threads8_single_append_full"] = rate(8 * per, time.perf_counter() - t)
-
-    big = store.create_session(cwd="/bench/batch")
-    t = time.perf_counter()
-    for start in range(0, len(events), 1000):
-        big.append_batch([(events[i][0], events[i][1], {"time": T0 + i})
-                          for i in range(start, min(start + 1000, len(events)))])
-    out["batch_append_1000"] = rate(len(events), time.perf_counter() - t)
-    big_id = big.id
-
-    t = time.perf_counter()
-    count = 0
-    for ev in big.events():
-        ev.data  # noqa: B018 - decoded already; touch it like a reader would
-        count += 1
-    out["load_all_verified"] = rate(count, time.perf_counter() - t)
-    assert count == len(events)
-
-    small = store.create_session(cwd="/bench/small")
-    small.append_batch([(e[0], e[1], {"time": T0}) for e in events[:1000]])
-    for name, sess in (("tail50_1k", small), ("tail50_big", big)):
-        best = float("inf")
-        for _ in range(200):
-            t = time.perf_counter()
-            sess.tail(50)
-            best = min(best, time.perf_counter() - t)
-        out[name + "_us"] = best * 1e6
+    out[f"threads{writers}"] = writers * per / (time.perf_counter() - t)
+    out[f"ratio_threads{writers}"] = out[f"threads{writers}"] / out["single_full"]
+    if pages:
+        out["wal_pages_per_commit"] = statistics.median(pages)
+        out["commits_64"] = len(pages)
+        out["events_per_commit_64"] = writers * per / max(1, len(pages))
     store.close()
-    # bytes per event: a store holding only the batch session's events
-    solo = fresh(tmp, "solo.db")
-    with trajlog.open(solo) as s2:
-        sess = s2.create_session(cwd="/bench")
-        for start in range(0, len(events), 1000):
-            sess.append_batch([(events[i][0], events[i][1], {"time": T0 + i})
-                               for i in range(start, min(start + 1000, len(events)))])
-    conn = apsw.Connection(solo)
-    conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
-    conn.close()
-    out["bytes_per_event"] = os.path.getsize(solo) / len(events)
-    out["rss_growth_mb"] = streaming_rss(path, big_id)
-    return out
+
+
+def round_asyncio(tmp: Path, events: list[Any], tasks: int, per: int,
+                  out: dict[str, float]) -> None:
+    async def main() -> float:
+        store = await trajlog.aio.open(fresh(tmp, f"aio{tasks}.db"))
+        sessions = [await store.create_session(cwd=f"/bench/{k}") for k in range(tasks)]
+
+        async def task(k: int) -> None:
+            s = sessions[k]
+            for i in range(per):
+                await s.append(events[i][0], events[i][1], time=T0 + i)
+
+        t = time.perf_counter()
+        await asyncio.gather(*(task(k) for k in range(tasks)))
+        dt = time.perf_counter() - t
+        await store.close()
+        return dt
+
+    out[f"asyncio{tasks}"] = tasks * per / asyncio.run(main())
+    out[f"ratio_asyncio{tasks}"] = out[f"asyncio{tasks}"] / out["single_full"]
+
+
+def round_ceiling_threads(tmp: Path, events: list[Any], per_commit: int, n: int,
+                          out: dict[str, float]) -> None:
+    """Exactly ``per_commit`` raw inserts per FULL commit against one: what
+    group commit could reach with no Python at all."""
+    one = raw_conn(fresh(tmp, "ceil_one.db"), "FULL")
+    many = raw_conn(fresh(tmp, "ceil_many.db"), "FULL")
+    t = time.perf_counter()
+    for i in range(n):
+        with one:
+            one.execute("INSERT INTO raw VALUES (1, ?, ?)", (i, raw_body(i, events[i])))
+    t_one = time.perf_counter() - t
+    t = time.perf_counter()
+    for g in range(0, 4 * n, per_commit):   # 4n rows, per_commit of them per commit
+        with many:
+            many.executemany("INSERT INTO raw VALUES (?, ?, ?)",
+                             [(k, g, raw_body(g, events[(g + k) % len(events)]))
+                              for k in range(per_commit)])
+    t_many = time.perf_counter() - t
+    out[f"ceiling_threads_{per_commit}"] = (n * 4 / t_many) / (n / t_one)
+    one.close()
+    many.close()
+
+
+def jsonl_bytes(tmp: Path, events: list[Any]) -> float:
+    path = tmp / "events.jsonl"
+    with path.open("wb") as f:
+        for i, ev in enumerate(events):
+            f.write(raw_body(i, ev) + b"\n")
+    return path.stat().st_size / len(events)
 
 
 RSS_CHILD = """
@@ -363,36 +369,72 @@ def streaming_rss(path: str, session_id: str) -> float:
     return float(res.stdout.split()[0])
 
 
+# -- the run -------------------------------------------------------------------------
+
+def median_range(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+TARGETS = {   # figure: (comparison, target)
+    "ratio_batch": (">=", 1.2), "ratio_load_eager": (">=", 1.0), "ratio_load_lazy": (">=", 1.3),
+    "ratio_bytes": ("<=", 0.35), "ratio_tail50": ("<=", 2.0), "ratio_get_cold": ("<=", 10.0),
+    "ratio_get_warm": ("<=", 2.0), "ratio_single_full": (">=", 0.9),
+    "ratio_threads64": (">=", 3.0), "ratio_asyncio64": (">=", 3.0),
+    "ratio_threads8": (">=", 1.6),
+}
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true", help="10k events only (< 60 s)")
+    parser.add_argument("--quick", action="store_true", help="10k events (< 60 s)")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
-    sizes = [10_000] if args.quick else [10_000, 100_000]
-    single_n = 400 if args.quick else 2000
+    n = 10_000 if args.quick else 100_000
+    single_n = 150 if args.quick else 600
+    per64 = 6 if args.quick else 20
+    per8 = 25 if args.quick else 100
+    events = workload.events(n)
     tmp = Path(tempfile.mkdtemp(prefix="trajlog-bench-"))
-    results: dict[str, dict[str, float]] = {}
+    rounds: list[dict[str, float]] = []
     try:
-        for n in sizes:
-            events = workload.events(n)
-            row = {**bench_raw(tmp, events, single_n), **bench_jsonl(tmp, events, single_n),
-                   **bench_trajlog(tmp, events, single_n),
-                   **bench_ceilings(tmp, events, single_n)}
-            row["ratio_batch_vs_raw_batch"] = row["batch_append_1000"] / row["raw_batch_1000"]
-            row["ratio_single_full_vs_raw_autocommit_full"] = (
-                row["single_append_full"] / row["raw_autocommit_full"])
-            row["ratio_threads8_vs_single"] = (row["threads8_single_append_full"]
-                                               / row["single_append_full"])
-            row["ratio_load_vs_raw_select_orjson"] = (row["load_all_verified"]
-                                                      / row["raw_select_orjson"])
-            row["ratio_tail50_big_vs_1k"] = row["tail50_big_us"] / row["tail50_1k_us"]
-            row["ratio_bytes_vs_jsonl"] = row["bytes_per_event"] / row["jsonl_bytes_per_event"]
-            results[str(n)] = row
-            print(f"\n== {n:,} events ==")
-            for k, v in row.items():
-                print(f"  {k:<44} {v:>14,.2f}")
+        jsonl = jsonl_bytes(tmp, events)
+        for _ in range(args.rounds):
+            out: dict[str, float] = {}
+            raw_path, path, sid = round_batch(tmp, events, out)
+            round_ceiling_batch(tmp, path, raw_path, n, out)
+            round_reads(raw_path, path, sid, n, out)
+            out["ratio_bytes"] = out["bytes_per_event"] / jsonl
+            round_single(tmp, events, single_n, "full", out)
+            round_single(tmp, events, single_n * 2, "normal", out)
+            round_threads(tmp, events, 8, per8, out)
+            round_threads(tmp, events, 64, per64, out)
+            round_asyncio(tmp, events, 64, per64, out)
+            round_ceiling_threads(tmp, events, 8, single_n // 2, out)
+            round_ceiling_threads(tmp, events, 64, single_n // 8, out)
+            rounds.append(out)
+            print(f"round {len(rounds)}: " + ", ".join(
+                f"{k} {out[k]:.2f}" for k in TARGETS), flush=True)
+        rss = streaming_rss(path, sid)
     finally:
         shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps({"bench": "store", "quick": args.quick, "results": results,
+    figures = {k: median_range([r[k] for r in rounds]) for k in rounds[0]}
+    figures["rss_growth_mb"] = {"median": rss, "min": rss, "max": rss}
+    figures["jsonl_bytes_per_event"] = {"median": jsonl, "min": jsonl, "max": jsonl}
+    print(f"\n== {n:,} events, {args.rounds} interleaved rounds "
+          f"({platform.processor() or platform.machine()}, {os.cpu_count()} CPUs, "
+          f"Python {platform.python_version()}, SQLite {apsw.sqlite_lib_version()}) ==")
+    for k, v in figures.items():
+        mark = ""
+        if k in TARGETS:
+            op, goal = TARGETS[k]
+            met = v["median"] >= goal if op == ">=" else v["median"] <= goal
+            mark = f"   target {op} {goal}: {'met' if met else 'MISSED'}"
+        print(f"  {k:<28} {v['median']:>12,.2f}  [{v['min']:,.2f} - {v['max']:,.2f}]{mark}")
+    print(json.dumps({"bench": "store", "quick": args.quick, "events": n,
+                      "rounds": args.rounds, "figures": figures,
+                      "targets": {k: list(v) for k, v in TARGETS.items()},
+                      "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                  "sqlite": apsw.sqlite_lib_version()},
                       "rusage_maxrss_kb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss}))
 
 

@@ -131,7 +131,7 @@ def append_row(store, sid: int, first_seq: int, frame: bytes, seed_chain: int) -
         check = codec.checksum(frame, body_seed(_key(conn, sid), first_seq))
         chain = codec.decode_header(frame).chain
         conn.execute(storage.CHUNK_INSERT, (rid(sid, first_seq), 1, len(frame), 0, i64(check),
-                                            i64(seed_chain), i64(chain), frame))
+                                            i64(seed_chain), i64(chain), frame, None))
     finally:
         conn.close()
 

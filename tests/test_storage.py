@@ -118,7 +118,7 @@ def _chunk_row(store, s, seq):
 def test_storage_replace_and_ignore_bypasses(filled, verb, how):
     """Re-inserting an existing row is an error, never a silent replace or skip."""
     store, s = filled
-    row = list(_chunk_row(store, s, 2))
+    row = [*_chunk_row(store, s, 2), None]
     row[7] = b"\x00" * 48
     conn = CONNECTIONS[how](store)
     with pytest.raises(apsw.ConstraintError):
@@ -140,7 +140,7 @@ def test_storage_idempotency_key_cannot_be_replaced(store):
     conn = plain(store)
     with pytest.raises(apsw.ConstraintError, match="trajlog"):
         conn.execute(f"INSERT OR REPLACE INTO event_index({statements.INDEX_COLUMNS}) "
-                     "VALUES (?, 'user/message', 0, NULL, NULL, NULL, NULL, 'k', NULL)",
+                     "VALUES (?, 'user/message', 0, NULL, NULL, NULL, NULL, 'k')",
                      (statements.rid(s._sid, 1),))
     conn.close()
     assert s.append("user/message", {"content": "x"}, idempotency_key="k").seq == ev.seq
@@ -160,7 +160,7 @@ def test_storage_upsert_bypass(filled, how):
 @pytest.mark.parametrize("seq", [4, 6, 7, 100])
 def test_storage_rows_start_at_the_heads_next_seq(filled, seq):
     store, s = filled
-    row = list(_chunk_row(store, s, 4))
+    row = [*_chunk_row(store, s, 4), None]
     row[0] = statements.rid(s._sid, seq)
     conn = raw_write(store)
     with pytest.raises(apsw.ConstraintError, match="next seq"):
@@ -172,7 +172,7 @@ def test_storage_head_advances_with_the_insert(filled):
     """A raw insert of a row at the right next seq moves the head in the same
     statement; verify() then sees that its frames do not continue the log."""
     store, s = filled
-    row = list(_chunk_row(store, s, 4))
+    row = [*_chunk_row(store, s, 4), None]
     row[0] = statements.rid(s._sid, 5)
     conn = raw_write(store)
     conn.execute(statements.CHUNK_INSERT, row)

@@ -25,7 +25,7 @@ from ..errors import InvalidArgumentError, SessionNotFoundError, header_mismatch
 from ..events import Event, SessionHeader
 from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
-from ..storage.index import entry
+from ..storage.index import entry, marks_of
 from .handles import LogRef
 
 
@@ -200,11 +200,18 @@ class LogReader:
 
     def _check_index(self, ref: LogRef, reader: Reader, raw: Any, headers: list[FrameHeader],
                      after: int) -> ScanReport | None:
-        """Every index row of these frames' seqs against the frames themselves."""
-        expected = [r for r in (entry(ev, ev.seq) for ev in
-                                decode_events(raw, headers, self._compressor, ref.id))
-                    if r is not None]
+        """Every index row and mark of these frames' seqs against the frames themselves."""
+        events = list(decode_events(raw, headers, self._compressor, ref.id))
+        expected = [r for r in (entry(ev, ev.seq) for ev in events) if r is not None]
         stored = reader.index_rows(ref.sid, after, headers[-1].seq)
+        marks = marks_of(events, headers[0].seq)
+        stored_marks = reader.marks(ref.sid, headers[0].seq, headers[-1].seq)
+        if marks != stored_marks:
+            differ = [a.seq for a, b in zip(marks, stored_marks, strict=False) if a != b]
+            seq = differ[0] if differ else (marks or stored_marks)[
+                min(len(marks), len(stored_marks))].seq
+            return defect_report(Status.BAD_FIELD, f"the marks of seq {seq} differ from its "
+                                 "frame", None, seq)
         if expected == stored:
             return None
         for want, got in zip_longest(expected, stored):

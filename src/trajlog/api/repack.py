@@ -24,6 +24,7 @@ from contextlib import AbstractContextManager
 from ..codec.chunks import CAP, Chunk, ChunkCompressor, open_chunk, pack
 from ..errors import TrajlogError, repack_refused
 from ..storage import Writer
+from ..storage.index import pack_marks
 from .handles import LogRef
 from .writer import SMALL_ROW
 
@@ -139,7 +140,8 @@ class Repacker:
             reason = check.reason if not isinstance(check, tuple) else (
                 "its frames differ from the rows it replaces")
             raise repack_refused(ref.id, first, f"the merged row does not verify: {reason}")
-        gone = tx.repack(ref.sid, merged)
+        marks = pack_marks(tx.marks(ref.sid, first, upto))
+        gone = tx.repack(ref.sid, merged, marks)
         if gone != count - 1:
             raise repack_refused(ref.id, first, f"{gone} rows went, {count - 1} expected")
         return gone

@@ -54,7 +54,7 @@ from ..events import (
 )
 from ..lifecycle import Tracker
 from ..storage import Backend, GroupCommit, Lease, Request, SessionRow, Writer
-from ..storage.index import entry
+from ..storage.index import entry, marks_of, split_marks
 from . import checks
 from .handles import LogRef, Options
 from .leases import Leases
@@ -72,6 +72,8 @@ _STATE_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn
 def _followed(type_: str) -> bool:
     return type_ in _STATE_TYPES or type_.startswith("compaction/")
 _ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
+_NO_ENVELOPE: Mapping[str, Any] = MappingProxyType({})
+_PAYLOAD = msgspec.msgpack.Encoder()
 # Refusals: raised before a request writes anything, so its group commit goes on.
 _REFUSALS = (InvalidArgumentError, LeaseHeldError, InvalidStateError)
 
@@ -245,7 +247,8 @@ class WriteEngine:
         else:
             event = Event(type_, time, data)
         try:
-            raw = encode_event(event)
+            # the common case in one encoder call: the payload is [type, time, data]
+            raw = encode_event(event) if envelope else _PAYLOAD.encode((type_, time, data))
         except (UnicodeEncodeError, OverflowError, TypeError) as exc:
             raise SerializationError(f"cannot serialize the event: {exc}") from exc
         size = len(raw)
@@ -257,19 +260,26 @@ class WriteEngine:
     def prepare_items(self, header: SessionHeader, items: Iterable[Any]) -> list[Row]:
         """Rows for ``append_batch`` items: ``(type, data)`` or ``(type, data,
         envelope)``, the envelope a mapping of ``time`` and envelope fields."""
-        rows = []
+        rows: list[Row] = []
+        append, prepare = rows.append, self.prepare
         fixed = checks.approvals_fixed(header)
         for item in items:
             if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
                 raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
-            if len(item) == 3 and not isinstance(item[2], Mapping):
-                raise TypeError("an append_batch envelope must be a mapping, not "
-                                f"{type(item[2]).__name__}")
-            env = dict(item[2]) if len(item) == 3 else {}
-            when = env.pop("time", None)
             if fixed:
                 checks.check_append_type(header, item[0])
-            rows.append(self.prepare(item[0], item[1], when, env))
+            if len(item) == 2:
+                append(prepare(item[0], item[1], None, _NO_ENVELOPE))
+                continue
+            env = item[2]
+            if not isinstance(env, Mapping):
+                raise TypeError("an append_batch envelope must be a mapping, not "
+                                f"{type(env).__name__}")
+            if len(env) == 1 and "time" in env:  # the common case: no copy
+                append(prepare(item[0], item[1], env["time"], _NO_ENVELOPE))
+                continue
+            env = dict(env)
+            append(prepare(item[0], item[1], env.pop("time", None), env))
         keys = [r.event.idempotency_key for r in rows if r.event.idempotency_key is not None]
         if len(keys) != len(set(keys)):
             raise IdempotencyConflictError("the batch repeats an idempotency key")
@@ -346,7 +356,8 @@ class WriteEngine:
                                     Cursor(0, first, state.chain), self._chunks, session=ref.id)
         index = [row for row in (entry(ev, first + i) for i, ev in enumerate(events))
                  if row is not None]
-        tx.append(ref.sid, chunks, index)
+        marks = split_marks(marks_of(events, first), [(c.first_seq, c.last_seq) for c in chunks])
+        tx.append(ref.sid, chunks, index, marks)
         state.tracker.apply(plan)
         state.compactions += added
         state.synced_seq, state.chain = end.next_seq - 1, end.chain

@@ -35,7 +35,7 @@ from contextlib import AbstractContextManager
 from typing import NamedTuple, Protocol
 
 from ..codec.chunks import Chunk
-from .index import IndexRow
+from .index import IndexRow, Mark
 
 
 class SessionRow(NamedTuple):
@@ -113,6 +113,11 @@ class Reader(Protocol):
         """The event index rows of seqs after ``after`` up to ``upto``, in order."""
         ...
 
+    def marks(self, sid: int, first: int, last: int) -> list[Mark]:
+        """The marks (step markers, tool calls by call id) of seqs
+        ``first .. last``, in order."""
+        ...
+
     def seq_of_idempotency_key(self, sid: int, key: str) -> int | None: ...
 
     def marker_at_or_before(self, sid: int, type_: str, seq: int) -> int | None:
@@ -139,13 +144,14 @@ class Writer(Reader, Protocol):
         """Insert a header (``row.sid`` is ignored) and its head; returns the sid."""
         ...
 
-    def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow]) -> None:
+    def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
+               marks: Sequence[bytes | None]) -> None:
         """Append chunk rows of consecutive frames -- the first starting exactly
-        at the head's next seq -- with their index rows, and advance the head
-        to the last one's end and chain."""
+        at the head's next seq -- with their index rows and each row's packed
+        marks, and advance the head to the last one's end and chain."""
         ...
 
-    def repack(self, sid: int, merged: Chunk) -> int:
+    def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
         """Replace the rows ``merged`` covers (the first starts at its first
         seq) by ``merged``, which holds the same frames; returns how many rows
         went.  The caller verified ``merged`` against them."""

@@ -1,23 +1,38 @@
-"""The sparse event index: which events get a queryable row, and what it holds.
+"""The event index: what forks, recovery, idempotency and views look up
+without reading the log, kept in two forms by how often it occurs.
 
-The index serves what forks, recovery, idempotency and views look up without
-reading the log: turn and step markers, tool calls (an assistant message that
-requests some, ``tool/call``, ``tool/result`` -- by call id), sandbox, status,
-approval, subagent and compaction events, and every event with an idempotency
-key.  Each row carries the event's type, time and envelope.  A row is a copy,
-never the authority: ``verify()`` recomputes the rows from the frames and
-compares (:func:`entry` is the one rule both sides use).
+* **Index rows** (``event_index``, one row per event) for the sparse events:
+  turn markers (a fork's cut), sandbox settings (a subagent's snapshot),
+  status, compaction, approval and subagent events, and every event with an
+  idempotency key.  Each row carries the event's type, time and envelope.
+* **Marks** (one MessagePack list per chunk row, ``chunks.marks``) for the
+  dense ones: step markers and tool calls -- an assistant message's requested
+  call ids, ``tool/call`` and ``tool/result`` by call id.  An agent's log is
+  mostly these, so one row per event would cost more than the log itself
+  (measured: ~10 us per event against ~3 for the chunk rows).
+
+Both are copies, never the authority: ``verify()`` recomputes them from the
+frames and compares (:func:`entry` and :func:`marks_of` are the one rule
+both sides use).
 """
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from typing import Any, NamedTuple
+
+import msgspec
 
 from ..events import Event
 
-MARKERS = frozenset({"turn/start", "turn/end", "step/start", "step/end", "tool/call",
-                     "tool/result", "sandbox/mode", "event/status"})
+SPARSE = frozenset({"turn/start", "turn/end", "sandbox/mode", "event/status"})
 PREFIXES = ("compaction/", "approval/", "subagent/")
+# Mark codes (stable: they are stored).
+STEP_START, STEP_END, REQUESTED, CALL, RESULT = 1, 2, 3, 4, 5
+_CODES = {"step/start": STEP_START, "step/end": STEP_END, "tool/call": CALL,
+          "tool/result": RESULT}
+_ENC = msgspec.msgpack.Encoder()
+_DEC = msgspec.msgpack.Decoder(list[tuple[int, int, str | None]])
 
 
 class IndexRow(NamedTuple):
@@ -31,32 +46,76 @@ class IndexRow(NamedTuple):
     workspace_revision: str | None
     data_class: str | None
     idempotency_key: str | None
+
+
+class Mark(NamedTuple):
+    """A dense event of a chunk: its seq, what it is (a code above) and the
+    tool call it concerns (None for step markers)."""
+
+    seq: int
+    code: int
     call_id: str | None
-
-
-def indexed(ev: Event) -> bool:
-    """Whether an event has an index row."""
-    t = ev.type
-    if t in MARKERS or ev.idempotency_key is not None or t.startswith(PREFIXES):
-        return True
-    if t == "assistant/message":
-        d = ev.data
-        return type(d) is dict and bool(d.get("tool_calls"))
-    return False
 
 
 def entry(ev: Event, seq: int) -> IndexRow | None:
     """The index row of the event at ``seq``, or None if it has none."""
-    if not indexed(ev):
-        return None
-    call_id: Any = None
-    if ev.type == "tool/call" or ev.type == "tool/result":
+    t = ev.type
+    if t in SPARSE or ev.idempotency_key is not None or t.startswith(PREFIXES):
+        return IndexRow(seq, t, ev.time, ev.source, ev.causal_parent, ev.workspace_revision,
+                        ev.data_class, ev.idempotency_key)
+    return None
+
+
+def event_marks(ev: Event, seq: int, out: list[Mark]) -> None:
+    """Append the marks of the event at ``seq`` to ``out``."""
+    t = ev.type
+    code = _CODES.get(t)
+    if code is not None:
+        call_id = None
+        if code >= CALL:
+            d = ev.data
+            call_id = d.get("call_id") if type(d) is dict else None
+            if type(call_id) is not str:
+                return
+        out.append(Mark(seq, code, call_id))
+    elif t == "assistant/message":
         d = ev.data
-        call_id = d.get("call_id") if type(d) is dict else None
-        if type(call_id) is not str:
-            call_id = None
-    return IndexRow(seq, ev.type, ev.time, ev.source, ev.causal_parent, ev.workspace_revision,
-                    ev.data_class, ev.idempotency_key, call_id)
+        calls = d.get("tool_calls") if type(d) is dict else None
+        for c in calls or ():
+            call_id = c.get("id") if type(c) is dict else None
+            if type(call_id) is str:
+                out.append(Mark(seq, REQUESTED, call_id))
 
 
-__all__ = ["MARKERS", "PREFIXES", "IndexRow", "entry", "indexed"]
+def marks_of(events: Iterable[Event], first_seq: int) -> list[Mark]:
+    out: list[Mark] = []
+    for i, ev in enumerate(events):
+        event_marks(ev, first_seq + i, out)
+    return out
+
+
+def pack_marks(marks: Sequence[Mark]) -> bytes | None:
+    return _ENC.encode(marks) if marks else None
+
+
+def unpack_marks(blob: Any) -> list[Mark]:
+    if blob is None:
+        return []
+    return [Mark(*m) for m in _DEC.decode(blob)]
+
+
+def split_marks(marks: Sequence[Mark], bounds: Sequence[tuple[int, int]]) -> list[bytes | None]:
+    """The stored marks of each chunk of ``bounds`` = ``(first_seq, last_seq)``."""
+    out, i = [], 0
+    for _first, last in bounds:
+        j = i
+        while j < len(marks) and marks[j].seq <= last:
+            j += 1
+        out.append(pack_marks(marks[i:j]))
+        i = j
+    return out
+
+
+__all__ = ["CALL", "PREFIXES", "REQUESTED", "RESULT", "SPARSE", "STEP_END", "STEP_START",
+           "IndexRow", "Mark", "entry", "event_marks", "marks_of", "pack_marks", "split_marks",
+           "unpack_marks"]

@@ -33,7 +33,7 @@ from ..codec.frames import scan
 from ..codec.records import decode_frame
 from ..errors import MigrationError, SchemaError
 from . import statements as st
-from .index import entry
+from .index import IndexRow, Mark, entry, event_marks, split_marks
 from .schema import (
     APPLICATION_ID,
     MIGRATIONS,
@@ -159,12 +159,16 @@ def _copy_session(conn: apsw.Connection, sid: int) -> int:
     chunks = [pack(key, body, first, n, seed_c, last_c, packed)
               for (body, first, n, seed_c, last_c), packed in zip(runs, stored, strict=True)]
     payloads = Compressor()
-    index = []
+    index: list[IndexRow] = []
+    marks: list[Mark] = []
     for i, frame in enumerate(rows):
-        indexed = entry(decode_frame(frame, seed + i, payloads, session=session_id), seed + i)
+        ev = decode_frame(frame, seed + i, payloads, session=session_id)
+        indexed = entry(ev, seed + i)
         if indexed is not None:
             index.append(indexed)
-    st.insert_chunks(conn, st.chunk_rows(sid, chunks))
+        event_marks(ev, seed + i, marks)
+    packed = split_marks(marks, [(c.first_seq, c.last_seq) for c in chunks])
+    st.insert_chunks(conn, st.chunk_rows(sid, chunks, packed))
     st.insert_index(conn, st.index_rows(sid, index))
     back = st.chunks(conn, sid, seed, last_seq)
     raw = []

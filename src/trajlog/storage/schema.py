@@ -210,6 +210,7 @@ V4_TABLES = """
         seed_chain INTEGER NOT NULL,
         last_chain INTEGER NOT NULL,
         body       BLOB    NOT NULL,
+        marks      BLOB,            -- the dense index: see storage/index.py
         CHECK (cid >= 4294967296)
     ) STRICT;
 
@@ -224,7 +225,6 @@ V4_TABLES = """
         workspace_revision TEXT,
         data_class         TEXT,
         idempotency_key    TEXT,
-        call_id            TEXT,
         CHECK (rid >= 4294967296)
     ) STRICT;
 
@@ -248,7 +248,6 @@ V4_FINISH = """
         WHERE idempotency_key IS NOT NULL;
     CREATE INDEX event_index_markers ON event_index(type, rid)
         WHERE type IN ('turn/start', 'turn/end', 'sandbox/mode');
-    CREATE INDEX event_index_calls ON event_index(sid, call_id) WHERE call_id IS NOT NULL;
 
     CREATE TRIGGER chunks_append BEFORE INSERT ON chunks
     WHEN (NEW.cid & 4294967295) IS NOT

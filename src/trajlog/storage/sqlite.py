@@ -30,7 +30,7 @@ from ..errors import SchemaError, StoreBusyError, StoreClosedError, StoreError
 from . import migrate as migrations
 from . import statements as st
 from .base import Head, Lease, SessionRow
-from .index import IndexRow
+from .index import IndexRow, Mark
 from .schema import MIN_SQLITE, SCHEMA_VERSION, authorizer
 
 
@@ -187,6 +187,10 @@ class SQLiteReader:
         with translate():
             return st.index_range(self.conn, sid, after, upto)
 
+    def marks(self, sid: int, first: int, last: int) -> list[Mark]:
+        with translate():
+            return st.marks(self.conn, sid, first, last)
+
     def seq_of_idempotency_key(self, sid: int, key: str) -> int | None:
         with translate():
             return st.seq_of_idempotency_key(self.conn, sid, key)
@@ -217,15 +221,16 @@ class SQLiteWriter(SQLiteReader):
         with translate():
             return st.insert_session(self.conn, row, last_seq, chain_head)
 
-    def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow]) -> None:
+    def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
+               marks: Sequence[bytes | None]) -> None:
         with translate():
-            st.insert_chunks(self.conn, st.chunk_rows(sid, chunks))
+            st.insert_chunks(self.conn, st.chunk_rows(sid, chunks, marks))
             if index:
                 st.insert_index(self.conn, st.index_rows(sid, index))
 
-    def repack(self, sid: int, merged: Chunk) -> int:
+    def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
         with translate():
-            return st.repack(self.conn, sid, merged)
+            return st.repack(self.conn, sid, merged, marks)
 
     def set_lease(self, sid: int, lease: Lease) -> None:
         with translate():

@@ -18,17 +18,17 @@ import apsw
 from ..codec.chunks import Chunk
 from ..errors import StoreError
 from .base import Head, Lease, SessionRow
-from .index import IndexRow
+from .index import IndexRow, Mark, unpack_marks
 
 MAX_SESSION_SEQ = 2**32 - 1   # a session's own log in one store: 4.29 billion events
 MAX_SESSIONS = 2**31 - 1
 SESSION_COLUMNS = ("sid, id, session_key, created_ms, cwd, parent_sid, seed_length, seed_chain, "
                    "origin, delegation_depth, agent_preset, metadata, header_check")
 CHUNK_COLUMNS = "cid, n, raw_len, codec, body_check, seed_chain, last_chain, body"
-CHUNK_INSERT = f"INSERT INTO chunks({CHUNK_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
+CHUNK_INSERT = f"INSERT INTO chunks({CHUNK_COLUMNS}, marks) VALUES (?,?,?,?,?,?,?,?,?)"
 INDEX_COLUMNS = ("rid, type, time_ms, source, causal_parent, workspace_revision, data_class, "
-                 "idempotency_key, call_id")
-INDEX_INSERT = f"INSERT INTO event_index({INDEX_COLUMNS}) VALUES (?,?,?,?,?,?,?,?,?)"
+                 "idempotency_key")
+INDEX_INSERT = f"INSERT INTO event_index({INDEX_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
 _MARKERS = {"turn/start", "turn/end", "sandbox/mode"}
 
 
@@ -112,9 +112,11 @@ def _chunk(r: Sequence[Any]) -> Chunk:
                  r[7])
 
 
-def chunk_rows(sid: int, chunks: Iterable[Chunk]) -> list[tuple[Any, ...]]:
+def chunk_rows(sid: int, chunks: Sequence[Chunk],
+               marks: Sequence[bytes | None]) -> list[tuple[Any, ...]]:
     return [(rid(sid, c.first_seq), c.n, c.raw_len, c.codec, i64(c.body_check),
-             i64(c.seed_chain), i64(c.last_chain), c.body) for c in chunks]
+             i64(c.seed_chain), i64(c.last_chain), c.body, m)
+            for c, m in zip(chunks, marks, strict=True)]
 
 
 def insert_chunks(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
@@ -161,17 +163,29 @@ def max_seq(conn: apsw.Connection, sid: int) -> int:
     return -1 if not rows else int(rows[0][0])
 
 
-def repack(conn: apsw.Connection, sid: int, merged: Chunk) -> int:
+def repack(conn: apsw.Connection, sid: int, merged: Chunk, marks: bytes | None) -> int:
     """Grow the row at ``merged.first_seq`` into ``merged`` and delete the rows
     it now holds; returns how many went."""
     key = rid(sid, merged.first_seq)
     conn.execute("UPDATE chunks SET n = ?, raw_len = ?, codec = ?, body_check = ?, "
-                 "last_chain = ?, body = ? WHERE cid = ?",
+                 "last_chain = ?, body = ?, marks = ? WHERE cid = ?",
                  (merged.n, merged.raw_len, merged.codec, i64(merged.body_check),
-                  i64(merged.last_chain), merged.body, key))
+                  i64(merged.last_chain), merged.body, marks, key))
     conn.execute("DELETE FROM chunks WHERE cid > ? AND cid <= ?",
                  (key, rid(sid, merged.last_seq)))
     return int(conn.changes())
+
+
+def marks(conn: apsw.Connection, sid: int, first: int, last: int) -> list[Mark]:
+    """The marks of seqs first..last (from the rows that hold them)."""
+    lo, hi = rid(sid, first), rid(sid, last)
+    out: list[Mark] = []
+    for (blob,) in conn.execute(
+            "SELECT marks FROM chunks WHERE cid BETWEEN coalesce((SELECT max(cid) FROM chunks "
+            "WHERE cid BETWEEN ? AND ?), ?) AND ? AND marks IS NOT NULL ORDER BY cid",
+            (rid(sid, 0), lo, lo, hi)):
+        out += [m for m in unpack_marks(blob) if first <= m.seq <= last]
+    return out
 
 
 # -- the event index ---------------------------------------------------------------
