@@ -7,6 +7,7 @@ The normative description of the bytes is ``FORMAT.md``.
 
 from __future__ import annotations
 
+import struct
 from collections.abc import Sequence
 from enum import IntEnum
 from typing import Any, NamedTuple, Protocol
@@ -116,6 +117,64 @@ class FrameHeader(NamedTuple):
         return self.offset + HEADER_SIZE
 
 
+# struct tl_frame in native byte order: 4 x u64, 2 x u32, 2 x u8, 6 reserved
+# (48 bytes; csrc/tl_internal.h asserts the layout).
+FRAME_STRUCT = struct.Struct("=QQQQIIBB6x")
+
+
+class FrameTable:
+    """The headers of a verified scan, packed as an array of ``struct
+    tl_frame`` (what ``tl_scan`` fills in): read field by field without making
+    a tuple per frame -- the read path's hot loop.  ``table[i]`` gives the
+    :class:`FrameHeader` of frame ``i`` for everything else."""
+
+    __slots__ = ("_b", "_i", "_q", "n")
+
+    def __init__(self, packed: bytes) -> None:
+        view = memoryview(packed)
+        self._q = view.cast("Q")   # 6 words a frame: offset, seq, payload_check, chain, ...
+        self._i = view.cast("I")   # 12 half-words: ... stored_len at 8, raw_len at 9
+        self._b = view.cast("B")   # 48 bytes: type at 40, flags at 41
+        self.n = len(packed) // FRAME_STRUCT.size
+
+    @property
+    def arrays(self) -> tuple[memoryview, memoryview, memoryview]:
+        """``(words, half-words, bytes)`` views for loops that read many frames."""
+        return self._q, self._i, self._b
+
+    def __len__(self) -> int:
+        return self.n
+
+    def offset(self, i: int) -> int:
+        return int(self._q[6 * i])
+
+    def seq(self, i: int) -> int:
+        return int(self._q[6 * i + 1])
+
+    def chain(self, i: int) -> int:
+        return int(self._q[6 * i + 3])
+
+    def stored_len(self, i: int) -> int:
+        return int(self._i[12 * i + 8])
+
+    def raw_len(self, i: int) -> int:
+        return int(self._i[12 * i + 9])
+
+    def flags(self, i: int) -> int:
+        return int(self._b[48 * i + 41])
+
+    def __getitem__(self, i: int) -> FrameHeader:
+        if i < 0:
+            i += self.n
+        if not 0 <= i < self.n:
+            raise IndexError(i)
+        return FrameHeader._make(FRAME_STRUCT.unpack_from(self._b, 48 * i))
+
+    @classmethod
+    def pack(cls, headers: Sequence[FrameHeader]) -> FrameTable:
+        return cls(b"".join(FRAME_STRUCT.pack(*h) for h in headers))
+
+
 def frame_size(stored_len: int) -> int:
     """Encoded size of a frame with ``stored_len`` payload bytes; 0 over the limit."""
     if stored_len < 0 or stored_len > MAX_STORED:
@@ -179,5 +238,8 @@ class Kernel(Protocol):
 
     def scan(self, buf: Any, key: int, cursor: Cursor, max_frames: int,
              collect: bool) -> tuple[int, list[FrameHeader], Cursor, int]: ...
+
+    def scan_table(self, buf: Any, key: int, cursor: Cursor,
+                   max_frames: int) -> tuple[int, FrameTable, Cursor, int]: ...
 
     def find_frame(self, buf: Any, key: int, start: int, min_seq: int) -> int: ...

@@ -13,7 +13,7 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
-from ._format import HEADER_SIZE, Cursor, FrameHeader, Status, encode_args_ok
+from ._format import HEADER_SIZE, Cursor, FrameHeader, FrameTable, Status, encode_args_ok
 from ._tlcore import ffi, lib  # type: ignore[import-not-found]
 
 NAME = "c"
@@ -116,6 +116,19 @@ def scan(buf: Any, key: int, cursor: Cursor, max_frames: int,
     return status, frames, Cursor(cur.offset, cur.next_seq, cur.chain), int(hints[0])
 
 
+def scan_table(buf: Any, key: int, cursor: Cursor,
+               max_frames: int) -> tuple[int, FrameTable, Cursor, int]:
+    """:func:`scan`, the verified headers left packed as tl_scan wrote them."""
+    cbuf = ffi.from_buffer(buf)
+    cur, n, hints, _ = _scratch()
+    cur.offset, cur.next_seq, cur.chain = cursor
+    cap = max(0, min(max_frames, (len(cbuf) - cursor.offset) // HEADER_SIZE + 1))
+    array = ffi.new("struct tl_frame[]", max(cap, 1))
+    status = lib.tl_scan(cbuf, len(cbuf), key, cur, array, cap, n, hints)
+    table = FrameTable(bytes(ffi.buffer(array, n[0] * _FRAME.size)))
+    return status, table, Cursor(cur.offset, cur.next_seq, cur.chain), int(hints[0])
+
+
 def find_frame(buf: Any, key: int, start: int, min_seq: int) -> int:
     """Offset of the first later frame whose header verifies (tl_find_frame); -1 if none."""
     cbuf = ffi.from_buffer(buf)
@@ -133,5 +146,6 @@ __all__ = [
     "find_frame",
     "format_version",
     "scan",
+    "scan_table",
     "strerror",
 ]

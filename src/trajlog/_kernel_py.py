@@ -32,6 +32,7 @@ from ._format import (
     TYPE_OPTIONAL_MIN,
     Cursor,
     FrameHeader,
+    FrameTable,
     FrameType,
     Status,
     encode_args_ok,
@@ -284,6 +285,14 @@ def find_frame(buf: Any, key: int, start: int, min_seq: int) -> int:
     return -1
 
 
+def scan_table(buf: Any, key: int, cursor: Cursor,
+               max_frames: int) -> tuple[int, FrameTable, Cursor, int]:
+    """:func:`scan` with the verified headers packed as ``struct tl_frame``
+    (the C kernel's own array; see :class:`FrameTable`)."""
+    status, headers, end, hints = scan(buf, key, cursor, max_frames, True)
+    return status, FrameTable.pack(headers), end, hints
+
+
 __all__ = [
     "NAME",
     "checksum",
@@ -292,5 +301,6 @@ __all__ = [
     "find_frame",
     "format_version",
     "scan",
+    "scan_table",
     "strerror",
 ]

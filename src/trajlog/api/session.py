@@ -198,8 +198,10 @@ class Session:
         """The event at ``seq`` (verified against the frame before it)."""
         if not isinstance(seq, int) or isinstance(seq, bool):
             raise TypeError(f"seq must be int, not {type(seq).__name__}")
-        for event in self.events(seq, seq):
-            return event
+        if seq >= 0:
+            event = self._e.reading.event_at(self._ref, seq)
+            if event is not None:
+                return event
         raise InvalidArgumentError(f"session {self.id} has no event {seq} "
                                    f"(last seq {self.last_seq})")
 

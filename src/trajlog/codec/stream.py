@@ -22,14 +22,19 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from typing import Any
 
-from .._format import FLAG_ZSTD, Cursor, FrameHeader, Kernel, Status
-from ..events import peek_type
+import msgspec
+
+from .._format import FLAG_ZSTD, HEADER_SIZE, Cursor, FrameTable, Kernel, Status
+from ..errors import error_for
+from ..events import Event, LazyEvent, peek_type
 from .chunks import Chunk, ChunkCache, ChunkCompressor, ChunkDefect, open_chunk
 from .compression import Compressor
 from .frames import ScanReport, Verdict, Watermark, _kernel
-from .records import decode_payload
 
 READ_ROWS = 16  # chunk rows per fetch (~1 MiB raw at the cap): bounded memory
+_EAGER = msgspec.msgpack.Decoder(Event)
+_LAZY = msgspec.msgpack.Decoder(LazyEvent)
+_set = msgspec.structs.force_setattr
 
 # fetch(first, last): at most READ_ROWS rows holding first..last, from the one holding first
 Fetch = Callable[[int, int], list[Chunk]]
@@ -59,9 +64,9 @@ class LogStream:
         self.report: ScanReport | None = None  # set when a walk ends: clean, or the defect
 
     def batches(self, first: int, last: int, start_chain: int | None,
-                watermark: Watermark) -> Iterator[tuple[Any, list[FrameHeader]]]:
-        """Verified ``(raw body, headers)`` per row, the headers cut to seqs
-        ``first .. last``.
+                watermark: Watermark) -> Iterator[Batch]:
+        """Verified ``(raw body, frame table, lo, hi)`` per row: frames
+        ``lo .. hi - 1`` of the table are those of seqs ``first .. last``.
 
         ``start_chain`` is the chain before ``first`` when the caller knows it
         (the start of a log or of a fork's own frames): the row holding
@@ -83,6 +88,10 @@ class LogStream:
             if not rows:  # (a row already read comes back when the next one is missing)
                 self.report = self._missing(want, last, chain, offset, frames, watermark)
                 return
+            cache = self._cache
+            bodies = self._chunks.decompress_rows(
+                self._key, [r for r in rows if cache is None or not cache.has(self._key, r)],
+                self._kernel) if len(rows) > 1 else {}
             if self._pool is not None and len(rows) >= READ_ROWS and rows[-1].last_seq < last:
                 # Read ahead: fetch the next rows here (the connection is this
                 # thread's), open them on the pool while these are decoded.
@@ -107,19 +116,19 @@ class LogStream:
                                           else Status.SEQ_MISMATCH, reason, offset, frames,
                                           Cursor(offset, want, chain), watermark)
                     return
-                opened = opening[i] if opening is not None else self._open(row)
+                opened = opening[i] if opening is not None else self._open(
+                    row, bodies.get(row.first_seq))
                 if not isinstance(opened, tuple):
                     self.report = _defect(opened.status, opened.reason, offset + opened.offset,
                                           frames, Cursor(offset + opened.offset, opened.seq,
                                                          chain or 0), watermark)
                     return
-                raw, headers = opened
+                raw, table = opened
                 lo = want - row.first_seq
                 hi = min(last, row.last_seq) - row.first_seq + 1
-                part = headers[lo:hi] if lo or hi != len(headers) else headers
-                end_chain = part[-1].chain if part else end_chain
-                yield raw, part
-                frames += len(part)
+                end_chain = table.chain(hi - 1)
+                yield raw, table, lo, hi
+                frames += hi - lo
                 offset += row.raw_len
                 chain = row.last_chain
                 want = row.last_seq + 1
@@ -142,10 +151,10 @@ class LogStream:
     def _open_all(self, rows: list[Chunk]) -> list[Any]:
         return [self._open(row) for row in rows]
 
-    def _open(self, row: Chunk) -> tuple[Any, list[FrameHeader]] | ChunkDefect:
+    def _open(self, row: Chunk, raw: bytes | None = None) -> tuple[Any, FrameTable] | ChunkDefect:
         if self._cache is not None:
-            return self._cache.open(self._key, row, self._chunks, kernel=self._kernel)
-        return open_chunk(self._key, row, self._chunks, kernel=self._kernel)
+            return self._cache.open(self._key, row, self._chunks, kernel=self._kernel, raw=raw)
+        return open_chunk(self._key, row, self._chunks, kernel=self._kernel, raw=raw)
 
     def _missing(self, want: int, last: int, chain: int | None, offset: int, frames: int,
                  watermark: Watermark, gap: bool = False) -> ScanReport:
@@ -166,8 +175,8 @@ class LogStream:
         type (read from the verified payload, not from any index) it rejects
         are skipped without being decoded."""
         session = self._session
-        for raw, headers in self.batches(first, last, start_chain, watermark):
-            yield from decode_events(raw, headers, self._compressor, session, want, lazy)
+        for raw, table, lo, hi in self.batches(first, last, start_chain, watermark):
+            yield from decode_events(raw, table, lo, hi, self._compressor, session, want, lazy)
         report = self.report
         if report is not None and report.verdict is not Verdict.CLEAN:
             raise report.error(session)
@@ -181,27 +190,43 @@ class LogStream:
         return self.report
 
 
-def decode_events(raw: Any, headers: list[FrameHeader], compressor: Compressor,
+def decode_events(raw: Any, table: FrameTable, lo: int, hi: int, compressor: Compressor,
                   session: str | None, want: Callable[[str], bool] | None = None,
-                  lazy: bool = False) -> Iterator[Any]:
-    """The events of verified frames in ``raw`` (payloads compressed one by one,
-    as trajlog 0.1 stored large ones, are decompressed together)."""
+                  lazy: bool = False) -> list[Any]:
+    """The events of verified frames ``lo .. hi - 1`` of ``table`` in ``raw``,
+    in one tight loop (the read path's hot spot).  Payloads compressed one by
+    one, as trajlog 0.1 stored large ones, are decompressed as they come."""
     view = memoryview(raw)
-    packed = [i for i, h in enumerate(headers) if h.flags & FLAG_ZSTD]
-    unpacked: dict[int, Any] = dict(zip(packed, compressor.decompress_many(
-        [view[headers[i].payload_offset:headers[i].payload_offset + headers[i].stored_len]
-         for i in packed], [headers[i].raw_len for i in packed]), strict=True)) if packed else {}
-    for i, h in enumerate(headers):
-        if h.flags & FLAG_ZSTD:
-            payload: Any = unpacked[i]
-        else:
-            p = h.payload_offset
-            payload = view[p:p + h.stored_len]
-        if want is not None:
-            kind = peek_type(payload)
-            if kind is not None and not want(kind):
-                continue
-        yield decode_payload(payload, h.seq, session, lazy)
+    q, i32, b = table.arrays
+    decode = (_LAZY if lazy else _EAGER).decode
+    out: list[Any] = []
+    append = out.append
+    seq = q[6 * lo + 1] if lo < hi else 0
+    try:
+        offsets = q[6 * lo:6 * hi:6].tolist()          # one C call per row, not per frame
+        sizes = i32[12 * lo + 8:12 * hi:12].tolist()
+        flag_bytes = b[48 * lo + 41:48 * hi:48].tolist()
+        for off, size, flags in zip(offsets, sizes, flag_bytes, strict=True):
+            p = off + HEADER_SIZE
+            payload: Any = view[p:p + size]
+            if flags & FLAG_ZSTD:
+                payload = compressor.decompress(payload, table.raw_len(seq - q[1]))
+            if want is not None:
+                kind = peek_type(payload)
+                if kind is not None and not want(kind):
+                    seq += 1
+                    continue
+            event = decode(payload)
+            _set(event, "seq", seq)
+            append(event)
+            seq += 1
+    except msgspec.DecodeError as exc:
+        raise error_for(Status.BAD_FIELD, reason=f"undecodable event payload: {exc}",
+                        seq=seq, session=session, corrupt=True) from exc
+    return out
+
+
+Batch = tuple[Any, FrameTable, int, int]
 
 
 def _defect(status: int, reason: str, offset: int, frames: int, cursor: Cursor,
@@ -210,4 +235,4 @@ def _defect(status: int, reason: str, offset: int, frames: int, cursor: Cursor,
                       cursor, 0, 0, reason, watermark, head_mismatch)
 
 
-__all__ = ["READ_ROWS", "LogStream", "decode_events"]
+__all__ = ["READ_ROWS", "Batch", "LogStream", "decode_events"]

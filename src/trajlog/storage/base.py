@@ -100,6 +100,11 @@ class Reader(Protocol):
         """The chunk row that contains ``seq``."""
         ...
 
+    def locate(self, sid: int, seq: int, body: bool) -> tuple[int, Chunk | None]:
+        """``(the head's last seq, the row holding seq -- or the last one before
+        it -- or None)`` in one look-up; its body only when ``body``."""
+        ...
+
     def chunk_meta(self, sid: int, after: int, upto: int) -> list[tuple[int, int, int]]:
         """``(first_seq, n, raw_len)`` of the rows starting after ``after`` up
         to ``upto`` -- no bodies."""

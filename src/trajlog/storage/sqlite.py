@@ -175,6 +175,10 @@ class SQLiteReader:
         with translate():
             return st.chunk_at(self.conn, sid, seq)
 
+    def locate(self, sid: int, seq: int, body: bool) -> tuple[int, Chunk | None]:
+        with translate():
+            return st.locate(self.conn, sid, seq, body)
+
     def chunk_meta(self, sid: int, after: int, upto: int) -> list[tuple[int, int, int]]:
         with translate():
             return st.chunk_meta(self.conn, sid, after, upto)

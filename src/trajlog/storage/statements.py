@@ -25,6 +25,7 @@ MAX_SESSIONS = 2**31 - 1
 SESSION_COLUMNS = ("sid, id, session_key, created_ms, cwd, parent_sid, seed_length, seed_chain, "
                    "origin, delegation_depth, agent_preset, metadata, header_check")
 CHUNK_COLUMNS = "cid, n, raw_len, codec, body_check, seed_chain, last_chain, body"
+_CHUNK_META = "cid, n, raw_len, codec, body_check, seed_chain, last_chain, x''"
 CHUNK_INSERT = f"INSERT INTO chunks({CHUNK_COLUMNS}, marks) VALUES (?,?,?,?,?,?,?,?,?)"
 INDEX_COLUMNS = ("rid, type, time_ms, source, causal_parent, workspace_revision, data_class, "
                  "idempotency_key")
@@ -129,10 +130,12 @@ def chunks(conn: apsw.Connection, sid: int, first: int, last: int,
     contains ``first`` (or the first row after it, if none does); at most
     ``limit`` rows (-1: all)."""
     lo, hi = rid(sid, first), rid(sid, last)
+    # The limit is written into the statement: a bound LIMIT makes SQLite
+    # prepare the statement anew at every call (measured: 30 us a call).
     return [_chunk(r) for r in conn.execute(
         f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE cid BETWEEN coalesce((SELECT max(cid) FROM "
-        "chunks WHERE cid BETWEEN ? AND ?), ?) AND ? ORDER BY cid LIMIT ?",
-        (rid(sid, 0), lo, lo, hi, limit))]
+        f"chunks WHERE cid BETWEEN ? AND ?), ?) AND ? ORDER BY cid LIMIT {int(limit)}",
+        (rid(sid, 0), lo, lo, hi))]
 
 
 def chunk_at(conn: apsw.Connection, sid: int, seq: int) -> Chunk | None:
@@ -144,6 +147,24 @@ def chunk_at(conn: apsw.Connection, sid: int, seq: int) -> Chunk | None:
         return None
     found = _chunk(rows[0])
     return found if found.last_seq >= seq else None
+
+
+def locate(conn: apsw.Connection, sid: int, seq: int,
+           body: bool) -> tuple[int, Chunk | None]:
+    """``(head's last seq, the row holding seq or the last before it)`` in
+    one statement; the row's body only when ``body`` (else empty)."""
+    cols = CHUNK_COLUMNS if body else _CHUNK_META
+    # (One statement SQLite keeps prepared: a join on the subquery would be
+    # prepared anew at every call, ~30 us.)
+    rows: list[Any] = conn.execute(
+        f"SELECT (SELECT last_seq FROM session_heads WHERE sid = ?), {cols} FROM chunks "
+        "WHERE cid BETWEEN ? AND ? ORDER BY cid DESC LIMIT 1",
+        (sid, rid(sid, 0), rid(sid, seq))).fetchall()
+    if not rows:
+        return head(conn, sid).last_seq, None
+    if rows[0][0] is None:
+        raise StoreError(f"session {sid} has no head row")
+    return int(rows[0][0]), _chunk(rows[0][1:])
 
 
 def chunk_meta(conn: apsw.Connection, sid: int, after: int,
