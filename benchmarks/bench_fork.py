@@ -1,138 +1,372 @@
-"""Fork cost and reading through a fork, against copying the prefix.
+"""Fork cost and reading through a fork, against copying the prefix and a flat log.
 
-1. Fork cost: parents of 1k, 100k and 1M events (--quick: 1k, 10k, 100k) made of
-   small agent turns; fork() at the middle and at the end of the parent, median
-   of repeated forks (each one a durable commit).  Baseline: a raw apsw
-   ``INSERT ... SELECT`` copying the same prefix rows into another table.
-2. Reading a child: a parent of N workload events (DESIGN.md section 8), a fork
-   at its middle with 1,000 own events (small turns), against a flat session
-   holding exactly the same events; full verified reads, best of 3.
+1. Fork cost.  Parents of 1k, 100k and 1M events (--quick: 1k, 10k, 100k) made
+   of small agent turns, each in a store of its own, written with
+   ``append_batch`` of 1,000 events (so the rows are exactly what the store
+   writes: chunk rows, index rows, marks) on a ``durability="normal"`` store,
+   repacked, reopened with the default ``"full"`` and verified with
+   ``session.verify()``.
+   ``fork()`` at the middle of each parent (its cut lies inside a chunk row)
+   and at its end (a row boundary); each fork is one durable commit, timed
+   with trajlog's chunk cache cleared before it (the row holding the cut is
+   read and verified every time).  Baseline, same round: copying the chunk
+   rows that hold the middle prefix with one durable ``INSERT ... SELECT``
+   into another database file -- what a fork that copied its prefix would
+   write at least.  Target: a fork of the largest parent <= 1 ms; its ratio to
+   a fork of the 1k-event parent says whether the cost grows with the log.
+2. Reading a child.  A parent of N workload events (DESIGN.md section 8; 100k,
+   --quick 10k) and two forks near its middle, each with 1,000 own events
+   (small turns): one cut at a turn end INSIDE a parent chunk row (the read
+   stops half-way through that row), one at a turn end that is a row
+   boundary.  Each against a flat session holding exactly the same events;
+   full verified reads, eager and lazy, chunk cache cleared before each read.
+   Target: child / flat <= 1.2.
 
-Prints ratios; last line: JSON.
+Every figure is the median of ROUNDS (>= 5) interleaved rounds -- in a round
+each size (fork cost) or each child and its flat twin (reads) are measured
+one after the other, in an order that alternates between rounds -- with the
+range of the rounds.  The parents are built once (a 1M-event log takes
+seconds to write); forks and reads do not change them.
 
-    python benchmarks/bench_fork.py [--quick]
+    python benchmarks/bench_fork.py [--quick] [--rounds K]
 """
 
 from __future__ import annotations
 
 import argparse
 import json
+import os
+import platform
 import shutil
 import statistics
 import sys
 import tempfile
 import time
 from pathlib import Path
+from typing import Any
+
+import apsw
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import trajlog
 import workload
-from trajlog.storage import sqlite as storage
+from trajlog.storage import statements
+
+FORKS_PER_ROUND = 21   # forks at each point, per size and round (their median is the round's)
+COPIES_PER_ROUND = 3
+READ_OWN = 1_000       # a child's own events
+READS_PER_ROUND = 3    # reads of each child and of its flat twin, per round
 
 
-def small_turns(n: int) -> list[tuple[str, dict]]:
-    out: list[tuple[str, dict]] = []
-    i = 0
-    while len(out) < n:
-        out += [("turn/start", {}), ("user/message", {"content": f"question {i}"}),
-                ("assistant/message", {"content": f"answer {i}", "tool_calls": []}),
+def small_turns(n: int, tag: str = "") -> list[tuple[str, dict[str, Any]]]:
+    """Turns of 4 events (start, question, answer, end): ``n`` rounded down to 4."""
+    out: list[tuple[str, dict[str, Any]]] = []
+    for i in range(n // 4):
+        out += [("turn/start", {}), ("user/message", {"content": f"question {tag}{i}"}),
+                ("assistant/message", {"content": f"answer {tag}{i}", "tool_calls": []}),
                 ("turn/end", {"interrupted": False})]
-        i += 1
-    return out[:n - n % 4] if n % 4 else out
-
-
-def fill(session: trajlog.Session, events: list[tuple[str, dict]]) -> None:
-    for start in range(0, len(events), 5000):
-        session.append_batch(events[start:start + 5000])
-
-
-def fork_cost(store: trajlog.Store, n: int, repeats: int) -> dict[str, float]:
-    parent = store.create_session(cwd="/bench")
-    fill(parent, small_turns(n))
-    out: dict[str, float] = {"events": parent.last_seq + 1}
-    for where, at in (("middle", parent.last_seq // 2), ("end", parent.last_seq)):
-        times = []
-        for _ in range(repeats):
-            t = time.perf_counter()
-            child = parent.fork(at)
-            times.append(time.perf_counter() - t)
-        out[f"fork_{where}_ms"] = statistics.median(times) * 1000
-        out[f"seed_{where}"] = child.header.seed_length
-    # baseline: copy the prefix (to the middle) with INSERT ... SELECT
-    seed = out["seed_middle"]
-    raw = storage.open_connection(store.path, migrations=True)
-    raw.execute("CREATE TABLE IF NOT EXISTS prefix_copy(rid INTEGER PRIMARY KEY, type TEXT, "
-                "time_ms INTEGER, chain INTEGER, frame BLOB)")
-    times = []
-    for k in range(max(1, repeats // 5)):
-        t = time.perf_counter()
-        with raw:
-            raw.execute("INSERT INTO prefix_copy SELECT rid + ?, type, time_ms, chain, frame "
-                        "FROM events WHERE rid BETWEEN ? AND ?",
-                        ((k + 1) << 40, storage.rid(parent._sid, 0),
-                         storage.rid(parent._sid, int(seed) - 1)))
-        times.append(time.perf_counter() - t)
-    raw.execute("DROP TABLE prefix_copy")
-    raw.close()
-    out["copy_prefix_ms"] = statistics.median(times) * 1000
     return out
 
 
-def read_cost(store: trajlog.Store, n: int) -> dict[str, float]:
-    events = workload.events(n)
-    parent = store.create_session(cwd="/bench/read")
-    fill(parent, events)
-    at = n // 2
-    child = parent.fork(at)
-    seed = child.header.seed_length
-    own = small_turns(1000)   # own turns (no tool calls that could clash with the parent's)
-    fill(child, own)
-    flat = store.create_session(cwd="/bench/flat")
-    fill(flat, events[:seed] + own)
+def fill(session: trajlog.Session, events: list[Any], per: int = 1000) -> None:
+    for start in range(0, len(events), per):
+        session.append_batch(events[start:start + per])
 
-    def read(s: trajlog.Session) -> float:
-        best = float("inf")
-        for _ in range(3):
+
+def rows_of(store: trajlog.Store, s: trajlog.Session) -> list[tuple[int, int, int]]:
+    """``(first_seq, n, raw_len)`` of the session's own chunk rows."""
+    return store._e.backend.reader().chunk_meta(s._sid, -1, s.last_seq)
+
+
+def cut_inside_row(store: trajlog.Store, s: trajlog.Session, cut: int) -> bool:
+    """Whether seq ``cut`` (a fork's last inherited event) is not the last of its row."""
+    row = store._e.backend.reader().chunk_at(s._sid, cut)
+    assert row is not None
+    return row.last_seq != cut
+
+
+def verified(s: trajlog.Session) -> float:
+    t = time.perf_counter()
+    report = s.verify()
+    dt = time.perf_counter() - t
+    if not report.ok:
+        raise SystemExit(f"session {s.id} does not verify: {report.scan.reason}")
+    return dt
+
+
+def median_range(values: list[float]) -> dict[str, float]:
+    return {"median": statistics.median(values), "min": min(values), "max": max(values)}
+
+
+# -- 1. fork cost ---------------------------------------------------------------------
+
+class Parent:
+    """A parent of ``n`` small-turn events in a store of its own, and the
+    baseline's connection (the prefix rows copied into another file).
+
+    Built on a ``durability="normal"`` store (the same rows, written faster),
+    then reopened with the default ``"full"``: closing removes the WAL, so
+    every parent's forks start from an empty WAL, whatever it took to write
+    the parent.  (Measured: a fork's FULL commit costs ~0.2 ms more while
+    the WAL file grows than once it has grown, so a store with a fresh, small
+    WAL forks slower than one whose WAL grew while its 100k events were
+    written -- which would make a small parent look slower to fork.)"""
+
+    def __init__(self, tmp: Path, n: int) -> None:
+        self.n = n
+        path = str(tmp / f"parent{n}.db")
+        with trajlog.open(path, durability="normal", repack=False) as store:
+            s = store.create_session(cwd="/bench")
             t = time.perf_counter()
-            count = sum(1 for _ in s.events())
-            best = min(best, time.perf_counter() - t)
-        assert count == seed + len(own)
-        return best
+            fill(s, small_turns(n))
+            self.build_s = time.perf_counter() - t
+            store.repack(s.id)
+            sid = s.id
+        self.store = trajlog.open(path, repack=False)
+        s = self.session = self.store.session(sid)
+        self.verify_s = verified(s)
+        self.rows = len(rows_of(self.store, s))
+        # the middle: the first turn end from the middle on that lies inside a row
+        at = s.last_seq // 2
+        while not cut_inside_row(self.store, s, cut := turn_end(self.store, s, at)):
+            at = cut + 1
+        self.middle, self.end = cut, s.last_seq
+        self.inside = {"middle": cut_inside_row(self.store, s, self.middle),
+                       "end": cut_inside_row(self.store, s, self.end)}
+        # baseline: a plain connection reading the store, the copy in a file of its own
+        self.raw = apsw.Connection(self.store.path)
+        self.raw.execute("ATTACH DATABASE ? AS copy", (str(tmp / f"copy{n}.db"),))
+        self.raw.execute("PRAGMA copy.journal_mode=WAL").fetchall()
+        self.raw.execute("PRAGMA copy.synchronous=FULL").fetchall()
+        self.raw.execute(f"CREATE TABLE copy.prefix({statements.CHUNK_COLUMNS}, marks, "
+                         "PRIMARY KEY (cid))")
+        self.copy_range = (statements.rid(s._sid, 0), statements.rid(s._sid, self.middle))
+        self.copy_rows = self.raw.execute(
+            "SELECT count(*) FROM chunks WHERE cid BETWEEN ? AND ?", self.copy_range
+        ).fetchall()[0][0]
 
-    t_child, t_flat = read(child), read(flat)
-    return {"events": seed + len(own), "child_read_s": t_child, "flat_read_s": t_flat,
-            "ratio_child_over_flat": t_child / t_flat}
+    def fork(self, at: int) -> float:
+        """One fork at ``at``, timed, with trajlog's chunk cache cleared before it."""
+        self.store._e.reading.cache.clear()
+        t = time.perf_counter()
+        child = self.session.fork(at)
+        dt = time.perf_counter() - t
+        assert child.header.seed_length == at + 1
+        return dt
 
+    def copies(self, k: int) -> list[float]:
+        times = []
+        for _ in range(k):
+            t = time.perf_counter()
+            with self.raw:
+                self.raw.execute(f"INSERT INTO copy.prefix SELECT {statements.CHUNK_COLUMNS}, "
+                                 "marks FROM main.chunks WHERE cid BETWEEN ? AND ?",
+                                 self.copy_range)
+            times.append(time.perf_counter() - t)
+            with self.raw:
+                self.raw.execute("DELETE FROM copy.prefix")
+        return times
+
+    def close(self) -> None:
+        self.raw.close()
+        self.store.close()
+
+
+def turn_end(store: trajlog.Store, s: trajlog.Session, at: int) -> int:
+    """The seq a fork at ``at`` cuts after (the end of its turn)."""
+    return int(store._e.lineage.turn_end_of(s._ref, at))
+
+
+def fork_round(parents: list[Parent], k: int, flip: bool, out: dict[str, float]) -> None:
+    """``k`` forks at each point of each parent, interleaved fork by fork (the
+    sizes share every stretch of the round), then the copies."""
+    order = parents[::-1] if flip else parents
+    times: dict[str, list[float]] = {}
+    for _ in range(k):
+        for p in order:
+            for where, at in (("middle", p.middle), ("end", p.end)):
+                times.setdefault(f"fork_{where}_ms_{p.n}", []).append(p.fork(at))
+    for key, ts in times.items():
+        out[key] = statistics.median(ts) * 1000
+    for p in order:
+        out[f"copy_prefix_ms_{p.n}"] = statistics.median(p.copies(COPIES_PER_ROUND)) * 1000
+    small, big = parents[0].n, parents[-1].n
+    for where in ("middle", "end"):
+        out[f"ratio_fork_{where}_largest_over_smallest"] = (out[f"fork_{where}_ms_{big}"]
+                                                            / out[f"fork_{where}_ms_{small}"])
+    for p in parents:
+        out[f"ratio_copy_over_fork_{p.n}"] = (out[f"copy_prefix_ms_{p.n}"]
+                                              / out[f"fork_middle_ms_{p.n}"])
+
+
+# -- 2. reading a child ------------------------------------------------------------------
+
+class ReadCase:
+    """A parent of workload events, a child cut inside a row and one cut at a
+    row boundary, and the flat twin of each."""
+
+    def __init__(self, tmp: Path, n: int) -> None:
+        events = workload.events(n)
+        path = str(tmp / "read.db")
+        self.cuts: dict[str, int] = {}
+        ids: dict[str, tuple[str, str]] = {}
+        with trajlog.open(path, durability="normal", repack=False) as store:
+            parent = store.create_session(cwd="/bench/read")
+            fill(parent, events)
+            store.repack(parent.id)
+            rows = rows_of(store, parent)
+            row_last = {first + count - 1 for first, count, _ in rows}
+            ends = [i for i, (t, _) in enumerate(events) if t == "turn/end"]
+            # the first turn end from the middle on that is not the last seq of its
+            # row, and the row-boundary turn end nearest the middle (if there is one)
+            self.cuts["inside"] = next(i for i in ends if i >= n // 2 and i not in row_last)
+            boundary = min((i for i in ends if i in row_last), key=lambda i: abs(i - n // 2),
+                           default=None)
+            if boundary is not None:
+                self.cuts["boundary"] = boundary
+            for name, cut in self.cuts.items():
+                child = parent.fork(cut)
+                assert child.header.seed_length == cut + 1
+                own = small_turns(READ_OWN, tag=f"{name}-")
+                fill(child, own)
+                flat = store.create_session(cwd=f"/bench/flat-{name}")
+                fill(flat, events[:cut + 1] + own)
+                ids[name] = (child.id, flat.id)
+            store.repack()
+            parent_id = parent.id
+        self.parent_rows = len(rows)
+        self.store = store = trajlog.open(path, repack=False)
+        parent = store.session(parent_id)
+        self.pairs = {name: (store.session(c), store.session(f)) for name, (c, f) in ids.items()}
+        self.inside_row = {name: cut_inside_row(store, parent, cut)
+                           for name, cut in self.cuts.items()}
+        assert self.inside_row["inside"] and not self.inside_row.get("boundary", False)
+        self.verify_s: dict[str, float] = {"parent": verified(parent)}
+        for name, (child, flat) in self.pairs.items():
+            self.verify_s[f"child_{name}"] = verified(child)
+            self.verify_s[f"flat_{name}"] = verified(flat)
+            # the same events, in the same order (times differ: each append stamps its own)
+            same = all(a.seq == b.seq and a.type == b.type and a.data == b.data
+                       for a, b in zip(child.events(), flat.events(), strict=True))
+            assert same, f"fork {name} and its flat twin differ"
+        self.events = {name: child.last_seq + 1 for name, (child, _) in self.pairs.items()}
+
+    def read(self, s: trajlog.Session, lazy: bool, expect: int) -> float:
+        self.store._e.reading.cache.clear()
+        t = time.perf_counter()
+        count = sum(1 for _ in s.events(lazy=lazy))
+        dt = time.perf_counter() - t
+        assert count == expect
+        return dt
+
+    def round(self, flip: bool, out: dict[str, float]) -> None:
+        """Each child and its flat twin, READS_PER_ROUND reads each, alternating
+        (the round's figure is their median)."""
+        for name, (child, flat) in self.pairs.items():
+            n = self.events[name]
+            for lazy, mode in ((False, ""), (True, "_lazy")):
+                t: dict[str, list[float]] = {"child": [], "flat": []}
+                for i in range(READS_PER_ROUND):
+                    pair = [("child", child), ("flat", flat)]
+                    for who, s in (pair[::-1] if (i % 2 == 1) != flip else pair):
+                        t[who].append(self.read(s, lazy, n))
+                child_s, flat_s = statistics.median(t["child"]), statistics.median(t["flat"])
+                out[f"child_read_s_{name}{mode}"] = child_s
+                out[f"flat_read_s_{name}{mode}"] = flat_s
+                out[f"ratio_read_{name}{mode}"] = child_s / flat_s
+
+
+# -- the run ---------------------------------------------------------------------------
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument("--quick", action="store_true")
+    parser.add_argument("--quick", action="store_true", help="parents up to 100k (< 60 s)")
+    parser.add_argument("--rounds", type=int, default=5)
     args = parser.parse_args()
+    if args.rounds < 5:
+        parser.error("--rounds must be at least 5")
     sizes = [1_000, 10_000, 100_000] if args.quick else [1_000, 100_000, 1_000_000]
+    read_n = 10_000 if args.quick else 100_000
+    big = sizes[-1]
+    targets = {f"fork_middle_ms_{big}": ("<=", 1.0), f"fork_end_ms_{big}": ("<=", 1.0),
+               "ratio_read_inside": ("<=", 1.2), "ratio_read_inside_lazy": ("<=", 1.2),
+               "ratio_read_boundary": ("<=", 1.2), "ratio_read_boundary_lazy": ("<=", 1.2)}
+    t_start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="trajlog-fork-"))
-    results: dict[str, object] = {}
+    rounds: list[dict[str, float]] = []
+    parents: list[Parent] = []
+    case: ReadCase | None = None
     try:
-        with trajlog.open(str(tmp / "fork.db")) as store:
-            costs = {str(n): fork_cost(store, n, 31) for n in sizes}
-            results["fork"] = costs
-            small, big = costs[str(sizes[0])], costs[str(sizes[-1])]
-            results["ratio_fork_largest_over_smallest"] = (big["fork_middle_ms"]
-                                                           / small["fork_middle_ms"])
-            print(f"{'parent events':>14}{'fork@middle ms':>16}{'fork@end ms':>13}"
-                  f"{'copy prefix ms':>16}")
-            for n, r in costs.items():
-                print(f"{int(n):>14,}{r['fork_middle_ms']:>16.3f}{r['fork_end_ms']:>13.3f}"
-                      f"{r['copy_prefix_ms']:>16.1f}")
-            print(f"fork cost, {sizes[-1]:,} vs {sizes[0]:,} events: "
-                  f"{results['ratio_fork_largest_over_smallest']:.2f}x")
-            read = read_cost(store, 10_000 if args.quick else 100_000)
-            results["read"] = read
-            print(f"reading a fork of {read['events']:,} events: {read['child_read_s']:.3f} s; "
-                  f"the same events flat: {read['flat_read_s']:.3f} s; "
-                  f"ratio {read['ratio_child_over_flat']:.2f}x")
+        for n in sizes:
+            p = Parent(tmp, n)
+            parents.append(p)
+            print(f"parent of {n:,} events: built in {p.build_s:.2f} s "
+                  f"({n / p.build_s:,.0f} events/s), {p.rows:,} chunk rows, verified in "
+                  f"{p.verify_s:.2f} s; cut at the middle inside a row: "
+                  f"{p.inside['middle']}, at the end: {p.inside['end']}", flush=True)
+        case = ReadCase(tmp, read_n)
+        print(f"read case: {read_n:,} workload events in {case.parent_rows:,} rows; cuts "
+              + ", ".join(f"{k} at seq {v} (inside a row: {case.inside_row[k]})"
+                          for k, v in case.cuts.items()), flush=True)
+        for r in range(args.rounds):
+            out: dict[str, float] = {}
+            fork_round(parents, FORKS_PER_ROUND, r % 2 == 1, out)
+            case.round(r % 2 == 1, out)
+            rounds.append(out)
+            print(f"round {r + 1}: " + ", ".join(
+                f"{k} {out[k]:.3f}" for k in targets if k in out)
+                  + f", ratio_fork_middle_largest_over_smallest "
+                    f"{out['ratio_fork_middle_largest_over_smallest']:.2f}", flush=True)
+        parent_info = {str(p.n): {"build_s": p.build_s, "build_events_per_s": p.n / p.build_s,
+                                  "verify_s": p.verify_s, "chunk_rows": p.rows,
+                                  "cut_middle": p.middle, "cut_end": p.end,
+                                  "cut_inside_row": p.inside, "copied_rows": p.copy_rows}
+                       for p in parents}
+        read_info = {"events": case.events, "parent_events": read_n,
+                     "parent_rows": case.parent_rows, "cuts": case.cuts,
+                     "cut_inside_row": case.inside_row, "verify_s": case.verify_s}
     finally:
+        if case is not None:
+            case.store.close()
+        for p in parents:
+            p.close()
         shutil.rmtree(tmp, ignore_errors=True)
-    print(json.dumps({"bench": "fork", "quick": args.quick, **results}))
+    figures = {k: median_range([r[k] for r in rounds]) for k in rounds[0]}
+    print(f"\n== fork: parents {', '.join(f'{n:,}' for n in sizes)}; reads of {read_n:,}-event "
+          f"parents; {args.rounds} interleaved rounds ({platform.machine()}, "
+          f"{os.cpu_count()} CPUs, Python {platform.python_version()}, "
+          f"SQLite {apsw.sqlite_lib_version()}) ==")
+    print(f"{'parent events':>14}{'fork@middle ms':>24}{'fork@end ms':>24}"
+          f"{'copy prefix ms':>26}")
+
+    def cell(key: str) -> str:
+        v = figures[key]
+        return f"{v['median']:.3f} [{v['min']:.3f}-{v['max']:.3f}]"
+
+    for n in sizes:
+        print(f"{n:>14,}{cell(f'fork_middle_ms_{n}'):>24}{cell(f'fork_end_ms_{n}'):>24}"
+              f"{cell(f'copy_prefix_ms_{n}'):>26}")
+    for k, v in figures.items():
+        if k.startswith(("fork_", "copy_")):
+            continue
+        mark = ""
+        if k in targets:
+            op, goal = targets[k]
+            met = v["median"] >= goal if op == ">=" else v["median"] <= goal
+            mark = f"   target {op} {goal}: {'met' if met else 'MISSED'}"
+        print(f"  {k:<36} {v['median']:>10.3f}  [{v['min']:.3f} - {v['max']:.3f}]{mark}")
+    for k in (f"fork_middle_ms_{big}", f"fork_end_ms_{big}"):
+        v, (op, goal) = figures[k], targets[k]
+        print(f"  {k:<36} {v['median']:>10.3f}  [{v['min']:.3f} - {v['max']:.3f}]   "
+              f"target {op} {goal}: {'met' if v['median'] <= goal else 'MISSED'}")
+    elapsed = time.perf_counter() - t_start
+    print(f"  (run took {elapsed:.1f} s)")
+    print(json.dumps({"bench": "fork", "quick": args.quick, "rounds": args.rounds,
+                      "sizes": sizes, "read_events": read_n, "figures": figures,
+                      "targets": {k: list(v) for k, v in targets.items()},
+                      "parents": parent_info, "read": read_info, "elapsed_s": elapsed,
+                      "machine": {"cpus": os.cpu_count(), "python": platform.python_version(),
+                                  "sqlite": apsw.sqlite_lib_version()}}))
 
 
 if __name__ == "__main__":
