@@ -30,6 +30,8 @@ def format_version() -> int:
 
 def checksum(data: Any, seed: int) -> int:
     """XXH3-64 of ``data`` with ``seed``, from our own C implementation."""
+    if type(data) is bytes:  # passed as is: no buffer object to make
+        return int(lib.tl_checksum(data, len(data), seed))
     buf = ffi.from_buffer(data)
     return int(lib.tl_checksum(buf, len(buf), seed))
 

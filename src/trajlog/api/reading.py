@@ -102,11 +102,13 @@ class LogReader:
     def head(self, ref: LogRef, reader: Reader | None = None) -> Head:
         return (reader or self._backend.reader()).head(ref.sid)
 
-    def _stream(self, ref: LogRef, reader: Reader) -> LogStream:
+    def _stream(self, ref: LogRef, reader: Reader, *, cached: bool = True) -> LogStream:
+        """The stream reader of ``ref``'s rows; ``cached=False`` (verify)
+        opens every row afresh, whatever this process opened before."""
         sid = ref.sid
         return LogStream(ref.key, lambda a, b: reader.chunks(sid, a, b, READ_ROWS),
                          lambda: reader.max_seq(sid), self._compressor, self._chunks,
-                         cache=self.cache, pool=self._pool, session=ref.id)
+                         cache=self.cache if cached else None, pool=self._pool, session=ref.id)
 
     def chain_at(self, ref: LogRef, seq: int, reader: Reader | None = None) -> int:
         """The chain value stored in frame ``seq`` (this log or an ancestor's),
@@ -208,7 +210,7 @@ class LogReader:
                 row.seed_chain if parent_upto == seed - 1 else expect_chain, reader)
             if report.verdict is not Verdict.CLEAN or upto < seed:
                 return where if report.verdict is not Verdict.CLEAN else ref.id, report
-        stream = self._stream(ref, reader)
+        stream = self._stream(ref, reader, cached=False)
         watermark = Watermark(upto, expect_chain)
         found: ScanReport | None = None
         last = seed - 1

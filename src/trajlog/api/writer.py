@@ -54,7 +54,7 @@ from ..events import (
 )
 from ..lifecycle import Tracker
 from ..storage import Backend, GroupCommit, Lease, Request, SessionRow, Writer
-from ..storage.index import entry, marks_of, split_marks
+from ..storage.index import entry, marks_of, pack_marks, split_marks
 from . import checks
 from .handles import LogRef, Options
 from .leases import Leases
@@ -329,7 +329,8 @@ class WriteEngine:
             raise LogMovedError(f"session {ref.id} moved to seq {state.synced_seq}; "
                                 f"expected it at {expect_last}")
         keyed = [(i, r.event.idempotency_key) for i, r in enumerate(rows)
-                 if r.event.idempotency_key is not None]
+                 if r.event.idempotency_key is not None] if len(rows) > 1 or (
+            rows[0].event.idempotency_key is not None) else None
         if keyed:
             found = [(i, seq) for i, key in keyed
                      if (seq := tx.seq_of_idempotency_key(ref.sid, key)) is not None]
@@ -356,12 +357,19 @@ class WriteEngine:
                                     Cursor(0, first, state.chain), self._chunks, session=ref.id)
         index = [row for row in (entry(ev, first + i) for i, ev in enumerate(events))
                  if row is not None]
-        marks = split_marks(marks_of(events, first), [(c.first_seq, c.last_seq) for c in chunks])
+        if len(chunks) == 1:
+            marks = [pack_marks(marks_of(events, first))]
+        else:
+            marks = split_marks(marks_of(events, first),
+                                [(c.first_seq, c.last_seq) for c in chunks])
         tx.append(ref.sid, chunks, index, marks)
         state.tracker.apply(plan)
-        state.compactions += added
+        if added:
+            state.compactions += added
         state.synced_seq, state.chain = end.next_seq - 1, end.chain
-        state.small_rows += sum(1 for c in chunks if c.raw_len < SMALL_ROW)
+        for c in chunks:
+            if c.raw_len < SMALL_ROW:
+                state.small_rows += 1
         if state.small_rows > 1 and plan.turn_start is None and any(
                 ev.type == "turn/end" for ev in events[-2:]):
             state.turn_ended = True

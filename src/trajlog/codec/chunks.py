@@ -83,14 +83,18 @@ def frame_sizes(stored_lens: Sequence[int]) -> list[int]:
 def cut(blob: bytes, sizes: Sequence[int], first_seq: int, seed_chain: int,
         cap: int = CAP) -> list[tuple[bytes, int, int, int, int]]:
     """Split a blob of consecutive frames just framed (so trusted) into runs
-    of at most ``cap`` raw bytes (a bigger frame is a run of its own):
-    ``(body, first_seq, n, seed_chain, last_chain)`` each."""
+    of at most ``cap`` raw bytes, as even as the frames allow (a bigger frame
+    is a run of its own): ``(body, first_seq, n, seed_chain, last_chain)`` each."""
     runs = []
     start, begin, seq, count, size = 0, first_seq, first_seq, 0, 0
     chain = seed_chain
     pos = last_size = 0
+    # Even runs: a batch of 1.3 caps is two rows of 0.65, not a full row and a
+    # small one a repack could never merge (its neighbours full).
+    total = sum(sizes)
+    target = -(-total // -(-total // cap)) if total > cap else cap
     for frame in sizes:
-        if count and size + frame > cap:
+        if count and size + frame > target:
             last = chain_of(blob, pos - last_size)
             runs.append((blob[start:pos], begin, count, chain, last))
             start, begin, count, size, chain = pos, seq, 0, 0, last
@@ -109,8 +113,9 @@ def pack(key: int, body: bytes, first_seq: int, n: int, seed_chain: int, last_ch
     """The row of one run: ``stored`` is the body as stored (its zstd frame),
     None to store the raw body as is."""
     codec, data = (RAW, body) if stored is None else (ZSTD, stored)
+    # (the kernel directly: the key and the bytes are ours, nothing to validate)
     return Chunk(first_seq, n, len(body), codec,
-                 checksum(data, body_seed(key, first_seq), kernel=kernel), seed_chain,
+                 _kernel(kernel).checksum(data, (key + first_seq) & MASK64), seed_chain,
                  last_chain, data)
 
 
@@ -222,13 +227,17 @@ def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
 class ChunkCache:
     """The last rows opened (verified and decompressed), so that ``get`` and
     ``tail`` near each other do not open one row again.  Keyed by the row's
-    session key and every field but the body (the body check stands for it):
-    a row rewritten since (a repack) misses.  Bounded by the raw bytes it keeps."""
+    session key and every field but the body; :meth:`open` also compares the
+    stored body byte for byte (a memcmp, far cheaper than opening), so a row
+    damaged since it was opened is opened again -- and refused.  :meth:`peek`
+    (``get``'s look-up without the body) trusts a row this process verified.
+    Bounded by the raw bytes it keeps."""
 
     def __init__(self, max_bytes: int = 8 * 1024 * 1024) -> None:
         self._max = max_bytes
         self._size = 0
         self._items: OrderedDict[tuple[int, ...], tuple[Any, FrameTable]] = OrderedDict()
+        self._bodies: dict[tuple[int, ...], bytes] = {}
         self._lock = threading.Lock()
 
     def has(self, key: int, row: Chunk) -> bool:
@@ -253,23 +262,24 @@ class ChunkCache:
                 row.raw_len, row.codec)
         with self._lock:
             hit = self._items.get(name)
-            if hit is not None and len(hit[0]) == row.raw_len and len(hit[1]) == row.n:
+            if hit is not None and self._bodies.get(name) == row.body:
                 self._items.move_to_end(name)
                 return hit
         opened = open_chunk(key, row, compressor, kernel=kernel, raw=raw)
         if isinstance(opened, tuple) and row.raw_len <= self._max // 4:
             with self._lock:
-                if name not in self._items:
-                    self._items[name] = opened
-                    self._size += row.raw_len
-                    while self._size > self._max:
-                        _, (raw, _h) = self._items.popitem(last=False)
-                        self._size -= len(raw)
+                self._items[name] = opened
+                self._bodies[name] = bytes(row.body)
+                self._size += row.raw_len + len(row.body)
+                while self._size > self._max:
+                    gone, (old, _table) = self._items.popitem(last=False)
+                    self._size -= len(old) + len(self._bodies.pop(gone, b""))
         return opened
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
+            self._bodies.clear()
             self._size = 0
 
 

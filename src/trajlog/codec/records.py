@@ -23,6 +23,7 @@ from .chunks import Chunk, ChunkCompressor, cut, frame_sizes, pack
 from .compression import Compressor
 from .frames import _kernel, checksum, decode_header, payload_of
 
+_ONE_EVENT = (int(FrameType.EVENT),)
 COMPRESS_FROM = 4096   # a run this long is stored compressed (shorter ones wait for a repack)
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder()
@@ -38,8 +39,8 @@ def encode_chunks(key: int, payloads: Sequence[bytes], cursor: Cursor,
 
     All or nothing: a typed error (naming the first seq) and no rows."""
     n = len(payloads)
-    status, blob, end = _kernel(kernel).encode_batch(key, payloads, [FrameType.EVENT] * n,
-                                                     cursor)
+    status, blob, end = _kernel(kernel).encode_batch(
+        key, payloads, _ONE_EVENT if n == 1 else [FrameType.EVENT] * n, cursor)
     if status != Status.OK:
         raise error_for(status, seq=cursor.next_seq, session=session)
     if n == 1:

@@ -104,18 +104,6 @@ class LogStream:
                     self.report = self._missing(want, last, chain, offset, frames, watermark,
                                                 gap=True)
                     return
-                if frames and row.first_seq != want:
-                    self.report = _defect(Status.SEQ_MISMATCH, "chunk rows overlap", offset,
-                                          frames, Cursor(offset, want, chain or 0), watermark)
-                    return
-                if chain is not None and (row.first_seq != want or row.seed_chain != chain):
-                    reason = ("a chunk row does not start where the log continues"
-                              if row.first_seq != want else
-                              "a chunk row's seed chain does not continue the previous row")
-                    self.report = _defect(Status.BAD_CHAIN if row.first_seq == want
-                                          else Status.SEQ_MISMATCH, reason, offset, frames,
-                                          Cursor(offset, want, chain), watermark)
-                    return
                 opened = opening[i] if opening is not None else self._open(
                     row, bodies.get(row.first_seq))
                 if not isinstance(opened, tuple):
@@ -123,13 +111,24 @@ class LogStream:
                                           frames, Cursor(offset + opened.offset, opened.seq,
                                                          chain or 0), watermark)
                     return
+                # The row must continue the log: start at ``want`` with the chain
+                # reached so far -- or, a row that begins earlier (a read from the
+                # middle; rows a repack merged since the last fetch), hold at
+                # ``want - 1`` a frame that carries that chain.
+                if chain is not None and (
+                        row.seed_chain != chain if row.first_seq == want
+                        else opened[1].chain(want - 1 - row.first_seq) != chain):
+                    self.report = _defect(Status.BAD_CHAIN, "a chunk row does not continue the "
+                                          "chain of the rows before it", offset, frames,
+                                          Cursor(offset, want, chain), watermark)
+                    return
                 raw, table = opened
                 lo = want - row.first_seq
                 hi = min(last, row.last_seq) - row.first_seq + 1
                 end_chain = table.chain(hi - 1)
                 yield raw, table, lo, hi
                 frames += hi - lo
-                offset += row.raw_len
+                offset += row.raw_len - table.offset(lo)
                 chain = row.last_chain
                 want = row.last_seq + 1
                 if want > last:
