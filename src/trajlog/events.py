@@ -64,7 +64,12 @@ class Event(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True, gc
     @property
     def envelope(self) -> dict[str, Any]:
         """The envelope fields that are set."""
-        return {k: v for k in ENVELOPE_FIELDS if (v := getattr(self, k)) is not None}
+        return envelope_of(self)
+
+
+def envelope_of(event: Any) -> dict[str, Any]:
+    """The envelope fields of an event (or a lazy one) that are set."""
+    return {k: v for k in ENVELOPE_FIELDS if (v := getattr(event, k)) is not None}
 
 
 # The envelope: optional metadata beside an event's data, in the payload's
@@ -141,7 +146,7 @@ class LazyEvent(msgspec.Struct, frozen=True, array_like=True, gc=False):
     @property
     def envelope(self) -> dict[str, Any]:
         """The envelope fields that are set."""
-        return {k: v for k in ENVELOPE_FIELDS if (v := getattr(self, k)) is not None}
+        return envelope_of(self)
 
     def event(self) -> Event:
         return Event(self.type, self.time, self.data, self.source, self.causal_parent,
