@@ -211,8 +211,13 @@ def test_concurrency_stale_lease_of_dead_process_is_taken_over(tmp_path):
 
 def test_concurrency_lease_liveness_rule():
     now = storage.now_ms()
-    me = f"{storage_host()}:{os.getpid()}:{process_token()}:abc"
-    assert lease_is_live(me, storage_host(), os.getpid(), now, None, 1000)
+    # this process: live while the store that took the lease is open
+    with trajlog.open(":memory:") as st:
+        me = st.writer_id
+        assert lease_is_live(me, storage_host(), os.getpid(), now, None, 1000)
+    assert not lease_is_live(me, storage_host(), os.getpid(), now, None, 1000)
+    never = f"{storage_host()}:{os.getpid()}:{process_token()}:abc"  # no store of ours
+    assert not lease_is_live(never, storage_host(), os.getpid(), now, None, 1000)
     dead = subprocess.Popen([sys.executable, "-c", "pass"])
     dead.wait()
     assert not lease_is_live("x", storage_host(), dead.pid, now, now, 10**9)

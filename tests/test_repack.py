@@ -865,8 +865,8 @@ def test_kill9_during_a_repack_loses_nothing(tmp_path):
     acked: dict[int, int] = {}
     intended: dict[int, int] = {}
     frames: dict[int, bytes] = {}
-    stats = {"inside a merge": 0, "merges": 0, "rows removed": 0, "acked": 0, "kills": 0,
-             "before ready": 0}
+    stats = {"inside a merge": 0, "merges": 0, "merges committed": 0, "rows removed": 0,
+             "acked": 0, "kills": 0, "before ready": 0}
     failures = []
     for it in range(KILLS):
         mode = rng.choices(["merge", "delay", "early"], weights=(65, 25, 10))[0]
@@ -897,6 +897,7 @@ def test_kill9_during_a_repack_loses_nothing(tmp_path):
         markers = [x for x in child.lines if x in ("b", "e")]
         stats["inside a merge"] += bool(markers and markers[-1] == "b")
         stats["merges"] += child.merges_seen
+        stats["merges committed"] += markers.count("e")
         stats["before ready"] += child.ready_at is None
         for line in child.lines:
             kind, *rest = line.split(" ", 1)
@@ -920,7 +921,9 @@ def test_kill9_during_a_repack_loses_nothing(tmp_path):
     # the loop did what it claims: kills landed inside merges, repacks went on
     assert stats["kills"] == KILLS
     assert stats["inside a merge"] >= max(1, KILLS // 5), report
-    assert stats["merges"] > KILLS and stats["rows removed"] > 0, report
+    # (a whole store.repack() rarely ends before a kill on a slow machine, so
+    # the rows it removed are not counted on; the merges that committed are)
+    assert stats["merges"] > KILLS and stats["merges committed"] > 0, report
     with trajlog.open(path, repack=False) as store:
         store.repack()
         assert all_verify(store) == {}

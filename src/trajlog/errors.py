@@ -179,6 +179,22 @@ class LiveWriterError(LeaseHeldError):
         super().__init__(f"{reason} (session {session}, seq {seq})")
 
 
+class UnbalancedLogError(InvalidStateError):
+    """Recovery refused: the log's turn and step markers do not nest (a
+    ``turn/start`` inside an open turn, a step outside a turn, an end without
+    its start -- written by a foreign writer or an older trajlog), so what is
+    open cannot be told and nothing is appended.  The events stay readable.
+    Carries ``session``, ``seq`` (the first such marker), ``offset`` (None)
+    and ``reason``."""
+
+    def __init__(self, reason: str, *, session: str, seq: int | None) -> None:
+        self.reason = reason
+        self.session = session
+        self.seq = seq
+        self.offset: int | None = None
+        super().__init__(f"{reason} (session {session}, seq {seq})")
+
+
 class IdempotencyConflictError(InvalidArgumentError):
     """An idempotency key reused for a different event."""
 
@@ -235,9 +251,17 @@ def head_mismatch(status: int, reason: str, *, seq: int | None, session: str | N
     return HeadMismatchError(status, reason, offset=offset, seq=seq, session=session)
 
 
-def header_mismatch(session: str) -> CorruptionError:
-    """A session header whose stored check does not match its fields."""
-    return CorruptionError(Status.BAD_HEADER, "session header check mismatch", session=session)
+def header_mismatch(session: str, reason: str = "check mismatch") -> CorruptionError:
+    """A session header whose stored check does not match its fields (or
+    whose metadata does not decode)."""
+    return CorruptionError(Status.BAD_HEADER, f"session header: {reason}", session=session)
+
+
+def index_mismatch(session: str, seq: int, reason: str) -> CorruptionError:
+    """An index row (a copy, never the authority) that disagrees with the
+    frame it names: found when a decision would have used it."""
+    return CorruptionError(Status.BAD_FIELD, f"the index row of seq {seq} differs from its "
+                           f"frame: {reason}", seq=seq, session=session)
 
 
 def repack_refused(session: str | None, seq: int, reason: str) -> CorruptionError:
@@ -282,11 +306,13 @@ __all__ = [
     "StoreError",
     "TornTailError",
     "TrajlogError",
+    "UnbalancedLogError",
     "UnsupportedFormatError",
     "ValidationError",
     "error_for",
     "head_mismatch",
     "header_mismatch",
+    "index_mismatch",
     "repack_refused",
     "unexpected",
 ]

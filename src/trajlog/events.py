@@ -91,9 +91,14 @@ class SessionHeader:
     agent_preset: str | None
     created_at: int
     metadata: Mapping[str, Any]
+    #: None for a header that passed its check; otherwise what is wrong with
+    #: it (its fields are then as stored, untrusted; reads and appends refuse).
+    damage: str | None = None
+
 
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder(Event)
+_PLAIN_DECODER = msgspec.msgpack.Decoder()
 _set = msgspec.structs.force_setattr
 
 
@@ -194,12 +199,54 @@ def now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def check_json(value: Any, path: str = "$") -> None:
-    """Raise :class:`SerializationError` unless ``value`` is JSON-compatible."""
+def check_json(value: Any, path: str = "$") -> Any:
+    """Raise :class:`SerializationError` unless ``value`` is JSON-compatible;
+    return what to store.
+
+    That is ``value`` itself when it is made of the built-in types only.  A
+    value holding subclasses (``OrderedDict``, ``IntEnum``, a dict whose
+    ``keys()`` or ``__iter__`` lie) is replaced by a plain copy of what the
+    encoder would really write -- its stored contents, not what its methods
+    say -- and that copy is checked: no bytes, NaN or int key gets past the
+    check through an overridden method, and no caller code runs later, under
+    the write lock."""
     try:
         _check(value, 0)
+        return value
+    except _NotPlain:
+        pass
     except _Bad as bad:
         raise SerializationError(bad.message, path + "".join(reversed(bad.path))) from None
+    try:
+        plain = _PLAIN_DECODER.decode(_ENCODER.encode(value))
+    except (TypeError, ValueError, OverflowError, msgspec.DecodeError) as exc:
+        raise SerializationError(f"not JSON-compatible: {exc}", path) from None
+    try:
+        _check(plain, 0)
+    except _Bad as bad:
+        raise SerializationError(bad.message, path + "".join(reversed(bad.path))) from None
+    except _NotPlain:  # pragma: no cover - a decoded value is built-in types only
+        raise SerializationError("not JSON-compatible", path) from None
+    return plain
+
+
+def check_text(value: str, path: str) -> None:
+    """Raise :class:`SerializationError` unless ``value`` is storable text
+    (UTF-8: no lone surrogate)."""
+    try:
+        value.encode("utf-8")
+    except UnicodeEncodeError as exc:
+        raise SerializationError(f"{exc.reason} at character {exc.start}", path) from None
+
+
+def plain_str(value: str) -> str:
+    """An exact ``str`` with the characters of ``value`` (a subclass's
+    methods are never called again)."""
+    return value if type(value) is str else str.__getitem__(value, slice(None))
+
+
+class _NotPlain(Exception):
+    """Internal: a subclass of a JSON type was met (see :func:`check_json`)."""
 
 
 class _Bad(Exception):
@@ -228,6 +275,8 @@ def _check(value: Any, depth: int) -> None:
     if t is dict:
         for k, v in value.items():
             if type(k) is not str:
+                if isinstance(k, str):
+                    raise _NotPlain
                 raise _Bad(f"dict key {k!r} is not a str")
             tv = type(v)
             if tv is str or tv is bool or v is None:
@@ -250,11 +299,8 @@ def _check(value: Any, depth: int) -> None:
                 raise
         return
     if isinstance(value, (str, int, float, dict, list, tuple)):
-        # subclasses (IntEnum, OrderedDict, ...): check as their base type
-        base: Any = next(b for b in (bool, str, int, float, dict, list, tuple)
-                         if isinstance(value, b))
-        _check(base(value), depth)
-        return
+        # subclasses (IntEnum, OrderedDict, ...): check_json copies them
+        raise _NotPlain
     raise _Bad(f"{type(value).__name__} is not JSON-compatible")
 
 
@@ -337,4 +383,5 @@ def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, dat
 
 
 __all__ = ["DATA_CLASSES", "ENVELOPE_FIELDS", "Event", "LazyEvent", "SessionHeader",
-           "check_json", "decode_event", "decode_lazy", "encode_event"]
+           "check_json", "check_text", "decode_event", "decode_lazy", "encode_event",
+           "plain_str"]

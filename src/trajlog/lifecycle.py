@@ -117,7 +117,8 @@ class Tracker:
 
     def feed(self, ev: Event) -> None:
         """Advance over one event of the log, tolerating anything (a log is
-        what it is; the write path is where events are refused).  The same
+        what it is; the write path is where events are refused, and recovery
+        refuses a log whose markers do not nest: :func:`boundary_defect`).  The same
         transitions as :meth:`plan` without ``check``, applied at once."""
         t = ev.type
         if t == "turn/start":
@@ -191,12 +192,25 @@ class Tracker:
                     calls[call_id] = (_REQUESTED, str(c.get("name", "")))
                     done.discard(call_id)
             elif t == "turn/start":
+                if check and turn is not None:
+                    raise ValidationError(f"turn/start at seq {seq}: a turn is already open "
+                                          f"(since seq {turn}); turns do not nest")
                 turn = seq
             elif t == "turn/end":
+                if check and turn is None:
+                    raise ValidationError(f"turn/end at seq {seq}: no turn is open")
                 turn = step = None
             elif t == "step/start":
+                if check and (turn is None or step is not None):
+                    raise ValidationError(
+                        f"step/start at seq {seq}: " + ("a step belongs inside a turn"
+                                                        if turn is None else
+                                                        f"a step is already open (since seq "
+                                                        f"{step})"))
                 step = seq
             elif t == "step/end":
+                if check and step is None:
+                    raise ValidationError(f"step/end at seq {seq}: no step is open")
                 step = None
         return Plan(calls, done, turn, step)
 
@@ -212,6 +226,23 @@ class Tracker:
     def copy(self) -> Tracker:
         return Tracker(self.turn_start, self.step_start, dict(self.open_calls),
                        set(self.finished))
+
+
+def boundary_defect(tracker: Tracker, ev: Event) -> str | None:
+    """What is wrong with ``ev`` as the next turn / step marker after
+    ``tracker``'s state (None: nothing) -- the write path's rule, for logs
+    written without it (older versions, foreign writers)."""
+    t = ev.type
+    if t == "turn/start" and tracker.turn_start is not None:
+        return f"a turn/start inside the turn open since seq {tracker.turn_start}"
+    if t == "turn/end" and tracker.turn_start is None:
+        return "a turn/end with no open turn"
+    if t == "step/start" and (tracker.turn_start is None or tracker.step_start is not None):
+        return ("a step/start outside any turn" if tracker.turn_start is None else
+                f"a step/start inside the step open since seq {tracker.step_start}")
+    if t == "step/end" and tracker.step_start is None:
+        return "a step/end with no open step"
+    return None
 
 
 def _check(call_id: str, before: Phase | None, after: Phase, data: Any) -> None:
@@ -231,5 +262,6 @@ def _check(call_id: str, before: Phase | None, after: Phase, data: Any) -> None:
         raise ValidationError(f"tool/result {call_id!r}: the call is {why}")
 
 
-__all__ = ["TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN", "Phase", "Plan", "Tracker", "outcome",
+__all__ = ["TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN", "Phase", "Plan", "Tracker",
+           "boundary_defect", "outcome",
            "requested_calls", "transitions"]

@@ -21,7 +21,6 @@ touches the database: :meth:`trajlog.Session.inspect` and
 from __future__ import annotations
 
 import os
-import shutil
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
@@ -30,7 +29,7 @@ from . import codec
 from ._format import Cursor
 from .codec import ScanReport, Verdict, Watermark
 from .events import Event
-from .lifecycle import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, Phase, Tracker
+from .lifecycle import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, Phase, Tracker, boundary_defect
 
 RECOVERY_SOURCE = "trajlog.recovery"
 GUIDANCE = {
@@ -51,12 +50,17 @@ class OpenState(Tracker):
     last_time: int | None = None       # time of the last real event
     last_seq: int = -1
     events: int = 0
+    defect: tuple[int, str] | None = None  # the first marker that does not nest
 
     def feed(self, ev: Event) -> None:
         """Advance over one event of the log."""
         self.events += 1
         self.last_seq = ev.seq
         self.last_time = ev.time
+        if self.defect is None:
+            found = boundary_defect(self, ev)
+            if found is not None:
+                self.defect = (ev.seq, found)
         Tracker.feed(self, ev)
 
 
@@ -113,13 +117,33 @@ def _fsync_dir(path: str) -> None:
         os.close(fd)
 
 
+def _keep_evidence(path: str, data: bytes) -> str:
+    """Write ``data`` to a new ``<path>.broken`` (``.broken.1``, ``.2``, ...
+    if taken) and fsync it: an earlier copy is never overwritten, and a
+    symlink planted at the name is never followed (O_EXCL | O_NOFOLLOW)."""
+    flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
+    for n in range(10_000):
+        broken = path + ".broken" + (f".{n}" if n else "")
+        try:
+            fd = os.open(broken, flags, 0o600)
+        except FileExistsError:
+            continue
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+            f.flush()
+            os.fsync(f.fileno())
+        return broken
+    raise FileExistsError(f"{path}.broken .. .broken.9999 all exist: nothing was cut")
+
+
 def repair_file(path: str, key: int, cursor: Cursor | None = None, *,
                 watermark: Watermark | int | None = None, session: str | None = None,
                 ) -> ScanReport:
     """Verify a file of frames and cut a torn tail; never repair corruption.
 
     Clean: nothing changes.  Torn (FORMAT.md section 6): the original is first
-    copied to ``<path>.broken`` and fsynced, then the file is truncated to the
+    copied to a new ``<path>.broken`` (never over an earlier one, never
+    through a symlink) and fsynced, then the file is truncated to the
     end of its last valid frame and fsynced, and so is the directory.  Corrupt:
     the typed error is raised and the file is untouched.
     """
@@ -129,10 +153,7 @@ def repair_file(path: str, key: int, cursor: Cursor | None = None, *,
     if report.verdict is Verdict.CORRUPT:
         raise report.error(session)
     if report.verdict is Verdict.TORN:
-        broken = path + ".broken"
-        shutil.copyfile(path, broken)
-        with open(broken, "rb+") as f:
-            os.fsync(f.fileno())
+        _keep_evidence(path, data)
         with open(path, "rb+") as f:
             f.truncate(report.valid_len)
             os.fsync(f.fileno())

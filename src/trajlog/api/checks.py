@@ -8,7 +8,8 @@ overlapping compactions appended at once: one is refused).
   model history applies) must cover a range ``from_seq .. to_seq`` inside the
   log, must not split a tool call from its result, and must nest with every
   earlier compaction (disjoint, or containing, or contained).
-* An ``event/status`` event must target an event that exists before it.
+* An ``event/status`` event must target an event that exists before it, and
+  come from a source that may decide (never ``web:*`` / ``external:*``).
 
 :func:`check_append_type` runs earlier, before an event is serialized: a forked
 subagent's approval policy is fixed to never, so it may append no
@@ -23,6 +24,7 @@ from typing import Any
 from ..errors import InvalidArgumentError, ValidationError
 from ..events import Event, SessionHeader
 from ..lifecycle import Phase, transitions
+from ..projections.evidence import source_class
 from ..projections.folds import surface_range
 from ..storage import Reader
 from .handles import LogRef
@@ -66,7 +68,7 @@ def check_events(reading: LogReader, ref: LogRef, reader: Reader, events: Sequen
     for i, ev in enumerate(events):
         t = ev.type
         if t == "event/status":
-            _check_status(ref, ev.data, first_seq + i)
+            _check_status(ref, ev, first_seq + i)
             continue
         found = surface_range(t, ev.data)
         if found is None:
@@ -106,7 +108,12 @@ def _check_compaction(reading: LogReader, ref: LogRef, reader: Reader, from_seq:
                                   f"earlier compaction {lo}..{hi}")
 
 
-def _check_status(ref: LogRef, data: Any, seq: int) -> None:
+def _check_status(ref: LogRef, ev: Event, seq: int) -> None:
+    if source_class(ev) == "untrusted":
+        # data from outside is never an instruction -- nor a decision about the log
+        raise ValidationError(f"event/status at seq {seq}: an untrusted source "
+                              f"({ev.source!r}) cannot set the status of an event")
+    data = ev.data
     target = data.get("target") if isinstance(data, dict) else None
     if isinstance(target, int) and not isinstance(target, bool) and not 0 <= target < seq:
         raise InvalidArgumentError(f"session {ref.id} has no event {target}")

@@ -27,13 +27,25 @@ HOST = socket.gethostname()
 
 
 def _pid_alive(pid: int) -> bool:
+    """A process with this pid exists and is not a zombie: a writer killed
+    but not yet reaped (in a container whose PID 1 never reaps: forever)
+    still answers ``kill(pid, 0)``, but it will never write again."""
     try:
         os.kill(pid, 0)
     except ProcessLookupError:
         return False
     except PermissionError:
-        return True
-    return True
+        pass
+    return _proc_state(pid) not in ("Z", "X")
+
+
+def _proc_state(pid: int) -> str | None:
+    """The state letter of a process (field 3 of /proc/pid/stat; None elsewhere)."""
+    try:
+        with builtins_open(f"/proc/{pid}/stat", "rb") as f:
+            return f.read().rsplit(b")", 1)[1].split()[0].decode("ascii", "replace")
+    except (OSError, IndexError):
+        return None
 
 
 def _proc_stat_start(pid: int | None) -> int | None:
@@ -80,6 +92,21 @@ def new_writer_id() -> str:
     return f"{HOST}:{os.getpid()}:{process_token() or '-'}:{uuid.uuid4().hex[:12]}"
 
 
+# The writer ids of this process's stores that are open: a lease this process
+# took through a store since closed (or lost, or garbage-collected) is dead,
+# whatever the pid says -- e.g. a store closed after its file went away
+# could not clear its lease row.
+_OPEN_WRITERS: set[str] = set()
+
+
+def writer_opened(writer_id: str) -> None:
+    _OPEN_WRITERS.add(writer_id)
+
+
+def writer_closed(writer_id: str) -> None:
+    _OPEN_WRITERS.discard(writer_id)
+
+
 def lease_is_live(owner: str | None, host: str | None, pid: int | None,
                   started_ms: int | None, heartbeat_ms: int | None, ttl_ms: int) -> bool:
     """The liveness rule of a writer lease.
@@ -91,10 +118,14 @@ def lease_is_live(owner: str | None, host: str | None, pid: int | None,
     writer that got its old pid back, or any pid reused after a reboot, does not
     keep the lease alive.)  From another host, a lease is live while its
     heartbeat is younger than ``ttl_ms``.  A lease that is not live may be taken
-    over.
+    over.  A zombie (killed, not yet reaped) is not alive; and a lease of this
+    very process is live only while the store that took it is open.
     """
     if host != HOST or pid is None:
         return heartbeat_ms is not None and now_ms() - heartbeat_ms <= ttl_ms
+    if pid == os.getpid() and owner is not None and owner.startswith(
+            f"{HOST}:{pid}:{process_token() or '-'}:"):
+        return owner in _OPEN_WRITERS  # this very process: it knows its open stores
     if not _pid_alive(pid):
         return False
     parts = (owner or "").split(":")
@@ -123,10 +154,16 @@ class Leases:
         self.ttl_ms = ttl_ms
         self._on_change = on_change
         self._held: dict[int, int] = {}   # sid -> nesting depth
+        self._turns: set[int] = set()     # sids whose lease a raw turn/start took
         self._lock = threading.Lock()     # guards _held; taken before the write lock
 
     def holds(self, sid: int) -> bool:
         return sid in self._held
+
+    def in_block(self, sid: int) -> bool:
+        """This store holds the lease through a ``lease()`` / ``turn()`` block
+        (not only for a raw ``turn/start``: :meth:`for_turn`)."""
+        return self._held.get(sid, 0) > (1 if sid in self._turns else 0)
 
     def foreign_live(self, lease: Lease) -> bool:
         """True if ``lease`` is held, live, by another writer than this store."""
@@ -178,6 +215,33 @@ class Leases:
             time_mod.sleep(delay)
             delay = min(delay * 2, 0.25)
 
+    def for_turn(self, sid: int, session: str, marker: str | None) -> bool:
+        """Before appending events whose last turn marker is ``marker``: a
+        ``turn/start`` appended without a lease takes one (at once, or
+        :class:`LeaseHeldError`) so that no other process's recovery closes
+        the turn under its writer.  Returns True if it took one."""
+        if marker != "turn/start" or self.holds(sid):
+            return False
+        self.acquire(sid, session, False)
+        return True
+
+    def after_turn_marker(self, sid: int, marker: str | None, took: bool, ok: bool) -> None:
+        """After that append: keep a lease taken for a turn until the turn's
+        end (or give it back if the append failed).  Never raises: a release
+        that fails leaves the lease known to be held (retried at close), and
+        the append's own outcome stands."""
+        with contextlib.suppress(TrajlogError):
+            if took:
+                if ok:
+                    with self._lock:
+                        self._turns.add(sid)
+                else:
+                    self.release(sid)
+            elif ok and marker == "turn/end" and sid in self._turns:
+                with self._lock:
+                    self._turns.discard(sid)
+                self.release(sid)
+
     def release(self, sid: int, *, force: bool = False) -> None:
         """Leave one lease block; the outermost exit (or ``force``) clears the
         row.  If that write fails the lease stays held -- and known to be held,
@@ -194,6 +258,7 @@ class Leases:
                     tx.set_lease(sid, Lease())
                     self._on_change(sid)
             del self._held[sid]
+            self._turns.discard(sid)
 
     def release_all(self) -> None:
         for sid in list(self._held):
@@ -201,4 +266,5 @@ class Leases:
                 self.release(sid, force=True)
 
 
-__all__ = ["HOST", "Leases", "lease_is_live", "new_writer_id", "process_token"]
+__all__ = ["HOST", "Leases", "lease_is_live", "new_writer_id", "process_token",
+           "writer_closed", "writer_opened"]

@@ -89,6 +89,7 @@ class Lineage:
         if seq >= seed:
             found = self._backend.reader().marker_at_or_before(ref.sid, type_, seq)
             if found is not None and found >= seed:
+                self._reading.indexed(ref, found, type_)
                 return found
             seq = seed - 1
         if seq < 0 or ref.parent is None:
@@ -104,7 +105,10 @@ class Lineage:
                 return found
             seq = seed - 1
         found = self._backend.reader().marker_after(ref.sid, type_, seq)
-        return found if found is not None and found <= last_seq else None
+        if found is None or found > last_seq:
+            return None
+        self._reading.indexed(ref, found, type_)
+        return found
 
     def turn_end_of(self, ref: LogRef, at_seq: int) -> int:
         """The seq to cut after: the ``turn/end`` of the turn containing
@@ -257,8 +261,12 @@ class Lineage:
             last = self._reading.head(child).last_seq
             if last < 0 or next(iter(self._reading.events(child, last, last))).type != "turn/end":
                 continue
-            if reader.seq_of_idempotency_key(parent.sid, _key(child, "notification")) is None:
+            key = _key(child, "notification")
+            seq = reader.seq_of_idempotency_key(parent.sid, key)
+            if seq is None:
                 out.append(child)
+            else:
+                self._reading.indexed(parent, seq, key=key)
         return out
 
     def effective_approvals(self, ref: LogRef) -> list[Event]:

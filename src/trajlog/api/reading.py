@@ -7,6 +7,7 @@ Every read goes through the one stream reader of :mod:`trajlog.codec.stream`.
 
 from __future__ import annotations
 
+import dataclasses
 import itertools
 from collections.abc import Callable, Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -20,9 +21,15 @@ from .._format import Cursor, FrameTable, Status
 from ..codec import ScanReport, Verdict, Watermark
 from ..codec.chunks import ChunkCache, ChunkCompressor
 from ..codec.compression import Compressor
-from ..codec.records import decode_metadata, header_check
+from ..codec.records import decode_metadata, header_check, open_state, seal_state
 from ..codec.stream import READ_ROWS, LogStream, decode_events
-from ..errors import InvalidArgumentError, SessionNotFoundError, header_mismatch
+from ..errors import (
+    CorruptionError,
+    InvalidArgumentError,
+    SessionNotFoundError,
+    header_mismatch,
+    index_mismatch,
+)
 from ..events import Event, SessionHeader
 from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
@@ -72,9 +79,18 @@ class LogReader:
                      reader: Reader | None = None) -> LogRef:
         if parent is None and row.parent_sid is not None:
             parent = self.ref_by_sid(row.parent_sid, reader)
+        damage: str | None = None
+        try:
+            metadata = decode_metadata(row.metadata)
+        except CorruptionError as exc:
+            metadata, damage = {}, exc.reason.replace("session metadata", "metadata")
         header = SessionHeader(row.id, row.cwd, parent.id if parent else None, row.seed_length,
                                row.origin, row.delegation_depth, row.agent_preset,
-                               row.created_ms, MappingProxyType(decode_metadata(row.metadata)))
+                               row.created_ms, MappingProxyType(metadata))
+        if damage is None and header_check(header, row.key) != row.header_check:
+            damage = "check mismatch"
+        if damage is not None:
+            header = dataclasses.replace(header, damage=damage)
         return LogRef(row.sid, row.key, header, parent, row.seed_chain)
 
     def ref_by_id(self, session_id: str, reader: Reader | None = None) -> LogRef:
@@ -146,6 +162,23 @@ class LogReader:
         event: Event = decode_events(raw, table, i, i + 1, self._compressor, ref.id)[0]
         return event
 
+    def indexed(self, ref: LogRef, seq: int, type_: str | None = None,
+                key: str | None = None) -> Event:
+        """The event at ``seq`` that an index look-up found, checked against
+        what the index said of it (its type, its idempotency key): a decision
+        -- a fork's cut, a retry's de-duplication -- never rests on a copy
+        alone.  A disagreement is corruption (:class:`CorruptionError`)."""
+        event = self.event_at(ref, seq)
+        if event is None:
+            raise index_mismatch(ref.id, seq, "the log holds no such event")
+        if type_ is not None and event.type != type_:
+            raise index_mismatch(ref.id, seq, f"indexed as {type_!r}, the frame is "
+                                 f"{event.type!r}")
+        if key is not None and event.idempotency_key != key:
+            raise index_mismatch(ref.id, seq, f"indexed with idempotency key {key!r}, the "
+                                 f"frame has {event.idempotency_key!r}")
+        return event
+
     def events(self, ref: LogRef, from_seq: int, to_seq: int | None,
                end_chain: tuple[int, int] | None = None,
                want: Callable[[str], bool] | None = None,
@@ -161,6 +194,8 @@ class LogReader:
     def _events(self, ref: LogRef, from_seq: int, to_seq: int | None,
                 end_chain: tuple[int, int] | None, want: Callable[[str], bool] | None,
                 reader: Reader | None, lazy: bool) -> Iterator[Any]:
+        if ref.header.damage is not None:
+            raise header_mismatch(ref.id, ref.header.damage)
         reader = reader or self._backend.reader()
         last_seq, chain_head, _ = reader.head(ref.sid)
         to_seq = last_seq if to_seq is None else min(to_seq, last_seq)
@@ -201,8 +236,18 @@ class LogReader:
         given, that frame ``upto`` carries ``expect_chain``; ``at_head``: upto
         is the session head, so nothing may be stored beyond it."""
         row = reader.session_by_sid(ref.sid)
-        if row is None or header_check(ref.header, ref.key) != row.header_check:
-            raise header_mismatch(ref.id)
+        damage = ref.header.damage
+        if row is None:
+            damage = "the session header row is gone"
+        elif damage is None:
+            stored = self.ref_from_row(row, parent=ref.parent, reader=reader)
+            damage = stored.header.damage
+            if damage is None and (stored.header != ref.header or stored.key != ref.key):
+                damage = "the session header changed since this handle was made"
+        if damage is not None:
+            return ref.id, defect_report(Status.BAD_HEADER, f"session header: {damage}", None,
+                                         ref.seed)
+        assert row is not None
         seed = ref.seed
         if seed and ref.parent is not None:
             parent_upto = min(upto, seed - 1)
@@ -325,11 +370,18 @@ class SessionFolds:
         return self._reader.events(self._ref, first, last, None, want)
 
     def saved_state(self, name: str, version: int) -> tuple[int, int, bytes] | None:
-        return self._backend.reader().projection_state(self._ref.sid, name, version)
+        """The saved state, if its check holds (a damaged one is rebuilt)."""
+        row = self._backend.reader().projection_state(self._ref.sid, name, version)
+        if row is None:
+            return None
+        seq, chain, blob = row
+        state = open_state(self._ref.key, name, version, seq, chain, blob)
+        return None if state is None else (seq, chain, state)
 
     def save_state(self, name: str, version: int, seq: int, chain: int, state: bytes) -> None:
+        sealed = seal_state(self._ref.key, name, version, seq, chain, state)
         with self._transaction() as tx:
-            tx.save_projection_state(self._ref.sid, name, version, seq, chain, state)
+            tx.save_projection_state(self._ref.sid, name, version, seq, chain, sealed)
 
     def drop_states(self) -> None:
         with self._transaction() as tx:

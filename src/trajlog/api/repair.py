@@ -18,6 +18,7 @@ from ..errors import (
     InvalidStateError,
     LiveWriterError,
     LogMovedError,
+    UnbalancedLogError,
     UnsupportedFormatError,
     head_mismatch,
 )
@@ -81,6 +82,11 @@ class Recovery:
                         compactions.append(found)
             except (CorruptionError, UnsupportedFormatError) as exc:
                 return state, compactions, last_seq, exc
+        if state.defect is not None:
+            seq, reason = state.defect
+            return state, compactions, last_seq, UnbalancedLogError(
+                f"{reason}: the log's turn and step markers do not nest, so recovery cannot "
+                "tell what is open", session=ref.id, seq=seq)
         return state, compactions, last_seq, None
 
     def _live_refusal(self, ref: LogRef, state: OpenState,
@@ -88,8 +94,10 @@ class Recovery:
         leases = self._writer.leases
         lease = self._reading.head(ref).lease
         # This store's own lease is live too while one of its lease blocks is
-        # open: a turn it is still writing must not be closed under it.
-        mine = lease.owner == leases.writer_id and leases.holds(ref.sid)
+        # open: a turn it is still writing must not be closed under it.  (A
+        # lease taken for a raw turn/start keeps other stores and processes
+        # out; this store's own load() is its caller's decision.)
+        mine = lease.owner == leases.writer_id and leases.in_block(ref.sid)
         if not mine and not leases.foreign_live(lease):
             return None
         open_at = state.turn_start if state.turn_start is not None else last_seq

@@ -10,6 +10,7 @@ Session handles (:mod:`.session`) share them.
 from __future__ import annotations
 
 import os
+import weakref
 from collections.abc import Mapping
 from typing import Any
 
@@ -19,7 +20,7 @@ from ..events import SessionHeader
 from ..projections.engine import StateCache
 from ..storage import Backend, SQLiteBackend
 from .handles import Options
-from .leases import new_writer_id
+from .leases import new_writer_id, writer_closed, writer_opened
 from .lineage import DEFAULT_MAX_DEPTH, Lineage
 from .reading import LogReader
 from .repack import Repacker
@@ -68,8 +69,13 @@ class Store:
         if durability not in DURABILITY:
             raise InvalidArgumentError(f"durability must be 'full' or 'normal', "
                                        f"not {durability!r}")
-        if not isinstance(max_delegation_depth, int) or max_delegation_depth < 0:
-            raise InvalidArgumentError("max_delegation_depth must be a non-negative int")
+        for name, value in (("max_delegation_depth", max_delegation_depth),
+                            ("busy_timeout_ms", busy_timeout_ms),
+                            ("lease_ttl_ms", lease_ttl_ms)):
+            if type(value) is not int or not 0 <= value < 2**31:
+                raise InvalidArgumentError(f"{name} must be a non-negative int, not {value!r}")
+        if not isinstance(repack, bool):
+            raise TypeError(f"repack must be bool, not {type(repack).__name__}")
         if backend is None:
             backend = SQLiteBackend(os.fspath(path), durability=durability,
                                     busy_timeout_ms=busy_timeout_ms)
@@ -82,6 +88,9 @@ class Store:
             writer.on_small_rows = repacker.request
         self._e = Engines(backend, options, reading, writer, Recovery(backend, reading, writer),
                           Lineage(backend, reading, writer, options), StateCache(), repacker)
+        writer_opened(options.writer_id)
+        # dropped without close(): its leases die with it
+        self._finalizer = weakref.finalize(self, writer_closed, options.writer_id)
         self.path = backend.path
         self.durability = durability
         self.lease_ttl_ms = lease_ttl_ms
@@ -93,11 +102,14 @@ class Store:
         connection.  Idempotent."""
         if self._e.backend.closed:
             return
-        self._e.repacker.close()
-        self._e.writer.leases.release_all()
-        self._e.writer.commit.stop()
-        self._e.reading.close()
-        self._e.backend.close()
+        try:
+            self._e.repacker.close()
+            self._e.writer.leases.release_all()
+            self._e.writer.commit.stop()
+            self._e.reading.close()
+            self._e.backend.close()
+        finally:
+            self._finalizer()
 
     def __enter__(self) -> Store:
         return self

@@ -29,7 +29,7 @@ import msgspec
 from .._format import Cursor
 from ..codec import session_key
 from ..codec.chunks import CAP, ChunkCompressor
-from ..codec.records import encode_chunks, encode_metadata, header_check
+from ..codec.records import encode_chunks, encode_metadata, fresh_events, header_check
 from ..errors import (
     IdempotencyConflictError,
     InvalidArgumentError,
@@ -38,6 +38,7 @@ from ..errors import (
     LogMovedError,
     PayloadTooLargeError,
     SerializationError,
+    index_mismatch,
 )
 from ..events import (
     ENVELOPE_FIELDS,
@@ -47,9 +48,11 @@ from ..events import (
     check_envelope,
     check_json,
     check_shape,
+    check_text,
     check_type,
     encode_event,
     now_ms,
+    plain_str,
     with_seq,
 )
 from ..lifecycle import Tracker
@@ -222,6 +225,8 @@ class WriteEngine:
     def prepare(self, type_: Any, data: Any, time: int | None,
                 envelope: Mapping[str, Any]) -> Row:
         """Validate and serialize one event."""
+        if type(type_) is not str and isinstance(type_, str):
+            type_ = plain_str(type_)
         checked = self._types_seen.get(type_)
         if checked is None:
             check_type(type_)
@@ -230,7 +235,7 @@ class WriteEngine:
                 self._types_seen[type_] = checked
         if data is None:
             data = {}
-        check_json(data, "data")
+        data = check_json(data, "data")
         if type_ in KNOWN_SHAPES:
             check_shape(type_, data)
         if time is None:
@@ -243,6 +248,7 @@ class WriteEngine:
                 raise TypeError(f"unknown envelope field(s): {unknown}")
             env: list[Any] = [envelope.get(k) for k in ENVELOPE_FIELDS]
             check_envelope(*env)
+            env = [plain_str(v) if isinstance(v, str) else v for v in env]
             event = Event(type_, time, data, *env)
         else:
             event = Event(type_, time, data)
@@ -292,21 +298,42 @@ class WriteEngine:
         """Append ``rows`` through group commit; the events once durable."""
         if not rows:
             return []
-        result: list[Event] = self.commit.submit(self.request(ref, rows, expect_last))
+        marker = _turn_marker(rows)
+        took = marker is not None and self.leases.for_turn(ref.sid, ref.id, marker)
+        try:
+            result: list[Event] = self.commit.submit(self.request(ref, rows, expect_last))
+        except BaseException:
+            if marker is not None:
+                self.leases.after_turn_marker(ref.sid, marker, took, False)
+            raise
+        if marker is not None:
+            self.leases.after_turn_marker(ref.sid, marker, took, True)
         self.after_commit(ref)
-        return result
+        return _returned(rows, result)
 
     def submit_async(self, ref: LogRef, rows: list[Row],
                      done: Callable[[list[Event] | None, BaseException | None], None]) -> None:
         """Queue ``rows`` for group commit without waiting; ``done(events,
         error)`` is called from the committing thread."""
+        marker = _turn_marker(rows)
+        took = marker is not None and self.leases.for_turn(ref.sid, ref.id, marker)
+
         def finished(req: Request) -> None:
+            if marker is not None:
+                self.leases.after_turn_marker(ref.sid, marker, took, req.error is None)
             if req.error is None:
                 self.after_commit(ref)
+                done(_returned(rows, req.result), None)
+                return
             done(req.result, req.error)
         request = self.request(ref, rows)
         request.callback = finished
-        self.commit.submit_async(request)
+        try:
+            self.commit.submit_async(request)
+        except BaseException:
+            if marker is not None:
+                self.leases.after_turn_marker(ref.sid, marker, took, False)
+            raise
 
     def after_commit(self, ref: LogRef) -> None:
         """Ask for a repack when the session gathered enough small rows."""
@@ -340,7 +367,7 @@ class WriteEngine:
                         "the batch mixes idempotency keys already used in this session "
                         "with new ones")
                 # A retry: the original batch began len(rows before the key) earlier.
-                return self._replay(tx, ref, rows, found[0][1] - found[0][0])
+                return self._replay(tx, ref, rows, found)
         events = [r.event for r in rows]
         first = state.synced_seq + 1
         plan = state.tracker.plan(events, first, check=True)
@@ -375,8 +402,18 @@ class WriteEngine:
             state.turn_ended = True
         return [with_seq(ev, first + i) for i, ev in enumerate(events)]
 
-    def _replay(self, tx: Writer, ref: LogRef, rows: list[Row], first_seq: int) -> list[Event]:
-        """An idempotent retry: the original events, if they are the same events."""
+    def _replay(self, tx: Writer, ref: LogRef, rows: list[Row],
+                found: list[tuple[int, int]]) -> list[Event]:
+        """An idempotent retry: the original events, if they are the same
+        events.  ``found``: (row, seq) of each key the index knows; each is
+        checked against its frame (the index is a copy, the frame decides)."""
+        for i, seq in found:
+            key = rows[i].event.idempotency_key
+            at = list(self._reading.events(ref, seq, seq, reader=tx))
+            if not at or at[0].idempotency_key != key:
+                raise index_mismatch(ref.id, seq, f"indexed with idempotency key {key!r}, "
+                                     f"the frame has {at[0].idempotency_key if at else None!r}")
+        first_seq = found[0][1] - found[0][0]  # the original batch began this much earlier
         stored = list(self._reading.events(ref, first_seq, first_seq + len(rows) - 1,
                                            reader=tx))
         if len(stored) != len(rows):
@@ -410,8 +447,12 @@ class WriteEngine:
             raise TypeError("agent_preset must be str or None")
         if metadata is not None and not isinstance(metadata, Mapping):
             raise TypeError(f"metadata must be a mapping, not {type(metadata).__name__}")
-        meta = dict(metadata or {})
-        check_json(meta, "metadata")
+        meta = check_json(dict(metadata or {}), "metadata")
+        cwd = plain_str(cwd)
+        agent_preset = None if agent_preset is None else plain_str(agent_preset)
+        for name, text in (("cwd", cwd), ("agent_preset", agent_preset)):
+            if text is not None:
+                check_text(text, name)
         sid_uuid = _session_uuid(session_id)
         key = session_key(sid_uuid)
         created = now_ms()
@@ -435,6 +476,23 @@ class WriteEngine:
             if up and parent is not None:
                 self.apply(tx, parent, up)
         return ref
+
+
+def _returned(rows: list[Row], events: list[Event]) -> list[Event]:
+    """What an append hands back: fresh copies of what it wrote (a retry
+    already returns the stored originals, decoded afresh)."""
+    if events and events[0] is rows[0].event:
+        return fresh_events([r.payload for r in rows], events[0].seq)
+    return events
+
+
+def _turn_marker(rows: list[Row]) -> str | None:
+    """The last ``turn/start`` or ``turn/end`` among ``rows`` (None: neither)."""
+    for r in reversed(rows):
+        t = r.event.type
+        if t == "turn/start" or t == "turn/end":
+            return t
+    return None
 
 
 def _session_uuid(session_id: Any) -> uuid_mod.UUID:

@@ -8,6 +8,7 @@ from collections.abc import Sequence
 
 from .._version import __version__
 from ..api import open as trajlog_open
+from ..errors import TrajlogError
 from .demo import demo, summary
 
 
@@ -43,7 +44,12 @@ def main(argv: Sequence[str] | None = None) -> int:
                                                    store.sessions(include_subagents=True)]
         failed = 0
         for sid in ids:
-            report = store.session(sid).verify()
+            try:  # one session's damage never stops the others' verification
+                report = store.session(sid).verify()
+            except TrajlogError as exc:
+                failed += 1
+                print(f"{sid}  ERROR: {type(exc).__name__}: {exc}")
+                continue
             failed += not report.ok
             print(f"{sid}  {'ok' if report.ok else 'CORRUPT: ' + str(report.scan.error(sid))}")
         return 1 if failed else 0

@@ -15,6 +15,7 @@ from collections.abc import Mapping, Sequence
 from typing import Any
 
 import msgspec
+from msgspec.structs import force_setattr as _set
 
 from .._format import FLAG_ZSTD, Cursor, FrameType, Kernel, Status
 from ..errors import error_for
@@ -65,6 +66,18 @@ def decode_frame(frame: Any, seq: int, compressor: Compressor, *, session: str |
     return event
 
 
+def fresh_events(payloads: Sequence[bytes], first_seq: int) -> list[Event]:
+    """The events just written, decoded afresh from their payloads: what an
+    append returns, so that its ``data`` belongs to the caller and is exactly
+    what the log holds (never the caller's own object, which it may change)."""
+    out = [decode_event(p, 0) for p in payloads]
+    seq = first_seq
+    for event in out:
+        _set(event, "seq", seq)
+        seq += 1
+    return out
+
+
 def decode_payload(payload: Any, seq: int, session: str | None, lazy: bool = False) -> Any:
     """An event payload v1 as an Event (a LazyEvent with ``lazy``) at ``seq``;
     undecodable bytes are corruption."""
@@ -81,8 +94,16 @@ def encode_metadata(metadata: Mapping[str, Any]) -> bytes:
 
 
 def decode_metadata(blob: bytes) -> dict[str, Any]:
-    value = _DECODER.decode(blob)
-    return value if isinstance(value, dict) else {}
+    """A stored metadata blob as a dict; undecodable or not a map: a
+    :class:`~trajlog.errors.CorruptionError` (``BAD_HEADER``)."""
+    try:
+        value = _DECODER.decode(blob)
+    except msgspec.DecodeError as exc:
+        raise error_for(Status.BAD_HEADER, reason=f"undecodable session metadata: {exc}",
+                        corrupt=True) from exc
+    if not isinstance(value, dict):
+        raise error_for(Status.BAD_HEADER, reason="session metadata is not a map", corrupt=True)
+    return value
 
 
 def header_check(header: SessionHeader, key: int, *, kernel: Kernel | None = None) -> int:
@@ -93,5 +114,36 @@ def header_check(header: SessionHeader, key: int, *, kernel: Kernel | None = Non
     return checksum(blob, key, kernel=kernel)
 
 
-__all__ = ["COMPRESS_FROM", "decode_frame", "decode_metadata", "decode_payload", "encode_chunks",
-           "encode_metadata", "header_check"]
+STATE_CHECK = 8   # bytes of check after a saved projection state
+
+
+def _state_check(key: int, name: str, version: int, seq: int, chain: int, state: bytes,
+                 kernel: Kernel | None) -> bytes:
+    # Over what the state claims as well as its bytes: a state moved to
+    # another session, seq or projection fails its check.
+    blob = _ENCODER.encode([name, version, seq, chain]) + state
+    return checksum(blob, key, kernel=kernel).to_bytes(STATE_CHECK, "little")
+
+
+def seal_state(key: int, name: str, version: int, seq: int, chain: int, state: bytes, *,
+               kernel: Kernel | None = None) -> bytes:
+    """A projection state as saved: its bytes, then an XXH3-64 check (seeded
+    with the session key) over the state and what it claims to be."""
+    return state + _state_check(key, name, version, seq, chain, state, kernel)
+
+
+def open_state(key: int, name: str, version: int, seq: int, chain: int, blob: bytes, *,
+               kernel: Kernel | None = None) -> bytes | None:
+    """The state bytes of a saved blob, or None if its check fails (a derived
+    state is then rebuilt from the log, never served)."""
+    if len(blob) < STATE_CHECK:
+        return None
+    state = blob[:-STATE_CHECK]
+    if _state_check(key, name, version, seq, chain, state, kernel) != blob[-STATE_CHECK:]:
+        return None
+    return state
+
+
+__all__ = ["COMPRESS_FROM", "STATE_CHECK", "decode_frame", "decode_metadata", "decode_payload",
+           "encode_chunks", "encode_metadata", "fresh_events", "header_check", "open_state",
+           "seal_state"]

@@ -246,7 +246,9 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     for ev in events:
         if ev.type == "event/status":
             statuses.feed(ev)
-        elif ev.type == "plan/update":
+            continue
+        statuses.see(ev)
+        if ev.type == "plan/update":
             latest_plan = ev.seq
         elif ev.type == "file/snapshot" and isinstance(ev.data, dict):
             latest_file[str(ev.data.get("path"))] = ev.seq

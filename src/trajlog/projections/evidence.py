@@ -7,7 +7,9 @@ status semantics, and facts must be told apart from interpretations.
   earlier event ``superseded`` (newer evidence replaced it), ``rejected`` (a
   person overruled it), ``expired`` (an authorization or cache lapsed) or
   ``audit-only`` (kept for review, never for the model); ``active`` restores it.
-  The latest status event for a target wins.  Nothing is rewritten.
+  The latest status event for a target wins -- among those whose source may
+  decide it: never an untrusted source, never a lower rank than the decision
+  it would overrule, only a human for a human's event.  Nothing is rewritten.
 * **Source class**, from the envelope's ``source`` and the type: ``human``
   (``human``, ``human:<name>``, ``reviewer``; type ``human/decision``), ``tool``
   (a tool's name; tool results), ``system`` (the host, trajlog itself, another
@@ -109,18 +111,42 @@ class Evidence:
 
     status: dict[int, tuple[str, str, str | None, int]] = field(default_factory=dict)
     claims: dict[str, list[Claim]] = field(default_factory=dict)
+    # who spoke for each event seen (rank), and the rank of each status decision
+    ranks: dict[int, int] = field(default_factory=dict)
+    decided: dict[int, int] = field(default_factory=dict)
+
+    def see(self, ev: Event) -> None:
+        """Note who an event speaks for (a later status event may target it)."""
+        self.ranks[ev.seq] = RANK[source_class(ev)]
 
     def feed(self, ev: Event) -> None:
         data = ev.data if isinstance(ev.data, dict) else {}
         if ev.type == "event/status":
-            target, status = data.get("target"), data.get("status")
-            if isinstance(target, int) and status in STATUSES:
-                self.status[target] = (status, str(data.get("reason", "")), ev.source, ev.seq)
+            self.set_status(ev, data)
             return
+        self.see(ev)
         subject = data.get("subject")
         if isinstance(subject, str) and "value" in data:
             self.claims.setdefault(subject, []).append(
                 Claim(subject, data["value"], ev.seq, source_class(ev), ref(ev)))
+
+    def set_status(self, ev: Event, data: dict[str, Any]) -> None:
+        """Apply one ``event/status`` event -- if its source may decide it.
+
+        A status decision is only as strong as its source: an untrusted one
+        (``web:*``, ``external:*``) decides nothing; nobody may overrule a
+        decision of a higher rank (a model cannot re-activate what a person
+        rejected); and a human event's status changes only by a human."""
+        target, status = data.get("target"), data.get("status")
+        if not isinstance(target, int) or isinstance(target, bool) or status not in STATUSES:
+            return
+        authority = RANK[source_class(ev)]
+        if authority < 0 or authority < self.decided.get(target, -1):
+            return
+        if self.ranks.get(target, -1) >= RANK["human"] > authority:
+            return
+        self.status[target] = (status, str(data.get("reason", "")), ev.source, ev.seq)
+        self.decided[target] = authority
 
     def status_of(self, seq: int) -> str:
         entry = self.status.get(seq)

@@ -72,9 +72,10 @@ def _table(conn: apsw.Connection, name: str) -> bool:
                              "name = ?", (name,)).fetchall()[0][0])
 
 
-def migrate(conn: apsw.Connection, path: str) -> int:
+def migrate(conn: apsw.Connection, path: str, *, check: bool = True) -> int:
     """Bring the store on ``conn`` (the migration connection) to
-    :data:`SCHEMA_VERSION`; return the version it had."""
+    :data:`SCHEMA_VERSION`, then (``check``) refuse it if its schema is not
+    exactly trajlog's; return the version it had."""
     with _immediate(conn):
         found = int(_pragma(conn, "user_version"))
         app = int(_pragma(conn, "application_id"))
@@ -91,7 +92,67 @@ def migrate(conn: apsw.Connection, path: str) -> int:
         _pragma(conn, "application_id", APPLICATION_ID)
     if found < 4:
         to_v4(conn)
+    if check:
+        check_schema(conn, path)
     return found
+
+
+# ---------------------------------------------------------------------------
+# The schema check at open: the store's schema must be exactly the one these
+# migrations make -- a trigger dropped or replaced, an index gone, a trigger
+# or view added by a foreign connection all weaken guarantees silently, so
+# the store is refused (SchemaError) rather than written to.
+
+_EXPECTED: frozenset[tuple[str, str, str, str | None]] | None = None
+
+
+def _objects(conn: apsw.Connection) -> frozenset[tuple[str, str, str, str | None]]:
+    # sqlite_stat* tables belong to ANALYZE, which changes no guarantee.
+    return frozenset((str(t), str(n), str(tbl), None if sql is None else str(sql))
+                     for t, n, tbl, sql in conn.execute(
+                         "SELECT type, name, tbl_name, sql FROM sqlite_schema "
+                         "WHERE name NOT LIKE 'sqlite_stat%'"))
+
+
+def expected_schema() -> frozenset[tuple[str, str, str, str | None]]:
+    """(type, name, table, sql) of every schema object of a current store:
+    made once per process by running the migrations on a private database."""
+    global _EXPECTED
+    if _EXPECTED is None:
+        conn = apsw.Connection(":memory:")
+        try:
+            migrate(conn, ":memory:", check=False)
+            _EXPECTED = _objects(conn)
+        finally:
+            conn.close()
+    return _EXPECTED
+
+
+def schema_defect(conn: apsw.Connection) -> str | None:
+    """What differs between the store's schema and trajlog's (None: nothing)."""
+    found, expected = _objects(conn), expected_schema()
+    if found == expected:
+        return None
+    names = {(t, n): sql for t, n, _tbl, sql in found}
+    for t, n, _tbl, sql in sorted(expected, key=lambda o: (o[0], o[1])):
+        if (t, n) not in names:
+            return f"{t} {n} is missing"
+        if names[(t, n)] != sql:
+            return f"{t} {n} is not trajlog's"
+    extra = sorted((t, n) for t, n, _tbl, _sql in found - expected)
+    return f"{extra[0][0]} {extra[0][1]} is not part of trajlog's schema"
+
+
+def check_schema(conn: apsw.Connection, path: str) -> None:
+    """Refuse a store whose schema is not exactly trajlog's (see above)."""
+    conn.execute("BEGIN")
+    try:
+        defect = schema_defect(conn)
+    finally:
+        conn.execute("COMMIT")
+    if defect is not None:
+        raise SchemaError(f"{path!r}: the schema was changed outside trajlog ({defect}); "
+                          "its guarantees no longer hold, so the store is refused")
 
 
 def to_v4(conn: apsw.Connection) -> None:
@@ -184,4 +245,4 @@ def _copy_session(conn: apsw.Connection, sid: int) -> int:
     return expected
 
 
-__all__ = ["migrate", "to_v4"]
+__all__ = ["check_schema", "expected_schema", "migrate", "schema_defect", "to_v4"]

@@ -26,7 +26,13 @@ from typing import Any
 import apsw
 
 from ..codec.chunks import Chunk
-from ..errors import SchemaError, StoreBusyError, StoreClosedError, StoreError
+from ..errors import (
+    InvalidArgumentError,
+    SchemaError,
+    StoreBusyError,
+    StoreClosedError,
+    StoreError,
+)
 from . import migrate as migrations
 from . import statements as st
 from .base import Head, Lease, SessionRow
@@ -53,6 +59,12 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
     ``migrations=True`` gives the one connection allowed to change the schema
     (no authorizer); every other connection refuses schema changes.
     """
+    if type(busy_timeout_ms) is not int or not 0 <= busy_timeout_ms < 2**31:
+        # it is formatted into a PRAGMA: nothing but an int may get there
+        raise InvalidArgumentError(f"busy_timeout_ms must be an int of milliseconds, not "
+                                   f"{busy_timeout_ms!r}")
+    if durability not in ("full", "normal"):
+        raise InvalidArgumentError(f"durability must be 'full' or 'normal', not {durability!r}")
     if sqlite_version() < MIN_SQLITE:
         raise SchemaError(f"SQLite {apsw.sqlite_lib_version()} is older than "
                           f"{'.'.join(map(str, MIN_SQLITE))}, which fixes a WAL-reset race")
@@ -293,10 +305,13 @@ class _Transaction:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
                     version = _data_version(conn)
+                    foreign = version != backend._data_version
+                    if foreign:
+                        backend._check_schema(conn)
                 except BaseException:
-                    conn.execute("ROLLBACK")
+                    if not conn.getautocommit():
+                        conn.execute("ROLLBACK")
                     raise
-            foreign = version != backend._data_version
             backend._data_version = version
             return SQLiteWriter(conn, foreign)
         except BaseException:
@@ -346,11 +361,25 @@ class SQLiteBackend:
         self._write = self._connect()
         with translate():
             self._data_version = _data_version(self._write)
+            self._schema_version = int(_pragma(self._write, "schema_version"))
         self._lock = threading.Lock()  # owns the write connection
         self._local = threading.local()
         self._readers: list[apsw.Connection] = []
         self._readers_lock = threading.Lock()
         self._closed = False
+
+    def _check_schema(self, conn: apsw.Connection) -> None:
+        """(In the write transaction, after another connection committed.)  A
+        schema changed since open -- a trigger dropped by a foreign connection
+        -- is refused before anything is written under it."""
+        version = int(_pragma(conn, "schema_version"))
+        if version == self._schema_version:
+            return
+        defect = migrations.schema_defect(conn)
+        if defect is not None:
+            raise SchemaError(f"{self.path!r}: the schema was changed outside trajlog while "
+                              f"the store was open ({defect}); nothing was written")
+        self._schema_version = version
 
     def _connect(self) -> apsw.Connection:
         return open_connection(self.path, durability=self.durability,
