@@ -422,5 +422,7 @@ def test_fork_seed_chain_must_match_the_parent_frame(store):
     with pytest.raises(errors.HeadMismatchError):
         list(forged.events())
     report = forged.verify()
-    assert not report.ok and report.session == p.id
+    # the parent's log is intact: the defect is the fork's record of it
+    assert p.verify().ok
+    assert not report.ok and report.session == c.id
     assert report.scan.status == trajlog.Status.BAD_CHAIN

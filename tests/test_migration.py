@@ -19,6 +19,7 @@ import pytest
 import trajlog
 from tamper import frames_of, raw_body
 from trajlog import errors, projections
+from trajlog.storage.schema import SCHEMA_VERSION
 from trajlog.storage.statements import rid
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -90,7 +91,7 @@ def test_migration_of_a_01_store_keeps_every_event(tmp_path):
                         idempotency_key="final-3").seq == original[0]
         b = st.load("00000000-0000-4000-8000-00000000000b")
         assert [e.data.get("status") for e in b.events(4)] == ["TOOL_OUTCOME_UNKNOWN", None]
-        assert conn.execute("PRAGMA user_version").fetchall()[0][0] == 4
+        assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
         assert not conn.execute("SELECT name FROM sqlite_schema WHERE name = 'events'").fetchall()
     with trajlog.open(path) as again:          # a second open migrates nothing
         assert again.session(a.id).last_seq == EXPECTED[a.id]["last_seq"]

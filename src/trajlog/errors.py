@@ -264,6 +264,13 @@ def index_mismatch(session: str, seq: int, reason: str) -> CorruptionError:
                            f"frame: {reason}", seq=seq, session=session)
 
 
+def orphaned_rows(path: str, what: str) -> CorruptionError:
+    """Rows of a store that belong to no session header (found at open)."""
+    return CorruptionError(Status.BAD_HEADER, f"{path!r}: {what} (a header deleted or moved "
+                           "outside trajlog); the store is refused, so that no acknowledged "
+                           "event is silently unlisted")
+
+
 def repack_refused(session: str | None, seq: int, reason: str) -> CorruptionError:
     """A repack that would not keep every frame byte for byte: nothing written."""
     return CorruptionError(Status.BAD_FIELD, f"repack refused: {reason}", seq=seq,
@@ -313,6 +320,7 @@ __all__ = [
     "head_mismatch",
     "header_mismatch",
     "index_mismatch",
+    "orphaned_rows",
     "repack_refused",
     "unexpected",
 ]

@@ -44,6 +44,7 @@ from ..errors import (
     ForkUnavailableError,
     InvalidArgumentError,
     InvalidStateError,
+    index_mismatch,
 )
 from ..events import Event, SessionHeader
 from ..storage import Backend
@@ -55,6 +56,7 @@ INHERITED_METADATA = ("identity", "tenant", "user")
 DEFAULT_MAX_DEPTH = 4
 _FORK_KEYS = frozenset({"forked_at"})
 _SPAWN_KEYS = frozenset({"task", "background", "kind", "parent_call_id", "approval_policy"})
+_TURN_MARKERS = frozenset({"turn/start", "turn/end"})
 
 
 @dataclass(frozen=True, slots=True)
@@ -122,18 +124,45 @@ class Lineage:
         start = self._marker_le(ref, "turn/start", at_seq)
         end = self._marker_le(ref, "turn/end", at_seq)
         if start is None or (end is not None and end > start):
-            return at_seq  # outside any turn (or exactly at a turn/end)
+            # outside any turn (or exactly at a turn/end)
+            self._check_markers(ref, -1 if end is None else end, at_seq, {})
+            return at_seq
         closing = self._marker_gt(ref, "turn/end", at_seq, last_seq)
         if closing is None:
+            self._check_markers(ref, start, last_seq, {start: "turn/start"})
             raise ForkUnavailableError(
                 f"the turn of session {ref.id} that contains seq {at_seq} (started at seq "
                 f"{start}) is still open: fork after it ends, or at an earlier completed turn")
+        self._check_markers(ref, start, closing, {start: "turn/start", closing: "turn/end"})
         return closing
+
+    def _check_markers(self, ref: LogRef, after: int, upto: int,
+                       expected: dict[int, str]) -> None:
+        """The turn markers the frames ``after .. upto`` really hold (``after``
+        itself excluded unless expected) must be exactly ``expected``: a cut
+        is decided by the index, then confirmed by the log -- a marker
+        relabelled away or dropped from the index is corruption, not a cut in
+        the middle of a turn.  Reads one turn (or the events since the last
+        marker); only the markers are decoded."""
+        first = min([after + 1, *expected])
+        found = {ev.seq: ev.type for ev in self._reading.events(
+            ref, max(first, 0), upto, want=_TURN_MARKERS.__contains__)}
+        if found != expected:
+            seq = min(set(found.items()) ^ set(expected.items()))[0]
+            raise index_mismatch(ref.id, seq, f"the log holds {found.get(seq)!r} there, the "
+                                 f"index {expected.get(seq)!r}")
 
     def last_completed_turn(self, ref: LogRef) -> int:
         """Seq of the last ``turn/end`` of the session (ancestors included), or -1."""
-        found = self._marker_le(ref, "turn/end", self._reading.head(ref).last_seq)
-        return -1 if found is None else found
+        last_seq = self._reading.head(ref).last_seq
+        found = self._marker_le(ref, "turn/end", last_seq)
+        end = -1 if found is None else found
+        # no later turn/end the index lost (a turn/start after it is fine: the open turn)
+        start = self._marker_gt(ref, "turn/start", end, last_seq)
+        self._check_markers(ref, end, last_seq,
+                            {**({end: "turn/end"} if found is not None else {}),
+                             **({start: "turn/start"} if start is not None else {})})
+        return end
 
     # -- creating children ------------------------------------------------------------
 

@@ -25,8 +25,10 @@ from ..codec.records import decode_metadata, header_check, open_state, seal_stat
 from ..codec.stream import READ_ROWS, LogStream, decode_events
 from ..errors import (
     CorruptionError,
+    HeadMismatchError,
     InvalidArgumentError,
     SessionNotFoundError,
+    head_mismatch,
     header_mismatch,
     index_mismatch,
 )
@@ -117,7 +119,30 @@ class LogReader:
     # -- the log --------------------------------------------------------------
 
     def head(self, ref: LogRef, reader: Reader | None = None) -> Head:
-        return (reader or self._backend.reader()).head(ref.sid)
+        try:
+            return (reader or self._backend.reader()).head(ref.sid)
+        except HeadMismatchError as exc:
+            raise _named(exc, ref) from None
+
+    def _read_head(self, ref: LogRef, reader: Reader) -> Head:
+        """The head a read of ``ref``'s own log goes up to, checked against
+        what is stored, at one instant: rows stored beyond it (a head moved
+        back) or a head before the session's seed would hide acknowledged
+        events, so they are corruption (:class:`HeadMismatchError`)."""
+        try:
+            head, stored = reader.head_stored(ref.sid)
+        except HeadMismatchError as exc:
+            raise _named(exc, ref) from None
+        if stored > head.last_seq:
+            raise head_mismatch(Status.SEQ_MISMATCH, f"rows up to seq {stored} are stored "
+                                f"beyond the session head at seq {head.last_seq} (a head "
+                                "moved back)",
+                                seq=head.last_seq + 1, session=ref.id)
+        if head.last_seq < ref.seed - 1:
+            raise head_mismatch(Status.SEQ_MISMATCH, f"the session head (seq {head.last_seq}) "
+                                f"is before the session's seed (seq {ref.seed - 1})",
+                                seq=head.last_seq + 1, session=ref.id)
+        return head
 
     def _stream(self, ref: LogRef, reader: Reader, *, cached: bool = True) -> LogStream:
         """The stream reader of ``ref``'s rows; ``cached=False`` (verify)
@@ -130,6 +155,8 @@ class LogReader:
     def chain_at(self, ref: LogRef, seq: int, reader: Reader | None = None) -> int:
         """The chain value stored in frame ``seq`` (this log or an ancestor's),
         verified with the row that holds it."""
+        if ref.header.damage is not None:
+            raise header_mismatch(ref.id, ref.header.damage)
         if seq < 0:
             return ref.key
         if seq == ref.seed - 1:
@@ -142,19 +169,34 @@ class LogReader:
             return table.chain(hi - 1)
         raise InvalidArgumentError(f"session {ref.id} has no event {seq}")
 
-    def event_at(self, ref: LogRef, seq: int) -> Event | None:
+    def event_at(self, ref: LogRef, seq: int, *, prefix: bool = False) -> Event | None:
         """The event at ``seq`` (None if the log has none), from its verified row:
-        one look-up, then the row from the cache or opened once."""
+        one look-up, then the row from the cache or opened once.  ``prefix``:
+        ``seq`` is in a child's inherited prefix, so it must be there whatever
+        this log's head says."""
+        if ref.header.damage is not None:
+            raise header_mismatch(ref.id, ref.header.damage)
         if seq < ref.seed:
             assert ref.parent is not None
-            return self.event_at(ref.parent, seq)
+            return self.event_at(ref.parent, seq, prefix=True)
         reader = self._backend.reader()
-        last, row = reader.locate(ref.sid, seq, body=False)
-        if seq > last or row is None or row.last_seq < seq:
+        try:
+            last, row = reader.locate(ref.sid, seq, body=False)
+        except HeadMismatchError as exc:
+            raise _named(exc, ref) from None
+        held = row is not None and row.first_seq <= seq <= row.last_seq
+        if not prefix and seq > last:
+            if held:
+                raise head_mismatch(Status.SEQ_MISMATCH, f"seq {seq} is stored beyond the "
+                                    f"session head at seq {last}", seq=last + 1,
+                                    session=ref.id)
+            self._read_head(ref, reader)  # nothing else stored beyond it either
             return None
-        opened = self.cache.peek(ref.key, row)
+        opened = self.cache.peek(ref.key, row) if held and row is not None else None
         if opened is None:
-            for found in self.events(ref, seq, seq, reader=reader):
+            # (a row that is not there is found, and named, by the stream)
+            for found in self._events(ref, seq, seq, None, None, reader, False,
+                                      prefix=prefix):
                 return found  # type: ignore[no-any-return]
             return None
         raw, table = opened
@@ -193,11 +235,18 @@ class LogReader:
 
     def _events(self, ref: LogRef, from_seq: int, to_seq: int | None,
                 end_chain: tuple[int, int] | None, want: Callable[[str], bool] | None,
-                reader: Reader | None, lazy: bool) -> Iterator[Any]:
+                reader: Reader | None, lazy: bool, *, prefix: bool = False) -> Iterator[Any]:
+        """(See :meth:`events`.)  ``prefix``: these are a child's inherited
+        seqs, read exactly up to ``to_seq`` whatever this log's own head says
+        (a parent's head moved back must not shorten its children)."""
         if ref.header.damage is not None:
             raise header_mismatch(ref.id, ref.header.damage)
         reader = reader or self._backend.reader()
-        last_seq, chain_head, _ = reader.head(ref.sid)
+        if prefix:
+            assert to_seq is not None
+            last_seq, chain_head = to_seq, None
+        else:
+            last_seq, chain_head, _ = self._read_head(ref, reader)
         to_seq = last_seq if to_seq is None else min(to_seq, last_seq)
         if from_seq > to_seq:
             return iter(())
@@ -209,29 +258,46 @@ class LogReader:
             parts.append(self._events(
                 ref.parent, from_seq, stop,
                 (seed - 1, ref.seed_chain) if stop == seed - 1 else end_chain, want, reader,
-                lazy))
+                lazy, prefix=True))
             from_seq = seed
             if to_seq < seed:
                 return parts[0]
-        mark = end_chain if end_chain is not None and end_chain[0] == to_seq else (
-            last_seq, chain_head)
+        mark: tuple[int, int | None] = (
+            end_chain if end_chain is not None and end_chain[0] == to_seq
+            else (last_seq, chain_head))
         own = self._stream(ref, reader).events(
             from_seq, to_seq, ref.seed_chain if from_seq == seed else None, Watermark(*mark),
             want, lazy)
         return itertools.chain(parts[0], own) if parts else own
 
-    def verify(self, ref: LogRef) -> VerifyReport:
+    def verify(self, ref: LogRef, feed: Feed | None = None,
+               reader: Reader | None = None) -> VerifyReport:
         """Every row and frame, the whole chain (ancestors' prefixes included)
         against the session head, the rows stored beyond it, and every index
-        row against its frame -- in one snapshot; reports, never raises for a
-        defect in the log."""
-        with self._backend.snapshot() as reader:
+        row and mark against its frame -- in one snapshot; reports, never
+        raises for a defect in the log.  ``feed(events)`` is given the
+        verified events, batch by batch, oldest first (recovery analyses the
+        log in the same pass, so ``load`` refuses exactly what ``verify``
+        reports)."""
+        if reader is None:
+            with self._backend.snapshot() as snap:
+                return self.verify(ref, feed, snap)
+        try:
             last_seq, chain_head, _ = reader.head(ref.sid)
-            where, report = self._verify_upto(ref, last_seq, chain_head, reader, at_head=True)
+        except HeadMismatchError as exc:
+            return VerifyReport(ref.id, 0, -1, 0, defect_report(
+                Status.TRUNCATED, exc.reason, ref.seed, head_mismatch=True))
+        if last_seq < ref.seed - 1:
+            return VerifyReport(ref.id, 0, last_seq, chain_head, defect_report(
+                Status.SEQ_MISMATCH, f"the session head (seq {last_seq}) is before the "
+                f"session's seed (seq {ref.seed - 1})", last_seq + 1, head_mismatch=True))
+        where, report = self._verify_upto(ref, last_seq, chain_head, reader, feed,
+                                          at_head=True)
         return VerifyReport(where, report.cursor.next_seq, last_seq, chain_head, report)
 
     def _verify_upto(self, ref: LogRef, upto: int, expect_chain: int | None,
-                     reader: Reader, *, at_head: bool = False) -> tuple[str, ScanReport]:
+                     reader: Reader, feed: Feed | None, *,
+                     at_head: bool = False) -> tuple[str, ScanReport]:
         """Verify frames 0..upto of ``ref`` (ancestors' included) and, when
         given, that frame ``upto`` carries ``expect_chain``; ``at_head``: upto
         is the session head, so nothing may be stored beyond it."""
@@ -245,7 +311,7 @@ class LogReader:
             if damage is None and (stored.header != ref.header or stored.key != ref.key):
                 damage = "the session header changed since this handle was made"
         if damage is not None:
-            return ref.id, defect_report(Status.BAD_HEADER, f"session header: {damage}", None,
+            return ref.id, defect_report(Status.BAD_HEADER, f"session header: {damage}",
                                          ref.seed)
         assert row is not None
         seed = ref.seed
@@ -253,47 +319,71 @@ class LogReader:
             parent_upto = min(upto, seed - 1)
             where, report = self._verify_upto(
                 ref.parent, parent_upto,
-                row.seed_chain if parent_upto == seed - 1 else expect_chain, reader)
+                row.seed_chain if parent_upto == seed - 1 else expect_chain, reader, feed)
+            if (report.verdict is not Verdict.CLEAN and report.head_mismatch
+                    and parent_upto == seed - 1 and where == ref.parent.id):
+                # The parent's frame seed-1 does not carry this fork's seed
+                # chain: the parent's own log, or this fork's record of it?
+                _, alone = self._verify_upto(ref.parent, parent_upto, None, reader, None)
+                if alone.verdict is Verdict.CLEAN:
+                    return ref.id, defect_report(
+                        Status.BAD_CHAIN, "the fork's recorded seed chain is not the chain "
+                        f"of its parent's frame {seed - 1}", seed)
             if report.verdict is not Verdict.CLEAN or upto < seed:
                 return where if report.verdict is not Verdict.CLEAN else ref.id, report
         stream = self._stream(ref, reader, cached=False)
         watermark = Watermark(upto, expect_chain)
         found: ScanReport | None = None
-        last = seed - 1
+        last, base, frames = seed - 1, 0, 0
         for raw, table, lo, hi in stream.batches(seed, upto, row.seed_chain, watermark):
-            found = self._check_index(ref, reader, raw, table, lo, hi, last)
+            events = decode_events(raw, table, lo, hi, self._compressor, ref.id)
+            def offset_of(seq: int, t: FrameTable = table, lo: int = lo, at: int = base) -> int:
+                return at + t.offset(seq - t.seq(lo) + lo) - t.offset(lo)
+
+            found = self._check_index(ref, reader, events, table, lo, hi, last, offset_of,
+                                      frames)
             if found is not None:
                 break
+            if feed is not None:
+                feed(events)
             last = table.seq(hi - 1)
-        end = found or stream.report
-        assert end is not None
-        report = end
+            base += len(raw) - table.offset(lo)
+            frames += hi - lo
+        report = found or stream.report
+        assert report is not None
         if report.verdict is Verdict.CLEAN and at_head:
             beyond = reader.max_seq(ref.sid)
             if beyond > upto:
                 report = defect_report(Status.SEQ_MISMATCH, f"rows up to seq {beyond} are "
                                        f"stored beyond the session head at seq {upto}",
-                                       report, upto + 1, head_mismatch=True)
+                                       upto + 1, report.valid_len, report.frames,
+                                       head_mismatch=True)
             elif extra := reader.index_rows(ref.sid, upto, self._backend.max_session_seq):
                 report = defect_report(Status.BAD_FIELD, f"an index row names seq "
-                                       f"{extra[0].seq}, beyond the log", report, extra[0].seq)
+                                       f"{extra[0].seq}, beyond the log", extra[0].seq,
+                                       report.valid_len, report.frames)
         return ref.id, report
 
-    def _check_index(self, ref: LogRef, reader: Reader, raw: Any, table: FrameTable, lo: int,
-                     hi: int, after: int) -> ScanReport | None:
-        """Every index row and mark of these frames' seqs against the frames themselves."""
-        events = list(decode_events(raw, table, lo, hi, self._compressor, ref.id))
+    def _check_index(self, ref: LogRef, reader: Reader, events: list[Event],
+                     table: FrameTable, lo: int, hi: int, after: int,
+                     offset_of: Callable[[int], int], frames: int) -> ScanReport | None:
+        """Every index row and mark of these frames' seqs against the frames
+        themselves; a defect names the seq and the offset of its frame."""
         first, last = table.seq(lo), table.seq(hi - 1)
         expected = [r for r in (entry(ev, ev.seq) for ev in events) if r is not None]
         stored = reader.index_rows(ref.sid, after, last)
         marks = marks_of(events, first)
         stored_marks = reader.marks(ref.sid, first, last)
+
+        def defect(seq: int, reason: str) -> ScanReport:
+            return defect_report(Status.BAD_FIELD, reason, seq, offset_of(seq),
+                                 frames + seq - first)
+
         if marks != stored_marks:
             differ = [a.seq for a, b in zip(marks, stored_marks, strict=False) if a != b]
             seq = differ[0] if differ else (marks or stored_marks)[
                 min(len(marks), len(stored_marks))].seq
-            return defect_report(Status.BAD_FIELD, f"the marks of seq {seq} differ from its "
-                                 "frame", None, seq)
+            return defect(seq, f"the marks of seq {seq} differ from its frame")
         if expected == stored:
             return None
         for want, got in zip_longest(expected, stored):
@@ -302,18 +392,26 @@ class LogReader:
                 what = ("missing" if got is None or (want is not None and want.seq < got.seq)
                         else "without an indexed event" if want is None or got.seq < want.seq
                         else "different from its frame")
-                return defect_report(Status.BAD_FIELD, f"the index row of seq {seq} is {what}",
-                                     None, seq)
+                return defect(seq, f"the index row of seq {seq} is {what}")
         return None  # pragma: no cover - the lists differ, so some pair does
 
 
-def defect_report(status: int, reason: str, near: ScanReport | None, seq: int, *,
+# verify()'s feed: the verified events of one batch, oldest first
+Feed = Callable[[list[Event]], None]
+
+
+def defect_report(status: int, reason: str, seq: int, offset: int = 0, frames: int = 0, *,
                   head_mismatch: bool = False) -> ScanReport:
-    """A corrupt verdict at ``seq`` (offsets from ``near``, the walk so far)."""
-    offset = near.valid_len if near is not None else 0
-    return ScanReport(Verdict.CORRUPT, Status(status), offset, near.frames if near else 0,
-                      seq - 1, Cursor(offset, seq, near.cursor.chain if near else 0), 0, 0,
-                      reason, near.watermark if near else None, head_mismatch)
+    """A corrupt verdict at ``seq``, whose frame is at ``offset`` (after
+    ``frames`` good ones)."""
+    return ScanReport(Verdict.CORRUPT, Status(status), offset, frames, seq - 1,
+                      Cursor(offset, seq, 0), 0, 0, reason, None, head_mismatch)
+
+
+def _named(exc: HeadMismatchError, ref: LogRef) -> HeadMismatchError:
+    """A head error from storage, naming the session."""
+    return head_mismatch(exc.status, exc.reason, seq=exc.seq, session=ref.id,
+                         offset=exc.offset)
 
 
 class _Deferred:

@@ -12,7 +12,6 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from .._format import Status
 from ..errors import (
     CorruptionError,
     InvalidStateError,
@@ -20,7 +19,7 @@ from ..errors import (
     LogMovedError,
     UnbalancedLogError,
     UnsupportedFormatError,
-    head_mismatch,
+    header_mismatch,
 )
 from ..events import Event, now_ms, with_seq
 from ..recovery import RECOVERY_SOURCE, OpenState, RecoveryReport, closers
@@ -62,32 +61,34 @@ class Recovery:
 
     def _analyze(self, ref: LogRef) -> tuple[OpenState, list[tuple[int, int]], int,
                                              BaseException | None]:
-        """One verified pass over the log, in one snapshot: its open state, its
-        compactions, the head's last seq, and the refusal if the log cannot be
-        trusted (nothing raised)."""
+        """One verified pass over the log, in one snapshot -- exactly
+        :meth:`Session.verify`'s, so that load refuses what verify reports --
+        giving its open state, its compactions, the head's last seq, and the
+        refusal if the log cannot be trusted (nothing raised)."""
         state = OpenState()
         compactions: list[tuple[int, int]] = []
-        with self._backend.snapshot() as reader:
-            last_seq = reader.head(ref.sid).last_seq
-            try:
-                beyond = reader.max_seq(ref.sid)
-                if beyond > last_seq:
-                    raise head_mismatch(Status.SEQ_MISMATCH, f"events up to seq {beyond} are "
-                                        f"stored beyond the session head at seq {last_seq}",
-                                        seq=last_seq + 1, session=ref.id)
-                for ev in self._reading.events(ref, 0, last_seq, reader=reader):
-                    state.feed(ev)
-                    found = checks.applied_range(ev.type, ev.data)
-                    if found is not None:
-                        compactions.append(found)
-            except (CorruptionError, UnsupportedFormatError) as exc:
-                return state, compactions, last_seq, exc
+
+        def feed(events: list[Event]) -> None:
+            for ev in events:
+                state.feed(ev)
+                found = checks.applied_range(ev.type, ev.data)
+                if found is not None:
+                    compactions.append(found)
+
+        if ref.header.damage is not None:
+            return state, compactions, -1, header_mismatch(ref.id, ref.header.damage)
+        try:
+            report = self._reading.verify(ref, feed)
+        except (CorruptionError, UnsupportedFormatError) as exc:
+            return state, compactions, -1, exc
+        if not report.ok:
+            return state, compactions, report.last_seq, report.scan.error(report.session)
         if state.defect is not None:
             seq, reason = state.defect
-            return state, compactions, last_seq, UnbalancedLogError(
+            return state, compactions, report.last_seq, UnbalancedLogError(
                 f"{reason}: the log's turn and step markers do not nest, so recovery cannot "
                 "tell what is open", session=ref.id, seq=seq)
-        return state, compactions, last_seq, None
+        return state, compactions, report.last_seq, None
 
     def _live_refusal(self, ref: LogRef, state: OpenState,
                       last_seq: int) -> LiveWriterError | None:

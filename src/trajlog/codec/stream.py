@@ -77,6 +77,7 @@ class LogStream:
         the defect (the defective row is not yielded)."""
         want, chain, offset, frames = first, start_chain, 0, 0
         end_chain: int | None = None
+        end_offset = 0  # of the last frame handed out
         ahead: tuple[list[Chunk], Future[dict[int, bytes]]] | None = None
         while want <= last:
             if ahead is not None:
@@ -127,6 +128,7 @@ class LogStream:
                 lo = want - row.first_seq
                 hi = min(last, row.last_seq) - row.first_seq + 1
                 end_chain = table.chain(hi - 1)
+                end_offset = offset + table.offset(hi - 1) - table.offset(lo)
                 yield raw, table, lo, hi
                 frames += hi - lo
                 offset += row.raw_len - table.offset(lo)
@@ -140,8 +142,9 @@ class LogStream:
                 end_chain != watermark.chain):
             self.report = _defect(Status.BAD_CHAIN, "the log's chain does not reach the chain "
                                   f"recorded for seq {last} (the session head, or a fork's "
-                                  "seed)", offset, frames, Cursor(offset, last, end_chain or 0),
-                                  watermark, head_mismatch=True)
+                                  "seed)", end_offset, frames - 1,
+                                  Cursor(end_offset, last, end_chain or 0), watermark,
+                                  head_mismatch=True)
             return
         self.report = ScanReport(Verdict.CLEAN, Status.END, offset, frames,
                                  last if last >= first else None,

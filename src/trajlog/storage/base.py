@@ -86,7 +86,12 @@ class Reader(Protocol):
     def children(self, sid: int) -> list[SessionRow]: ...
 
     def head(self, sid: int) -> Head:
-        """The head row (``StoreError`` if the session has none)."""
+        """The head row (``HeadMismatchError`` if the session has none)."""
+        ...
+
+    def head_stored(self, sid: int) -> tuple[Head, int]:
+        """The head and the highest seq stored for the session's own log, in
+        a chunk or an index row (-1: none), read at one instant."""
         ...
 
     def chunks(self, sid: int, first: int, last: int, limit: int = -1) -> list[Chunk]:

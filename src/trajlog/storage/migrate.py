@@ -1,4 +1,4 @@
-"""Schema migrations, up to storage v2 (schema 4).
+"""Schema migrations, up to storage v2 (schema 4) and its guards (schema 5).
 
 Schemas 1-3 are SQL only and run in one transaction.  Schema 4 rewrites a
 store written by trajlog 0.1 (one row per frame) into chunk rows and the event
@@ -31,7 +31,7 @@ from ..codec.chunks import ChunkCompressor, cut, open_chunk, pack
 from ..codec.compression import Compressor
 from ..codec.frames import scan
 from ..codec.records import decode_frame
-from ..errors import MigrationError, SchemaError
+from ..errors import MigrationError, SchemaError, orphaned_rows
 from . import statements as st
 from .index import IndexRow, Mark, entry, event_marks, split_marks
 from .schema import (
@@ -41,6 +41,7 @@ from .schema import (
     V4_ABANDON,
     V4_FINISH,
     V4_TABLES,
+    V5,
 )
 
 
@@ -92,6 +93,11 @@ def migrate(conn: apsw.Connection, path: str, *, check: bool = True) -> int:
         _pragma(conn, "application_id", APPLICATION_ID)
     if found < 4:
         to_v4(conn)
+    if found < 5:
+        with _immediate(conn):
+            if int(_pragma(conn, "user_version")) == 4:
+                conn.execute(V5)
+                _pragma(conn, "user_version", 5)
     if check:
         check_schema(conn, path)
     return found
@@ -143,16 +149,43 @@ def schema_defect(conn: apsw.Connection) -> str | None:
     return f"{extra[0][0]} {extra[0][1]} is not part of trajlog's schema"
 
 
+def orphan_defect(conn: apsw.Connection) -> str | None:
+    """Rows that belong to no session header -- a header deleted or moved by a
+    foreign connection with triggers off leaves its log unlisted, so its
+    acknowledged events would be hidden.  O(sessions), at open."""
+    found: list[Any] = conn.execute(
+        "SELECT sid FROM session_heads h WHERE NOT EXISTS (SELECT 1 FROM sessions s "
+        "WHERE s.sid = h.sid) LIMIT 1").fetchall()
+    if found:
+        return f"the head of internal session {found[0][0]} has no session header"
+    found = conn.execute(
+        "SELECT sid, parent_sid FROM sessions c WHERE parent_sid IS NOT NULL AND NOT EXISTS "
+        "(SELECT 1 FROM sessions p WHERE p.sid = c.parent_sid) LIMIT 1").fetchall()
+    if found:
+        return (f"internal session {found[0][0]} names a parent ({found[0][1]}) that has no "
+                "session header")
+    for table, key in (("chunks", "cid"), ("event_index", "rid")):
+        top: list[Any] = conn.execute(f"SELECT max({key}) >> 32 FROM {table}").fetchall()
+        if top[0][0] is not None and not conn.execute(
+                "SELECT 1 FROM sessions WHERE sid = ?", (top[0][0],)).fetchall():
+            return f"{table} rows of internal session {top[0][0]} have no session header"
+    return None
+
+
 def check_schema(conn: apsw.Connection, path: str) -> None:
-    """Refuse a store whose schema is not exactly trajlog's (see above)."""
+    """Refuse a store whose schema is not exactly trajlog's (see above), or
+    whose rows belong to no session header (:func:`orphan_defect`)."""
     conn.execute("BEGIN")
     try:
         defect = schema_defect(conn)
+        orphans = orphan_defect(conn) if defect is None else None
     finally:
         conn.execute("COMMIT")
     if defect is not None:
         raise SchemaError(f"{path!r}: the schema was changed outside trajlog ({defect}); "
                           "its guarantees no longer hold, so the store is refused")
+    if orphans is not None:
+        raise orphaned_rows(path, orphans)
 
 
 def to_v4(conn: apsw.Connection) -> None:
@@ -245,4 +278,5 @@ def _copy_session(conn: apsw.Connection, sid: int) -> int:
     return expected
 
 
-__all__ = ["check_schema", "expected_schema", "migrate", "schema_defect", "to_v4"]
+__all__ = ["check_schema", "expected_schema", "migrate", "orphan_defect", "schema_defect",
+           "to_v4"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import apsw
 
 MIN_SQLITE = (3, 51, 3)  # WAL-reset race fixed in 3.51.3 (sqlite.org/wal.html, section 11)
-SCHEMA_VERSION = 4
+SCHEMA_VERSION = 5
 APPLICATION_ID = 0x74726A6C  # "trjl"
 
 # ---------------------------------------------------------------------------
@@ -311,6 +311,37 @@ V4_ABANDON = """
     DROP TABLE IF EXISTS migration_v4;
 """
 
+# 5: guards that hold against INSERT OR REPLACE on a default connection too
+# (the implied delete of REPLACE fires no trigger without recursive_triggers):
+# a memory version and a tombstone are made once; an index row belongs to its
+# session's last chunk row (the one its append just made -- appends insert a
+# chunk's index rows right after it), so a row forged later for an older,
+# unindexed seq is refused.  (One forged for a seq of the last row still gets
+# in: no trigger can read a frame; verify() and every decision that uses an
+# index row check it against its frame.)
+V5 = """
+    CREATE TRIGGER memories_insert_once BEFORE INSERT ON memories
+    WHEN EXISTS (SELECT 1 FROM memories WHERE mid = NEW.mid
+                                           OR (item_id = NEW.item_id AND version = NEW.version))
+    BEGIN SELECT RAISE(ABORT, 'trajlog: memory versions are append-only'); END;
+    CREATE TRIGGER tombstones_insert_once BEFORE INSERT ON tombstones
+    WHEN EXISTS (SELECT 1 FROM tombstones WHERE tid = NEW.tid)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: tombstones are append-only'); END;
+
+    DROP TRIGGER event_index_append;
+    CREATE TRIGGER event_index_append BEFORE INSERT ON event_index
+    WHEN EXISTS (SELECT 1 FROM event_index WHERE rid = NEW.rid)
+      OR (NEW.idempotency_key IS NOT NULL AND EXISTS (
+            SELECT 1 FROM event_index WHERE sid = NEW.rid >> 32
+                                        AND idempotency_key = NEW.idempotency_key))
+      OR (NEW.rid & 4294967295) >
+         coalesce((SELECT last_seq FROM session_heads WHERE sid = NEW.rid >> 32), -1)
+      OR NEW.rid < (SELECT max(cid) FROM chunks
+                    WHERE cid BETWEEN (NEW.rid >> 32) << 32
+                                  AND ((NEW.rid >> 32) << 32) + 4294967295)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: index rows are appended with their events'); END;
+"""
+
 # Authorizer: action codes refused on every non-migration connection.
 DENIED_ACTIONS = {
     apsw.SQLITE_CREATE_INDEX, apsw.SQLITE_CREATE_TABLE, apsw.SQLITE_CREATE_TEMP_INDEX,
@@ -345,5 +376,5 @@ def authorizer(action: int, p1: str | None, p2: str | None, dbname: str | None,
 
 
 __all__ = ["APPLICATION_ID", "DENIED_ACTIONS", "GUARDED_PRAGMAS", "MIGRATIONS", "MIN_SQLITE",
-           "PROTECTED_TABLES", "SCHEMA_VERSION", "V4_ABANDON", "V4_FINISH", "V4_TABLES",
+           "PROTECTED_TABLES", "SCHEMA_VERSION", "V4_ABANDON", "V4_FINISH", "V4_TABLES", "V5",
            "authorizer"]

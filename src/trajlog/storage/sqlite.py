@@ -179,6 +179,10 @@ class SQLiteReader:
         with translate():
             return st.head(self.conn, sid)
 
+    def head_stored(self, sid: int) -> tuple[Head, int]:
+        with translate():
+            return st.head_stored(self.conn, sid)
+
     def chunks(self, sid: int, first: int, last: int, limit: int = -1) -> list[Chunk]:
         with translate():
             return st.chunks(self.conn, sid, first, last, limit)
@@ -240,9 +244,22 @@ class SQLiteWriter(SQLiteReader):
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
                marks: Sequence[bytes | None]) -> None:
         with translate():
-            st.insert_chunks(self.conn, st.chunk_rows(sid, chunks, marks))
-            if index:
-                st.insert_index(self.conn, st.index_rows(sid, index))
+            if len(chunks) == 1 or not index:
+                st.insert_chunks(self.conn, st.chunk_rows(sid, chunks, marks))
+                if index:
+                    st.insert_index(self.conn, st.index_rows(sid, index))
+                return
+            # each chunk's index rows right after it (the schema's rule: an
+            # index row belongs to its session's last chunk row)
+            i = 0
+            for chunk, mark in zip(chunks, marks, strict=True):
+                st.insert_chunks(self.conn, st.chunk_rows(sid, [chunk], [mark]))
+                j = i
+                while j < len(index) and index[j].seq <= chunk.last_seq:
+                    j += 1
+                if j > i:
+                    st.insert_index(self.conn, st.index_rows(sid, index[i:j]))
+                i = j
 
     def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
         with translate():

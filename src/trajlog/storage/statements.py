@@ -15,8 +15,9 @@ from typing import Any
 
 import apsw
 
+from .._format import Status
 from ..codec.chunks import Chunk
-from ..errors import StoreError
+from ..errors import HeadMismatchError, head_mismatch
 from .base import Head, Lease, SessionRow
 from .index import IndexRow, Mark, unpack_marks
 
@@ -85,9 +86,36 @@ def head(conn: apsw.Connection, sid: int) -> Head:
         "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, lease_started_ms, "
         "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (sid,)).fetchall()
     if not row:
-        raise StoreError(f"session {sid} has no head row")
+        raise no_head(sid)
     last_seq, chain, owner, host, pid, started, beat = row[0]
     return Head(int(last_seq), u64(chain), Lease(owner, host, pid, started, beat))
+
+
+def head_stored(conn: apsw.Connection, sid: int) -> tuple[Head, int]:
+    """The head and the highest seq stored for the session's own log -- in a
+    chunk row or an index row -- (-1: none), in one statement: one snapshot,
+    so that rows stored beyond the head (a head moved back) are told from
+    rows appended meanwhile."""
+    lo, hi = rid(sid, 0), rid(sid, MAX_SESSION_SEQ)
+    row: list[Any] = conn.execute(
+        "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, lease_started_ms, "
+        "lease_heartbeat_ms, (SELECT last_seq FROM chunks WHERE cid = (SELECT max(cid) FROM "
+        "chunks WHERE cid BETWEEN ? AND ?)), (SELECT max(rid) FROM event_index WHERE rid "
+        "BETWEEN ? AND ?) FROM session_heads WHERE sid = ?", (lo, hi, lo, hi, sid)).fetchall()
+    if not row:
+        raise no_head(sid)
+    last_seq, chain, owner, host, pid, started, beat, stored, indexed = row[0]
+    # an index row beyond every frame is a trace of a truncated tail too
+    top = max(-1 if stored is None else int(stored),
+              -1 if indexed is None else int(indexed) & 0xFFFFFFFF)
+    return Head(int(last_seq), u64(chain), Lease(owner, host, pid, started, beat)), top
+
+
+def no_head(sid: int) -> HeadMismatchError:
+    """A session whose head row is gone (moved, deleted): its log cannot be
+    told from a truncated one -- corruption, never an empty log."""
+    return head_mismatch(Status.TRUNCATED, f"the session's head row (internal id {sid}) is "
+                         "gone", seq=None, session=None)
 
 
 def lease(conn: apsw.Connection, sid: int) -> Lease:
@@ -163,7 +191,7 @@ def locate(conn: apsw.Connection, sid: int, seq: int,
     if not rows:
         return head(conn, sid).last_seq, None
     if rows[0][0] is None:
-        raise StoreError(f"session {sid} has no head row")
+        raise no_head(sid)
     return int(rows[0][0]), _chunk(rows[0][1:])
 
 
