@@ -9,10 +9,9 @@ import apsw
 import pytest
 
 import trajlog
+from tamper import foreign, settle
 from trajlog.errors import CorruptionError, SchemaError
 from trajlog.storage.statements import rid
-
-from tamper import foreign, settle
 
 
 def _plain(path: str) -> apsw.Connection:

@@ -67,6 +67,7 @@ MAX_PAYLOAD = 16 * 1024 * 1024
 SMALL_ROW = CAP // 2        # a row below this is merged by a repack
 REPACK_ROWS = 32            # small rows that ask for a repack (a turn's end does too)
 _PREFIX_CACHE = 64          # fork points whose prefix state is kept
+_STATES = 1024              # sessions whose write state is kept
 # The events the write path's state follows (lifecycle) besides compactions.
 _STATE_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/start",
                           "turn/end", "step/start", "step/end"})
@@ -155,9 +156,12 @@ class WriteEngine:
 
     def state(self, tx: Writer, ref: LogRef) -> LogState:
         """The session's head, lease, lifecycle and compactions, in step with its log."""
-        state = self._states.get(ref.sid)
-        if state is not None and not state.stale:
-            return state
+        states = self._states
+        state = states.pop(ref.sid, None)
+        if state is not None:
+            states[ref.sid] = state  # the most recently used last
+            if not state.stale:
+                return state
         last_seq, chain, lease = tx.head(ref.sid)
         if state is not None and last_seq >= state.synced_seq:
             # Another writer appended: follow its events (a log only grows).
@@ -171,8 +175,17 @@ class WriteEngine:
         if last_seq > state.synced_seq:
             self._follow(tx, ref, state.tracker, state.compactions, state.synced_seq, last_seq)
         state.synced_seq = last_seq
-        self._states[ref.sid] = state
+        self._keep(ref.sid, state)
         return state
+
+    def _keep(self, sid: int, state: LogState) -> None:
+        """Remember ``state``; beyond :data:`_STATES` sessions the least
+        recently written one is forgotten (rebuilt from its log if written
+        again), so that a host writing to many sessions stays bounded."""
+        states = self._states
+        states[sid] = state
+        while len(states) > _STATES:
+            states.pop(next(iter(states)))
 
     def _follow(self, tx: Writer, ref: LogRef, tracker: Tracker,
                 compactions: list[tuple[int, int]], after: int, upto: int) -> None:
@@ -217,8 +230,8 @@ class WriteEngine:
         with self.transaction() as tx:
             _, chain, lease = head = tx.head(ref.sid)
             if head.last_seq == last_seq:
-                self._states[ref.sid] = LogState(last_seq, chain, lease, tracker.copy(),
-                                                 list(compactions))
+                self._keep(ref.sid, LogState(last_seq, chain, lease, tracker.copy(),
+                                             list(compactions)))
 
     # -- preparing events (outside the write lock) --------------------------------
 
@@ -463,9 +476,14 @@ class WriteEngine:
         header = SessionHeader(str(sid_uuid), cwd, parent.id if parent else None, seed_length,
                                origin, delegation_depth, agent_preset, created,
                                MappingProxyType(meta))
+        try:
+            blob = encode_metadata(meta)
+        except (UnicodeEncodeError, OverflowError, TypeError) as exc:
+            raise SerializationError(f"cannot serialize the metadata: {exc}",
+                                     "metadata") from None
         row = SessionRow(0, header.id, key, created, cwd, parent.sid if parent else None,
                          seed_length, seed_chain, origin, delegation_depth, agent_preset,
-                         encode_metadata(meta), header_check(header, key))
+                         blob, header_check(header, key))
         rows = [self.prepare(t, d, None, dict(env)) for t, d, env in initial]
         up = [self.prepare(t, d, None, dict(env)) for t, d, env in parent_events]
         with self.transaction() as tx:

@@ -247,7 +247,7 @@ class ChunkCache:
     Bounded by the raw bytes it keeps."""
 
     def __init__(self, max_bytes: int = 8 * 1024 * 1024) -> None:
-        self._max = max_bytes
+        self.max_bytes = self._max = max_bytes
         self._size = 0
         self._items: OrderedDict[tuple[int, ...], tuple[Any, FrameTable]] = OrderedDict()
         self._bodies: dict[tuple[int, ...], bytes] = {}

@@ -144,6 +144,27 @@ def _check_key(key: int) -> None:
         raise InvalidArgumentError("key must be an unsigned 64-bit integer")
 
 
+def _cursor(cursor: Any, length: int | None = None) -> Cursor:
+    """A caller's cursor, checked before any kernel sees it (the two kernels
+    must not disagree on a value outside the format, nor report a caller's
+    mistake as corruption): unsigned 64-bit seq and chain, an offset within
+    the buffer."""
+    try:
+        offset, seq, chain = cursor
+    except (TypeError, ValueError):
+        raise TypeError("cursor must be a Cursor(offset, next_seq, chain)") from None
+    for name, value in (("offset", offset), ("next_seq", seq), ("chain", chain)):
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"cursor {name} must be int, not {type(value).__name__}")
+        if not 0 <= value <= MASK64:
+            raise InvalidArgumentError(f"cursor {name} {value} is not an unsigned 64-bit "
+                                       "integer")
+    if length is not None and offset > length:
+        raise InvalidArgumentError(f"cursor offset {offset} is beyond the buffer "
+                                   f"({length} bytes)")
+    return Cursor(offset, seq, chain)
+
+
 def _buffer(buf: Any, name: str = "buf") -> memoryview:
     if isinstance(buf, str):
         raise TypeError(f"{name} must be bytes-like, not str")
@@ -190,7 +211,7 @@ def encode(payloads: Sequence[Any], key: int, cursor: Cursor, *,
     views = [_buffer(p, "payload") for p in payloads]
     type_list = [int(types)] * len(views) if isinstance(types, int) else list(types)
     status, out, new_cursor = _kernel(kernel).encode_batch(
-        key, views, type_list, Cursor(*cursor),
+        key, views, type_list, _cursor(cursor),
         None if flags is None else list(flags), None if raw_lens is None else list(raw_lens))
     if status != Status.OK:
         raise error_for(status, seq=cursor.next_seq)
@@ -297,7 +318,7 @@ def scan(buf: Any, key: int, cursor: Cursor | None = None, *,
     k = _kernel(kernel)
     _check_key(key)
     mv = _buffer(buf)
-    start = start_cursor(key) if cursor is None else Cursor(*cursor)
+    start = start_cursor(key) if cursor is None else _cursor(cursor, len(mv))
     wm = Watermark(watermark) if isinstance(watermark, int) else watermark
     cur = start
     frames = 0
@@ -364,7 +385,7 @@ def iter_frames(buf: Any, key: int, cursor: Cursor | None = None, *,
     k = _kernel(kernel)
     _check_key(key)
     mv = _buffer(buf)
-    cur = start_cursor(key) if cursor is None else Cursor(*cursor)
+    cur = start_cursor(key) if cursor is None else _cursor(cursor, len(mv))
     wm = Watermark(watermark) if isinstance(watermark, int) else watermark
     while True:
         status, headers, cur, hints = k.scan(mv, key, cur, _CHUNK, True)

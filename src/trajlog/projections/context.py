@@ -86,6 +86,24 @@ class ContextPolicy:
                                                    ("conversation", 0.3))
 
     def __post_init__(self) -> None:
+        for field_name in ("version", "max_events", "max_tool_output_chars",
+                           "max_file_snippets", "recent_messages", "budget_chars",
+                           "reserved_chars"):
+            value = getattr(self, field_name)
+            # budgets are counts: NaN, infinities, floats and bools would make
+            # every comparison false and the budget no budget
+            if type(value) is not int or value < 0:
+                raise InvalidArgumentError(f"{field_name} must be a non-negative int, not "
+                                           f"{value!r}")
+        if not isinstance(self.name, str):
+            raise InvalidArgumentError("a context policy's name must be a str")
+        for layer, share in self.layer_shares:
+            if not isinstance(layer, str) or type(share) not in (int, float) or not (
+                    0.0 <= share <= 1.0):
+                raise InvalidArgumentError(f"layer share {layer!r}: {share!r} is not a "
+                                           "fraction between 0 and 1")
+        if sum(share for _, share in self.layer_shares) > 1.0 + 1e-9:
+            raise InvalidArgumentError("the layer shares add up to more than the budget")
         if not self.name or self.version < 1:
             raise InvalidArgumentError("a context policy needs a name and a version >= 1")
         if self.reserved_chars > self.budget_chars or self.budget_chars <= 0:

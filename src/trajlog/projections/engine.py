@@ -17,6 +17,7 @@ so a custom fold -- any object with ``name``, ``version``, ``state_type``,
 from __future__ import annotations
 
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any, Protocol
@@ -39,22 +40,53 @@ class Cached:
 
 
 class StateCache:
-    """The in-memory states of one store's projections, and the locks that
-    keep two readers from folding into one state at once."""
+    """The in-memory states of one store's projections -- the most recently
+    used ``max_states`` of them: a host that views thousands of sessions
+    once keeps only the last ones (an evicted state resumes from its saved
+    copy, or is folded again) -- and the locks that keep two readers from
+    folding into one state at once (striped: a fixed number, whatever the
+    number of sessions)."""
 
-    def __init__(self) -> None:
-        self.states: dict[tuple[Any, str], Cached] = {}
-        self._locks: dict[tuple[Any, str], threading.Lock] = {}
+    LOCKS = 64
+
+    def __init__(self, max_states: int = 128) -> None:
+        self.states = _LRU(max_states)
+        self._locks = [threading.Lock() for _ in range(self.LOCKS)]
 
     def lock(self, key: tuple[Any, str]) -> threading.Lock:
-        lock = self._locks.get(key)
-        if lock is None:
-            lock = self._locks.setdefault(key, threading.Lock())
-        return lock
+        return self._locks[hash(key) % self.LOCKS]
 
     def forget(self, session_key: Any, names: Any) -> None:
         for name in names:
             self.states.pop((session_key, name), None)
+
+
+class _LRU(OrderedDict[tuple[Any, str], Cached]):
+    """A dict that keeps its ``limit`` most recently used entries (only the
+    operations the engine uses)."""
+
+    def __init__(self, limit: int) -> None:
+        super().__init__()
+        self.limit = limit
+        self._mutex = threading.Lock()
+
+    def get(self, key: tuple[Any, str], default: Any = None) -> Any:  # type: ignore[override]
+        with self._mutex:
+            hit = super().get(key, default)
+            if hit is not default:
+                self.move_to_end(key)
+            return hit
+
+    def __setitem__(self, key: tuple[Any, str], value: Cached) -> None:
+        with self._mutex:
+            super().__setitem__(key, value)
+            self.move_to_end(key)
+            while len(self) > self.limit:
+                self.popitem(last=False)
+
+    def pop(self, key: tuple[Any, str], default: Any = None) -> Any:  # type: ignore[override]
+        with self._mutex:
+            return super().pop(key, default)
 
 
 class FoldSource(Protocol):
@@ -100,10 +132,11 @@ def project(source: FoldSource, fold: Any) -> Any:
     memory, else saved), and return the view."""
     key = (source.cache_key, fold.name)
     with source.cache.lock(key):
-        return _project(source, fold, key)
+        return fold.view(_project(source, fold, key).state)
 
 
-def _project(source: FoldSource, fold: Any, key: tuple[Any, str]) -> Any:
+def _project(source: FoldSource, fold: Any, key: tuple[Any, str]) -> Cached:
+    """The fold's state at the log's end (cached for the next call)."""
     cache = source.cache.states
     last, last_chain = source.position()
     hit = cache.get(key)
@@ -128,7 +161,7 @@ def _project(source: FoldSource, fold: Any, key: tuple[Any, str]) -> Any:
             _save(source, fold, hit)
             hit.saved_seq = last
     cache[key] = hit
-    return fold.view(state)
+    return hit
 
 
 def _valid(source: FoldSource, seq: int, chain: int, last: int) -> bool:
@@ -162,11 +195,12 @@ def checkpoint(source: FoldSource, folds: dict[str, Any]) -> list[str]:
     needed); returns their names."""
     saved = []
     for name, fold in folds.items():
-        project(source, fold)
-        hit = source.cache.states[(source.cache_key, name)]
-        if hit.saved_seq != hit.seq:
-            _save(source, fold, hit)
-            hit.saved_seq = hit.seq
+        key = (source.cache_key, name)
+        with source.cache.lock(key):
+            hit = _project(source, fold, key)
+            if hit.saved_seq != hit.seq:
+                _save(source, fold, hit)
+                hit.saved_seq = hit.seq
         saved.append(name)
     return saved
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import contextlib
 import threading
 import uuid
+import weakref
 from collections.abc import Iterator, Sequence
 from typing import Any
 
@@ -381,7 +382,10 @@ class SQLiteBackend:
             self._schema_version = int(_pragma(self._write, "schema_version"))
         self._lock = threading.Lock()  # owns the write connection
         self._local = threading.local()
-        self._readers: list[apsw.Connection] = []
+        # thread -> its reader connection; a thread that ended gives its
+        # connection back (swept when another one is made), so short-lived
+        # threads do not pile up connections and file descriptors
+        self._readers: dict[int, tuple[weakref.ref[threading.Thread], apsw.Connection]] = {}
         self._readers_lock = threading.Lock()
         self._closed = False
 
@@ -415,10 +419,28 @@ class SQLiteBackend:
         self._check_open()
         conn = getattr(self._local, "conn", None)
         if conn is None:
+            self._sweep()
             conn = self._local.conn = self._connect()
+            thread = threading.current_thread()
             with self._readers_lock:
-                self._readers.append(conn)
+                self._readers[id(conn)] = (weakref.ref(thread), conn)
         return conn
+
+    def _sweep(self) -> None:
+        """Close the reader connections of threads that have ended."""
+        with self._readers_lock:
+            dead = [k for k, (ref, _) in self._readers.items()
+                    if (t := ref()) is None or not t.is_alive()]
+            conns = [self._readers.pop(k)[1] for k in dead]
+        for conn in conns:
+            with contextlib.suppress(apsw.Error):
+                conn.close()
+
+    @property
+    def reader_connections(self) -> int:
+        """How many reader connections are open (one per live reading thread)."""
+        with self._readers_lock:
+            return len(self._readers)
 
     @property
     def write_connection(self) -> apsw.Connection:
@@ -453,11 +475,13 @@ class SQLiteBackend:
     def close(self) -> None:
         with self._lock:
             self._closed = True
-        for conn in [*self._readers, self._write, self._keeper]:
+        with self._readers_lock:
+            readers = [conn for _, conn in self._readers.values()]
+            self._readers.clear()
+        for conn in [*readers, self._write, self._keeper]:
             if conn is not None:
                 with contextlib.suppress(apsw.Error):
                     conn.close()
-        self._readers.clear()
 
 
 __all__ = ["MIN_SQLITE", "SCHEMA_VERSION", "SQLiteBackend", "SQLiteReader", "SQLiteWriter",
