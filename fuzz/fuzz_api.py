@@ -1121,6 +1121,15 @@ class Run:
         """Invariant 1: only typed errors (and documented TypeErrors) come out."""
         if isinstance(exc, Finding):
             raise exc
+        cause = exc.__cause__
+        if isinstance(exc, errors.StoreError) and cause is not None and not isinstance(
+                cause, (TrajlogError, HostileError, OSError)) and type(
+                cause).__module__ != "apsw":
+            # group commit wraps what a request raised: a bug of trajlog's own code
+            self.soft_fail(f"wrapped-internal-error:{op}:{type(cause).__name__}@"
+                           f"{where(cause)}", f"{op} raised {exc!r:.200}, caused by "
+                           f"{type(cause).__name__}: {cause!s:.200}\n{tb_text(cause)}")
+            return
         if isinstance(exc, TrajlogError):
             return
         if hostile and isinstance(exc, (HostileError, Abort)):
@@ -2386,6 +2395,12 @@ class Run:
             if rep.outcome != "refused":
                 self.fail("inspect-outcome", f"outcome {rep.outcome}, expected refused")
             return
+        if rep.outcome == "refused" and "changed since this handle was made" in str(
+                rep.refusal):
+            self.soft_fail("verify-corrupt-through-creating-handle",
+                           f"inspect() through the handle create/fork/spawn returned is "
+                           f"refused: {rep.refusal!s:.200}")
+            return
         want = "balanced" if not closers else "repair"
         if rep.outcome != want:
             self.fail("inspect-outcome", f"outcome {rep.outcome!r}, want {want!r}: "
@@ -2443,7 +2458,7 @@ class Run:
                 self.soft_fail(f"spurious-refusal:{op}:{type(e).__name__}",
                                f"{op} failed: {e!s:.300}")
             return
-        if not open_:
+        if not open_ and not (op == "tail" and want == [] and got == []):  # tail(0): []
             self.fail(f"closed-store-read:{op}", f"{op} on a closed store's handle returned")
         if not valid:
             self.fail(f"accepted-invalid:{op}", f"{op} with bad arguments returned "
@@ -2466,6 +2481,40 @@ class Run:
             self.fail("closed-store-read:verify", "verify() on a closed store returned")
         if not rep.ok or rep.last_seq != s.last:
             self.fail("verify-failed:verify", f"{rep!r:.300} (model last {s.last})")
+
+    def op_lineage(self, a: Args, depth: int) -> None:
+        """children(), parent(), tree(), dependents() and sessions() against the model."""
+        s = self.pick_session(a)
+        if s is None:
+            return
+        store_idx, h = self.pick_handle(a, s)
+        if not self.is_open(store_idx):
+            return
+        st = self.stores[store_idx]
+        subs = a.flag()
+        kids = {x.id for x in self.sessions if x.parent is s and (
+            subs or x.header["origin"] is None)}
+        got = [c.id for c in h.children(include_subagents=subs)]
+        if set(got) != kids or len(got) != len(kids):
+            self.fail("lineage-differs:children", f"children({subs}) {got}, model {kids}")
+        parent = h.parent()
+        want_parent = s.parent.id if s.parent is not None else None
+        if (parent.id if parent is not None else None) != want_parent:
+            self.fail("lineage-differs:parent", f"parent() {parent!r}, model {want_parent}")
+        below = {s.id}
+        for x in self.sessions:
+            if x.parent is not None and x.parent.id in below:
+                below.add(x.id)
+        walked = [hd.id for _, hd in h.tree().walk()]
+        if set(walked) != below or len(walked) != len(below):
+            self.fail("lineage-differs:tree", f"tree() {walked}, model {below}")
+        deps = {hd.id for hd in st.dependents(s.id)}
+        want = {x.id for x in self.sessions if x.parent is s and x.seed > 0}
+        if deps != want:
+            self.fail("lineage-differs:dependents", f"dependents() {deps}, model {want}")
+        tops = {hd.id for hd in st.sessions()}
+        if tops != {x.id for x in self.sessions if x.header["origin"] is None}:
+            self.fail("lineage-differs:sessions", "sessions() lists other sessions")
 
     def op_check(self, a: Args, depth: int) -> None:
         s = self.pick_session(a)
@@ -2708,7 +2757,7 @@ def stored_key(t: str, data: Any, env: dict[str, Any]) -> Any:
 
 OPS = ("create", "append", "batch", "turn", "step", "tools", "fork", "subagent", "finish",
        "compact", "mark", "load", "inspect", "read", "verify", "repack", "handle", "views",
-       "close", "threads", "lease", "check", "append", "create")
+       "close", "threads", "lease", "check", "append", "lineage")
 
 
 def now_ms() -> int:

@@ -144,6 +144,12 @@ def raw(store) -> apsw.Connection:
     return store._e.backend.connection()
 
 
+def stored_head(store, sid: int) -> int:
+    """The head's last seq as stored (``Session.last_seq`` refuses a damaged head)."""
+    return int(raw(store).execute("SELECT last_seq FROM session_heads WHERE sid = ?",
+                                  (sid,)).fetchall()[0][0])
+
+
 def write_conn(store) -> apsw.Connection:
     """``store``'s write connection (outside any transaction)."""
     return store._e.backend.write_connection

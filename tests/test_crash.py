@@ -54,7 +54,7 @@ def test_crash_kill9_loop(tmp_path):
     assert stats.iterations == iterations
     # the loop really exercised what it claims to
     assert all(stats.kills[m] >= iterations // len(MODES) for m in MODES), report
-    assert stats.ack_timeouts <= max(1, iterations // 50), report
+    assert stats.ack_timeouts <= max(2, iterations // 25), report
     if iterations >= 150:   # (expected counts are then far from 0)
         assert stats.acked_events > 10 * iterations, report
         assert stats.kills_with_open_log > 0 and stats.closers_appended > 0, report

@@ -6,9 +6,9 @@ model of the log, with every invariant the fuzzer checks.  The corpus holds the
 hand-written seeds of ``fuzz_api.seeds()`` (one or more operations each) and any
 input a fuzzing run found worth keeping.
 
-``FINDINGS`` are hand-written inputs that reproduce bugs the fuzzer found and
-that are not fixed yet; they are expected to fail (not strictly: once a bug is
-fixed its case passes -- then move it into the corpus as a permanent seed).
+``FINDINGS`` are hand-written inputs that reproduce bugs the fuzzer found,
+fixed since: each must pass.  ``OPEN_FINDINGS`` holds those not fixed yet,
+expected to fail (not strictly: once fixed, move the case to ``FINDINGS``).
 """
 
 from __future__ import annotations
@@ -59,7 +59,8 @@ def test_fuzz_api_seeds_are_in_the_corpus() -> None:
         assert (CORPUS / name).read_bytes() == data, f"{name}: run fuzz_api.py --write-seeds"
 
 
-# (store config byte, frames): one per open finding of the fuzzer's report.
+# (store config byte, frames): one per finding of the fuzzer's report, each
+# fixed since; they stay here as regression cases.
 FINDINGS = {
     "F1-metadata-lone-surrogate-UnicodeEncodeError":
         b"\x00" + frame("create", 0, 0, 0, 3, 7, 0, 2, 0),
@@ -71,12 +72,29 @@ FINDINGS = {
         b"\x00" + frame("create", 0, 0, 0, 3, 10, 1, 3, 5) + frame("check"),
     "F5-envelope-str-subclass-lies-about-len":
         b"\x00" + frame("create") + frame("append", 0, 0, 4, 0, 0, 0, 0, 9, 0, 0, 0, 0),
+    "F6-retried-batch-before-seq-0-AssertionError":
+        b"\x00" + frame("create") + frame("append", 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0, 1, 0)
+        + frame("batch", 0, 0, 3, 4, 0, 0, 0, 0, 4, 0, 0, 0, 0, 4, 0, 0, 0, 1,
+                0, 0, 0, 0, 0, 1, 0),
+    "F8-set-accepted-beside-a-subclass":
+        b"\x00" + frame("create") + frame("append", 0, 0, 4, 7, 12, 2, 14, 1, 0, 21, 0, 0, 1,
+                                           1, 0),
 }
 
 
+# Findings not fixed yet: expected to fail (move them to FINDINGS once fixed).
+OPEN_FINDINGS: dict[str, bytes] = {}
+
+
 @pytest.mark.parametrize("name", sorted(FINDINGS))
+def test_fuzz_api_fixed_findings(name: str) -> None:
+    _check(FINDINGS[name])
+
+
+@pytest.mark.parametrize("name", sorted(OPEN_FINDINGS) or [pytest.param(
+    "none", marks=pytest.mark.skip(reason="no open finding"))])
 def test_fuzz_api_open_findings(name: str) -> None:
     try:
-        _check(FINDINGS[name])
+        _check(OPEN_FINDINGS[name])
     except harness.Finding as exc:
         pytest.xfail(f"open finding: {exc.sig}")

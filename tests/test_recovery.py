@@ -17,7 +17,15 @@ from hypothesis import strategies as st
 from hypothesis.stateful import RuleBasedStateMachine, invariant, precondition, rule
 
 import trajlog
-from tamper import append_row, delete_frame, flip_frame_bits, foreign, frame_at, replace_frame
+from tamper import (
+    append_row,
+    delete_frame,
+    flip_frame_bits,
+    foreign,
+    frame_at,
+    replace_frame,
+    stored_head,
+)
 from trajlog import codec, errors
 from trajlog.recovery import GUIDANCE, RECOVERY_SOURCE, repair_file
 
@@ -134,12 +142,12 @@ def test_recovery_new_turn_after_load(store):
 # --- refusals: typed, located, nothing written -------------------------------
 
 def assert_refused(store, s, exc_type, seq):
-    before = s.last_seq
+    before = stored_head(store, s._sid)
     with pytest.raises(exc_type) as info:
         store.load(s.id)
     err = info.value
     assert err.session == s.id and err.seq == seq and err.reason
-    assert s.last_seq == before  # nothing written
+    assert stored_head(store, s._sid) == before  # nothing written
     _, report = s.inspect()
     assert report.outcome == "refused" and isinstance(report.refusal, exc_type)
     return err

@@ -126,6 +126,11 @@ class StoreError(TrajlogError):
     """Storage failed; the underlying apsw exception, if any, is ``__cause__``."""
 
 
+class StoreDamagedError(StoreError):
+    """SQLite found the database file itself damaged (a malformed page, a
+    file that is not a database): nothing trajlog wrote can be read there."""
+
+
 class StoreClosedError(StoreError):
     """The store (or session handle) was closed."""
 
@@ -271,6 +276,15 @@ def orphaned_rows(path: str, what: str) -> CorruptionError:
                            "event is silently unlisted")
 
 
+def row_damaged(path: str, table: str, sid: int | None, reason: str) -> CorruptionError:
+    """A stored row whose values SQLite returns but trajlog cannot have
+    written (a type changed, text that is not UTF-8, marks that do not
+    decode): damage to the file, named by store, table and session."""
+    whose = "" if sid is None else f" of internal session {sid}"
+    return CorruptionError(Status.BAD_FIELD, f"{path!r}: a row of {table}{whose} is damaged: "
+                           f"{reason}")
+
+
 def repack_refused(session: str | None, seq: int, reason: str) -> CorruptionError:
     """A repack that would not keep every frame byte for byte: nothing written."""
     return CorruptionError(Status.BAD_FIELD, f"repack refused: {reason}", seq=seq,
@@ -310,6 +324,7 @@ __all__ = [
     "SessionNotFoundError",
     "StoreBusyError",
     "StoreClosedError",
+    "StoreDamagedError",
     "StoreError",
     "TornTailError",
     "TrajlogError",
@@ -322,5 +337,6 @@ __all__ = [
     "index_mismatch",
     "orphaned_rows",
     "repack_refused",
+    "row_damaged",
     "unexpected",
 ]

@@ -218,8 +218,15 @@ def check_json(value: Any, path: str = "$") -> Any:
     except _Bad as bad:
         raise SerializationError(bad.message, path + "".join(reversed(bad.path))) from None
     try:
+        # first the shape: only JSON types and their subclasses, not too deep
+        # (a cycle is), since the encoder would also take a set, a UUID or a
+        # dataclass beside the subclass, and recurse into a cycle
+        _check_shape(value, 0)
+    except _Bad as bad:
+        raise SerializationError(bad.message, path + "".join(reversed(bad.path))) from None
+    try:
         plain = _PLAIN_DECODER.decode(_ENCODER.encode(value))
-    except (TypeError, ValueError, OverflowError, msgspec.DecodeError) as exc:
+    except (TypeError, ValueError, OverflowError, RecursionError, msgspec.DecodeError) as exc:
         raise SerializationError(f"not JSON-compatible: {exc}", path) from None
     try:
         _check(plain, 0)
@@ -301,6 +308,36 @@ def _check(value: Any, depth: int) -> None:
     if isinstance(value, (str, int, float, dict, list, tuple)):
         # subclasses (IntEnum, OrderedDict, ...): check_json copies them
         raise _NotPlain
+    raise _Bad(f"{type(value).__name__} is not JSON-compatible")
+
+
+def _check_shape(value: Any, depth: int) -> None:
+    """Like :func:`_check`, but a subclass of a JSON type is taken, and its
+    stored contents are walked (``dict.items``, ``list.__iter__``: never its
+    own methods) -- what the encoder will write."""
+    if isinstance(value, (str, int, float)) or value is None:
+        return
+    if depth >= MAX_DEPTH:
+        raise _Bad(f"nesting deeper than {MAX_DEPTH}")
+    if isinstance(value, dict):
+        for k, v in dict.items(value):
+            if not isinstance(k, str):
+                raise _Bad(f"dict key {k!r} is not a str")
+            try:
+                _check_shape(v, depth + 1)
+            except _Bad as bad:
+                bad.path.append(f".{str.__str__(k)}")
+                raise
+        return
+    if isinstance(value, (list, tuple)):
+        items = list.__iter__(value) if isinstance(value, list) else tuple.__iter__(value)
+        for i, v in enumerate(items):
+            try:
+                _check_shape(v, depth + 1)
+            except _Bad as bad:
+                bad.path.append(f"[{i}]")
+                raise
+        return
     raise _Bad(f"{type(value).__name__} is not JSON-compatible")
 
 

@@ -28,6 +28,7 @@ from ..errors import (
     HeadMismatchError,
     InvalidArgumentError,
     SessionNotFoundError,
+    StoreDamagedError,
     head_mismatch,
     header_mismatch,
     index_mismatch,
@@ -81,11 +82,12 @@ class LogReader:
                      reader: Reader | None = None) -> LogRef:
         if parent is None and row.parent_sid is not None:
             parent = self.ref_by_sid(row.parent_sid, reader)
-        damage: str | None = None
+        damage: str | None = row.damage
         try:
             metadata = decode_metadata(row.metadata)
         except CorruptionError as exc:
-            metadata, damage = {}, exc.reason.replace("session metadata", "metadata")
+            metadata = {}
+            damage = damage or exc.reason.replace("session metadata", "metadata")
         header = SessionHeader(row.id, row.cwd, parent.id if parent else None, row.seed_length,
                                row.origin, row.delegation_depth, row.agent_preset,
                                row.created_ms, MappingProxyType(metadata))
@@ -109,8 +111,17 @@ class LogReader:
 
     def sessions(self, include_subagents: bool) -> list[SessionHeader]:
         reader = self._backend.reader()
-        return [self.ref_from_row(r, reader=reader).header
-                for r in reader.sessions(include_subagents)]
+        out = []
+        for r in reader.sessions(include_subagents):
+            try:
+                out.append(self.ref_from_row(r, reader=reader).header)
+            except (StoreDamagedError, CorruptionError, SessionNotFoundError) as exc:
+                # its parent's header cannot be read: listed, flagged -- one
+                # damaged header never stops the listing of the others
+                header = self.ref_from_row(r._replace(parent_sid=None), reader=reader).header
+                out.append(dataclasses.replace(
+                    header, damage=f"its parent's header cannot be read ({exc})"))
+        return out
 
     def children(self, ref: LogRef) -> list[LogRef]:
         """Sessions forked or spawned from ``ref``, oldest first."""
@@ -119,10 +130,10 @@ class LogReader:
     # -- the log --------------------------------------------------------------
 
     def head(self, ref: LogRef, reader: Reader | None = None) -> Head:
-        try:
-            return (reader or self._backend.reader()).head(ref.sid)
-        except HeadMismatchError as exc:
-            raise _named(exc, ref) from None
+        """The session head, checked against what is stored (see
+        :meth:`_read_head`): every caller -- ``last_seq``, views, forks,
+        recovery -- reads up to a head that hides nothing."""
+        return self._read_head(ref, reader or self._backend.reader())
 
     def _read_head(self, ref: LogRef, reader: Reader) -> Head:
         """The head a read of ``ref``'s own log goes up to, checked against
@@ -200,6 +211,7 @@ class LogReader:
                 return found  # type: ignore[no-any-return]
             return None
         raw, table = opened
+        assert row is not None  # (opened only for a row that holds seq)
         i = seq - row.first_seq
         event: Event = decode_events(raw, table, i, i + 1, self._compressor, ref.id)[0]
         return event
@@ -349,8 +361,9 @@ class LogReader:
             last = table.seq(hi - 1)
             base += len(raw) - table.offset(lo)
             frames += hi - lo
-        report = found or stream.report
-        assert report is not None
+        final = found or stream.report
+        assert final is not None
+        report = final
         if report.verdict is Verdict.CLEAN and at_head:
             beyond = reader.max_seq(ref.sid)
             if beyond > upto:
@@ -370,15 +383,22 @@ class LogReader:
         """Every index row and mark of these frames' seqs against the frames
         themselves; a defect names the seq and the offset of its frame."""
         first, last = table.seq(lo), table.seq(hi - 1)
-        expected = [r for r in (entry(ev, ev.seq) for ev in events) if r is not None]
-        stored = reader.index_rows(ref.sid, after, last)
-        marks = marks_of(events, first)
-        stored_marks = reader.marks(ref.sid, first, last)
 
         def defect(seq: int, reason: str) -> ScanReport:
-            return defect_report(Status.BAD_FIELD, reason, seq, offset_of(seq),
-                                 frames + seq - first)
+            # (a damaged index b-tree can hand out a key outside the range
+            # asked for: its defect is then placed at these frames' first)
+            at = seq if first <= seq <= last else first
+            return defect_report(Status.BAD_FIELD, reason, seq, offset_of(at),
+                                 frames + at - first)
 
+        expected = [r for r in (entry(ev, ev.seq) for ev in events) if r is not None]
+        marks = marks_of(events, first)
+        try:
+            stored = reader.index_rows(ref.sid, after, last)
+            stored_marks = reader.marks(ref.sid, first, last)
+        except CorruptionError as exc:  # (rows that cannot be read: reported, not raised)
+            return defect(first, f"the index rows or marks of seqs {first}..{last} cannot be "
+                          f"read: {exc.reason}")
         if marks != stored_marks:
             differ = [a.seq for a, b in zip(marks, stored_marks, strict=False) if a != b]
             seq = differ[0] if differ else (marks or stored_marks)[

@@ -91,16 +91,23 @@ class Recovery:
         return state, compactions, report.last_seq, None
 
     def _live_refusal(self, ref: LogRef, state: OpenState,
-                      last_seq: int) -> LiveWriterError | None:
+                      last_seq: int) -> LiveWriterError | bool:
+        """The refusal if a live writer holds the open log; False if none
+        does; True if the log moved since it was analysed (the lease and the
+        head are read together: a writer that closed its turn and let go of
+        the lease after the analysis must not make its turn look abandoned)."""
         leases = self._writer.leases
-        lease = self._reading.head(ref).lease
+        head = self._reading.head(ref)
+        if head.last_seq != last_seq:
+            return True
+        lease = head.lease
         # This store's own lease is live too while one of its lease blocks is
         # open: a turn it is still writing must not be closed under it.  (A
         # lease taken for a raw turn/start keeps other stores and processes
         # out; this store's own load() is its caller's decision.)
         mine = lease.owner == leases.writer_id and leases.in_block(ref.sid)
         if not mine and not leases.foreign_live(lease):
-            return None
+            return False
         open_at = state.turn_start if state.turn_start is not None else last_seq
         return LiveWriterError(f"writer {lease.owner} (pid {lease.pid} on {lease.host}) is "
                                "live and the log is open: recovery would race it",
@@ -109,10 +116,17 @@ class Recovery:
     def recover(self, ref: LogRef, repair: bool) -> tuple[BalancedView, RecoveryReport]:
         """The balanced view and the report; with ``repair``, the closers written."""
         log = lambda a, b: self._reading.events(ref, a, b)  # noqa: E731
-        for _attempt in range(_ATTEMPTS):
+        for attempt in range(_ATTEMPTS):
             state, compactions, last_seq, refusal = self._analyze(ref)
             if refusal is None and not state.balanced:
-                refusal = self._live_refusal(ref, state, last_seq)
+                live = self._live_refusal(ref, state, last_seq)
+                if live is True and attempt < _ATTEMPTS - 1:
+                    continue
+                if live is True:  # open each time, and moving: its writer is live
+                    live = LiveWriterError("the log kept moving while it was analysed: its "
+                                           "writer is live, and recovery would race it",
+                                           session=ref.id, seq=state.turn_start)
+                refusal = live or None
             if refusal is not None:
                 report = RecoveryReport(ref.id, "refused", state.events, last_seq, (),
                                         state.turn_start, state.step_start, refusal)

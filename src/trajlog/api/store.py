@@ -164,10 +164,12 @@ class Store:
         """Merge small chunk rows now -- of one session, or of every session --
         instead of waiting for the background repack; returns how many rows
         went.  Frames and chain stay byte for byte (verified before the old
-        rows go)."""
+        rows go).  Of every session: those whose header is damaged are left
+        as they are (a repack of one of them by id refuses)."""
         self._e.repacker.drain()
         refs = ([self.session(session_id)._ref] if session_id is not None else
-                [self.session(h.id)._ref for h in self.sessions(include_subagents=True)])
+                [self.session(h.id)._ref for h in self.sessions(include_subagents=True)
+                 if h.damage is None])
         return sum(self._e.repacker.repack(ref) for ref in refs)
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:

@@ -29,7 +29,13 @@ import msgspec
 from .._format import Cursor
 from ..codec import session_key
 from ..codec.chunks import CAP, ChunkCompressor
-from ..codec.records import encode_chunks, encode_metadata, fresh_events, header_check
+from ..codec.records import (
+    decode_metadata,
+    encode_chunks,
+    encode_metadata,
+    fresh_events,
+    header_check,
+)
 from ..errors import (
     IdempotencyConflictError,
     InvalidArgumentError,
@@ -260,8 +266,12 @@ class WriteEngine:
                 unknown = ", ".join(sorted(set(envelope) - _ENVELOPE_KEYS))
                 raise TypeError(f"unknown envelope field(s): {unknown}")
             env: list[Any] = [envelope.get(k) for k in ENVELOPE_FIELDS]
+            # checked as the plain values that are stored: a subclass's len,
+            # comparisons or hash are never asked
+            env = [plain_str(v) if isinstance(v, str)
+                   else int.__int__(v) if isinstance(v, int) and not isinstance(v, bool)
+                   else v for v in env]
             check_envelope(*env)
-            env = [plain_str(v) if isinstance(v, str) else v for v in env]
             event = Event(type_, time, data, *env)
         else:
             event = Event(type_, time, data)
@@ -427,6 +437,14 @@ class WriteEngine:
                 raise index_mismatch(ref.id, seq, f"indexed with idempotency key {key!r}, "
                                      f"the frame has {at[0].idempotency_key if at else None!r}")
         first_seq = found[0][1] - found[0][0]  # the original batch began this much earlier
+        for i, seq in found:
+            if seq - i != first_seq or first_seq < ref.seed:
+                raise IdempotencyConflictError(
+                    f"the retried batch does not match the original: its event {i} has the "
+                    f"idempotency key of seq {seq}, so the original would have begun at seq "
+                    f"{seq - i}" + ("" if seq - i == first_seq else
+                                    f", and by its event {found[0][0]} at seq {first_seq}") +
+                    f" (this session's own log begins at seq {ref.seed})")
         stored = list(self._reading.events(ref, first_seq, first_seq + len(rows) - 1,
                                            reader=tx))
         if len(stored) != len(rows):
@@ -473,14 +491,16 @@ class WriteEngine:
             seed_chain = key
         else:
             seed_chain = self._reading.chain_at(parent, seed_length - 1)
-        header = SessionHeader(str(sid_uuid), cwd, parent.id if parent else None, seed_length,
-                               origin, delegation_depth, agent_preset, created,
-                               MappingProxyType(meta))
         try:
             blob = encode_metadata(meta)
         except (UnicodeEncodeError, OverflowError, TypeError) as exc:
             raise SerializationError(f"cannot serialize the metadata: {exc}",
                                      "metadata") from None
+        # the header holds what a reader will decode (a tuple is stored as a
+        # list), so that its check is the one every later handle computes
+        header = SessionHeader(str(sid_uuid), cwd, parent.id if parent else None, seed_length,
+                               origin, delegation_depth, agent_preset, created,
+                               MappingProxyType(decode_metadata(blob)))
         row = SessionRow(0, header.id, key, created, cwd, parent.sid if parent else None,
                          seed_length, seed_chain, origin, delegation_depth, agent_preset,
                          blob, header_check(header, key))

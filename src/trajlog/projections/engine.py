@@ -70,7 +70,8 @@ class _LRU(OrderedDict[tuple[Any, str], Cached]):
         self.limit = limit
         self._mutex = threading.Lock()
 
-    def get(self, key: tuple[Any, str], default: Any = None) -> Any:  # type: ignore[override]
+    def get(self, key: tuple[Any, str],  # type: ignore[override,unused-ignore]
+            default: Any = None) -> Any:
         with self._mutex:
             hit = super().get(key, default)
             if hit is not default:
@@ -84,7 +85,8 @@ class _LRU(OrderedDict[tuple[Any, str], Cached]):
             while len(self) > self.limit:
                 self.popitem(last=False)
 
-    def pop(self, key: tuple[Any, str], default: Any = None) -> Any:  # type: ignore[override]
+    def pop(self, key: tuple[Any, str],  # type: ignore[override,unused-ignore]
+            default: Any = None) -> Any:
         with self._mutex:
             return super().pop(key, default)
 
@@ -139,7 +141,7 @@ def _project(source: FoldSource, fold: Any, key: tuple[Any, str]) -> Cached:
     """The fold's state at the log's end (cached for the next call)."""
     cache = source.cache.states
     last, last_chain = source.position()
-    hit = cache.get(key)
+    hit: Cached | None = cache.get(key)
     if hit is not None and not _valid(source, hit.seq, hit.chain, last):
         hit = None
     if hit is None:

@@ -54,6 +54,7 @@ class SessionRow(NamedTuple):
     agent_preset: str | None
     metadata: bytes
     header_check: int
+    damage: str | None = None   # set when a stored value has a type trajlog never writes
 
 
 class Lease(NamedTuple):

@@ -114,10 +114,14 @@ _EXPECTED: frozenset[tuple[str, str, str, str | None]] | None = None
 
 def _objects(conn: apsw.Connection) -> frozenset[tuple[str, str, str, str | None]]:
     # sqlite_stat* tables belong to ANALYZE, which changes no guarantee.
+    try:
+        rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema "
+                            "WHERE name NOT LIKE 'sqlite_stat%'").fetchall()
+    except UnicodeDecodeError:
+        raise SchemaError(f"{conn.filename!r}: the schema holds text that is not UTF-8 "
+                          "(the file is damaged); the store is refused") from None
     return frozenset((str(t), str(n), str(tbl), None if sql is None else str(sql))
-                     for t, n, tbl, sql in conn.execute(
-                         "SELECT type, name, tbl_name, sql FROM sqlite_schema "
-                         "WHERE name NOT LIKE 'sqlite_stat%'"))
+                     for t, n, tbl, sql in rows)
 
 
 def expected_schema() -> frozenset[tuple[str, str, str, str | None]]:

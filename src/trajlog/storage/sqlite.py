@@ -32,6 +32,7 @@ from ..errors import (
     SchemaError,
     StoreBusyError,
     StoreClosedError,
+    StoreDamagedError,
     StoreError,
 )
 from . import migrate as migrations
@@ -145,6 +146,8 @@ class translate:
             raise StoreBusyError(f"database is locked: {exc}") from exc
         if isinstance(exc, (apsw.ConnectionClosedError, apsw.CursorClosedError)):
             raise StoreClosedError("the store is closed") from exc
+        if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+            raise StoreDamagedError(f"{type(exc).__name__}: {exc}") from exc
         raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
 
@@ -159,8 +162,7 @@ class SQLiteReader:
 
     def session_by_id(self, session_id: str) -> SessionRow | None:
         with translate():
-            rows = st.sessions_where(self.conn, "WHERE id = ?", (session_id,))
-        return rows[0] if rows else None
+            return st.session_by_id(self.conn, session_id)
 
     def session_by_sid(self, sid: int) -> SessionRow | None:
         with translate():
@@ -168,9 +170,8 @@ class SQLiteReader:
         return rows[0] if rows else None
 
     def sessions(self, include_subagents: bool) -> list[SessionRow]:
-        where = "" if include_subagents else "WHERE origin IS NULL"
         with translate():
-            return st.sessions_where(self.conn, f"{where} ORDER BY sid", ())
+            return st.listing(self.conn, include_subagents)
 
     def children(self, sid: int) -> list[SessionRow]:
         with translate():

@@ -9,15 +9,23 @@ conversion.
 
 from __future__ import annotations
 
+import contextlib
 import time
 from collections.abc import Iterable, Sequence
 from typing import Any
 
 import apsw
+import msgspec
 
 from .._format import Status
 from ..codec.chunks import Chunk
-from ..errors import HeadMismatchError, head_mismatch
+from ..errors import (
+    CorruptionError,
+    HeadMismatchError,
+    InvalidStateError,
+    head_mismatch,
+    row_damaged,
+)
 from .base import Head, Lease, SessionRow
 from .index import IndexRow, Mark, unpack_marks
 
@@ -53,11 +61,57 @@ def rid(sid: int, seq: int) -> int:
     return (sid << 32) + seq
 
 
+def bound(sid: int, seq: int) -> int:
+    """A read's range bound at (session, seq): a seq past the session's key
+    space is its last key, so that a caller's huge seq (any Python int) can
+    neither overflow a statement's int64 nor reach into the next session."""
+    return (sid << 32) + min(seq, MAX_SESSION_SEQ)
+
+
 # -- sessions and heads ---------------------------------------------------------
 
-def _session_row(r: Sequence[Any]) -> SessionRow:
+# -- damaged rows ------------------------------------------------------------------
+# SQLite keeps any value in any column, so a flipped bit in a record header
+# can turn an integer into NULL or text into a blob, and a flipped text byte
+# makes apsw's UTF-8 decode fail.  Rows are checked as they are read: such a
+# row is corruption named by store, table and session, never a TypeError.
+
+_INT: tuple[type, ...] = (int,)
+_TEXT: tuple[type, ...] = (str,)
+_SESSION_TYPES: tuple[tuple[type, ...], ...] = (
+    _INT, _TEXT, _INT, _INT, _TEXT, (int, type(None)), _INT, _INT, (str, type(None)), _INT,
+    (str, type(None)), (bytes,), _INT)
+_SESSION_AS_BLOBS = ("sid, CAST(id AS BLOB), session_key, created_ms, CAST(cwd AS BLOB), "
+                     "parent_sid, seed_length, seed_chain, CAST(origin AS BLOB), "
+                     "delegation_depth, CAST(agent_preset AS BLOB), metadata, header_check")
+_PLACEHOLDER: dict[tuple[type, ...], Any] = {_INT: 0, _TEXT: "?", (bytes,): b""}
+
+
+def _damaged(conn: apsw.Connection, table: str, sid: int | None,
+             reason: str) -> CorruptionError:
+    return row_damaged(conn.filename, table, sid, reason)
+
+
+def _typed(conn: apsw.Connection, table: str, sid: int | None, row: Sequence[Any],
+           names: str, types: Sequence[tuple[type, ...]]) -> None:
+    for value, kinds, name in zip(row, types, names.split(", "), strict=True):
+        if type(value) not in kinds:
+            raise _damaged(conn, table, sid, f"its {name} is {type(value).__name__}")
+
+
+def _session_row(r: Sequence[Any], damage: str | None = None) -> SessionRow:
+    if damage is None:
+        for value, kinds in zip(r, _SESSION_TYPES, strict=True):
+            if type(value) not in kinds:
+                damage = f"a field holds {type(value).__name__}"
+                break
+    if damage is not None:
+        # Listed, flagged: the header's own check cannot hold, reads refuse it.
+        r = [v.decode("utf-8", "replace") if kinds is _TEXT and type(v) is bytes
+             else v if type(v) in kinds else _PLACEHOLDER.get(kinds)
+             for v, kinds in zip(r, _SESSION_TYPES, strict=True)]
     return SessionRow(int(r[0]), r[1], u64(r[2]), r[3], r[4], r[5], r[6], u64(r[7]), r[8], r[9],
-                      r[10], bytes(r[11]), u64(r[12]))
+                      r[10], bytes(r[11]), u64(r[12]), damage)
 
 
 def insert_session(conn: apsw.Connection, row: SessionRow, last_seq: int,
@@ -77,17 +131,92 @@ def insert_session(conn: apsw.Connection, row: SessionRow, last_seq: int,
 
 
 def sessions_where(conn: apsw.Connection, where: str, args: Sequence[Any]) -> list[SessionRow]:
-    return [_session_row(r) for r in conn.execute(
-        f"SELECT {SESSION_COLUMNS} FROM sessions {where}", tuple(args))]
+    try:
+        return [_session_row(r) for r in conn.execute(
+            f"SELECT {SESSION_COLUMNS} FROM sessions {where}", tuple(args))]
+    except UnicodeDecodeError:
+        pass
+    # A text field that is not UTF-8 fails the whole statement: read row by
+    # row, and the damaged ones with their text as bytes -- one damaged
+    # header must not stop the listing of the others.
+    out = []
+    for (sid,) in conn.execute(f"SELECT sid FROM sessions {where}", tuple(args)).fetchall():
+        try:
+            r = conn.execute(f"SELECT {SESSION_COLUMNS} FROM sessions WHERE sid = ?",
+                             (sid,)).fetchall()[0]
+            out.append(_session_row(r))
+        except UnicodeDecodeError:
+            r = conn.execute(f"SELECT {_SESSION_AS_BLOBS} FROM sessions WHERE sid = ?",
+                             (sid,)).fetchall()[0]
+            out.append(_session_row(r, "a text field is not UTF-8"))
+    return out
+
+
+_HEAD_COLUMNS = ("last_seq, chain_head, lease_owner, lease_host, lease_pid, lease_started_ms, "
+                 "lease_heartbeat_ms")
+_OPT_INT, _OPT_TEXT = (int, type(None)), (str, type(None))
+_HEAD_TYPES = (_INT, _INT, _OPT_TEXT, _OPT_TEXT, _OPT_INT, _OPT_INT, _OPT_INT)
+
+
+def _head_row(conn: apsw.Connection, sid: int, sql: str, args: tuple[Any, ...]) -> list[Any]:
+    try:
+        row: list[Any] = conn.execute(sql, args).fetchall()
+    except UnicodeDecodeError:
+        raise _damaged(conn, "session_heads", sid, "its lease holds text that is not "
+                       "UTF-8") from None
+    if not row:
+        raise no_head(sid)
+    _typed(conn, "session_heads", sid, row[0][:7], _HEAD_COLUMNS, _HEAD_TYPES)
+    return list(row[0])
+
+
+def session_by_id(conn: apsw.Connection, session_id: str) -> SessionRow | None:
+    """The header of ``session_id``.  The id index is SQLite's (no trajlog
+    check covers it): a damaged entry can lead to another session's row or
+    to none, so the table itself decides whenever the index does not give
+    the row asked for -- a miss costs a scan of the headers."""
+    rows = sessions_where(conn, "WHERE id = ?", (session_id,))
+    if rows and rows[0].id == session_id:
+        return rows[0]
+    rows = sessions_where(conn, "WHERE +id = ?", (session_id,))  # (+: not through the index)
+    return rows[0] if rows else None
+
+
+def listing(conn: apsw.Connection, include_subagents: bool) -> list[SessionRow]:
+    """Every session header (with subagents or not), oldest first.  If a
+    damaged page stops the scan, the headers are read one by one -- the
+    heads table names every session -- and one that cannot be read is
+    listed as damaged, so that no session is silently left out and the
+    others are still listed."""
+    where = "" if include_subagents else "WHERE origin IS NULL"
+    try:
+        return sessions_where(conn, f"{where} ORDER BY sid", ())
+    except apsw.CorruptError:
+        pass
+    sids: set[int] = set()
+    for sql in ("SELECT sid FROM session_heads", "SELECT sid FROM sessions"):
+        with contextlib.suppress(apsw.CorruptError):   # (what was read before is kept)
+            sids.update(int(r[0]) for r in conn.execute(sql))
+    out = []
+    for sid in sorted(sids):
+        try:
+            rows = sessions_where(conn, "WHERE sid = ?" + (" AND origin IS NULL" if where
+                                                          else ""), (sid,))
+            if rows or conn.execute("SELECT 1 FROM sessions WHERE sid = ?",
+                                    (sid,)).fetchall():
+                out += rows
+                continue
+            reason = "its header row is missing"
+        except apsw.CorruptError as exc:
+            reason = f"its header row cannot be read ({exc})"
+        out.append(SessionRow(sid, f"<damaged header, internal id {sid}>", 0, 0, "?", None, 0,
+                              0, None, 0, None, b"", 0, reason))
+    return out
 
 
 def head(conn: apsw.Connection, sid: int) -> Head:
-    row: list[Any] = conn.execute(
-        "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, lease_started_ms, "
-        "lease_heartbeat_ms FROM session_heads WHERE sid = ?", (sid,)).fetchall()
-    if not row:
-        raise no_head(sid)
-    last_seq, chain, owner, host, pid, started, beat = row[0]
+    last_seq, chain, owner, host, pid, started, beat = _head_row(
+        conn, sid, f"SELECT {_HEAD_COLUMNS} FROM session_heads WHERE sid = ?", (sid,))
     return Head(int(last_seq), u64(chain), Lease(owner, host, pid, started, beat))
 
 
@@ -97,14 +226,12 @@ def head_stored(conn: apsw.Connection, sid: int) -> tuple[Head, int]:
     so that rows stored beyond the head (a head moved back) are told from
     rows appended meanwhile."""
     lo, hi = rid(sid, 0), rid(sid, MAX_SESSION_SEQ)
-    row: list[Any] = conn.execute(
-        "SELECT last_seq, chain_head, lease_owner, lease_host, lease_pid, lease_started_ms, "
-        "lease_heartbeat_ms, (SELECT last_seq FROM chunks WHERE cid = (SELECT max(cid) FROM "
-        "chunks WHERE cid BETWEEN ? AND ?)), (SELECT max(rid) FROM event_index WHERE rid "
-        "BETWEEN ? AND ?) FROM session_heads WHERE sid = ?", (lo, hi, lo, hi, sid)).fetchall()
-    if not row:
-        raise no_head(sid)
-    last_seq, chain, owner, host, pid, started, beat, stored, indexed = row[0]
+    last_seq, chain, owner, host, pid, started, beat, stored, indexed = _head_row(
+        conn, sid, f"SELECT {_HEAD_COLUMNS}, (SELECT last_seq FROM chunks WHERE cid = (SELECT "
+        "max(cid) FROM chunks WHERE cid BETWEEN ? AND ?)), (SELECT max(rid) FROM event_index "
+        "WHERE rid BETWEEN ? AND ?) FROM session_heads WHERE sid = ?", (lo, hi, lo, hi, sid))
+    if type(stored) not in _OPT_INT or type(indexed) not in _OPT_INT:
+        raise _damaged(conn, "chunks", sid, "a key or last seq is not an integer")
     # an index row beyond every frame is a trace of a truncated tail too
     top = max(-1 if stored is None else int(stored),
               -1 if indexed is None else int(indexed) & 0xFFFFFFFF)
@@ -136,13 +263,22 @@ def heartbeat(conn: apsw.Connection, sid: int, owner: str, now: int) -> None:
 
 # -- chunks ---------------------------------------------------------------------
 
-def _chunk(r: Sequence[Any]) -> Chunk:
+_CHUNK_TYPES = (_INT,) * 7 + ((bytes,),)
+
+
+def _chunk(conn: apsw.Connection, r: Sequence[Any]) -> Chunk:
+    if any(type(v) is not int for v in r[:7]) or type(r[7]) is not bytes:
+        _typed(conn, "chunks", r[0] >> 32 if type(r[0]) is int else None, r, CHUNK_COLUMNS,
+               _CHUNK_TYPES)
     return Chunk(int(r[0]) & 0xFFFFFFFF, r[1], r[2], r[3], u64(r[4]), u64(r[5]), u64(r[6]),
                  r[7])
 
 
 def chunk_rows(sid: int, chunks: Sequence[Chunk],
                marks: Sequence[bytes | None]) -> list[tuple[Any, ...]]:
+    if chunks and chunks[-1].last_seq > MAX_SESSION_SEQ:
+        raise InvalidStateError(f"a session holds at most {MAX_SESSION_SEQ + 1} events in one "
+                                f"store; seq {chunks[-1].last_seq} is past it")
     return [(rid(sid, c.first_seq), c.n, c.raw_len, c.codec, i64(c.body_check),
              i64(c.seed_chain), i64(c.last_chain), c.body, m)
             for c, m in zip(chunks, marks, strict=True)]
@@ -157,10 +293,10 @@ def chunks(conn: apsw.Connection, sid: int, first: int, last: int,
     """The rows holding seqs first..last, in order: from the row that
     contains ``first`` (or the first row after it, if none does); at most
     ``limit`` rows (-1: all)."""
-    lo, hi = rid(sid, first), rid(sid, last)
+    lo, hi = bound(sid, first), bound(sid, last)
     # The limit is written into the statement: a bound LIMIT makes SQLite
     # prepare the statement anew at every call (measured: 30 us a call).
-    return [_chunk(r) for r in conn.execute(
+    return [_chunk(conn, r) for r in conn.execute(
         f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE cid BETWEEN coalesce((SELECT max(cid) FROM "
         f"chunks WHERE cid BETWEEN ? AND ?), ?) AND ? ORDER BY cid LIMIT {int(limit)}",
         (rid(sid, 0), lo, lo, hi))]
@@ -170,10 +306,10 @@ def chunk_at(conn: apsw.Connection, sid: int, seq: int) -> Chunk | None:
     """The row that contains ``seq`` (None if none does)."""
     rows: list[Any] = conn.execute(
         f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE cid BETWEEN ? AND ? ORDER BY cid DESC "
-        "LIMIT 1", (rid(sid, 0), rid(sid, seq))).fetchall()
+        "LIMIT 1", (rid(sid, 0), bound(sid, seq))).fetchall()
     if not rows:
         return None
-    found = _chunk(rows[0])
+    found = _chunk(conn, rows[0])
     return found if found.last_seq >= seq else None
 
 
@@ -187,21 +323,26 @@ def locate(conn: apsw.Connection, sid: int, seq: int,
     rows: list[Any] = conn.execute(
         f"SELECT (SELECT last_seq FROM session_heads WHERE sid = ?), {cols} FROM chunks "
         "WHERE cid BETWEEN ? AND ? ORDER BY cid DESC LIMIT 1",
-        (sid, rid(sid, 0), rid(sid, seq))).fetchall()
+        (sid, rid(sid, 0), bound(sid, seq))).fetchall()
     if not rows:
         return head(conn, sid).last_seq, None
     if rows[0][0] is None:
         raise no_head(sid)
-    return int(rows[0][0]), _chunk(rows[0][1:])
+    if type(rows[0][0]) is not int:
+        raise _damaged(conn, "session_heads", sid, "its last seq is not an integer")
+    return int(rows[0][0]), _chunk(conn, rows[0][1:])
 
 
 def chunk_meta(conn: apsw.Connection, sid: int, after: int,
                upto: int) -> list[tuple[int, int, int]]:
     """``(first_seq, n, raw_len)`` of the rows starting after ``after`` up to
     ``upto`` (no bodies: what a repack plans with)."""
-    return [(int(r[0]) & 0xFFFFFFFF, r[1], r[2]) for r in conn.execute(
+    rows: list[Any] = conn.execute(
         "SELECT cid, n, raw_len FROM chunks WHERE cid > ? AND cid <= ? ORDER BY cid",
-        (rid(sid, after), rid(sid, upto)))]
+        (bound(sid, after), bound(sid, upto))).fetchall()
+    for r in rows:
+        _typed(conn, "chunks", sid, r, "cid, n, raw_len", (_INT,) * 3)
+    return [(int(r[0]) & 0xFFFFFFFF, r[1], r[2]) for r in rows]
 
 
 def max_seq(conn: apsw.Connection, sid: int) -> int:
@@ -209,6 +350,8 @@ def max_seq(conn: apsw.Connection, sid: int) -> int:
     rows: list[Any] = conn.execute(
         "SELECT last_seq FROM chunks WHERE cid = (SELECT max(cid) FROM chunks "
         "WHERE cid BETWEEN ? AND ?)", (rid(sid, 0), rid(sid, MAX_SESSION_SEQ))).fetchall()
+    if rows and type(rows[0][0]) is not int:
+        raise _damaged(conn, "chunks", sid, "its last seq is not an integer")
     return -1 if not rows else int(rows[0][0])
 
 
@@ -227,13 +370,17 @@ def repack(conn: apsw.Connection, sid: int, merged: Chunk, marks: bytes | None) 
 
 def marks(conn: apsw.Connection, sid: int, first: int, last: int) -> list[Mark]:
     """The marks of seqs first..last (from the rows that hold them)."""
-    lo, hi = rid(sid, first), rid(sid, last)
+    lo, hi = bound(sid, first), bound(sid, last)
     out: list[Mark] = []
     for (blob,) in conn.execute(
             "SELECT marks FROM chunks WHERE cid BETWEEN coalesce((SELECT max(cid) FROM chunks "
             "WHERE cid BETWEEN ? AND ?), ?) AND ? AND marks IS NOT NULL ORDER BY cid",
             (rid(sid, 0), lo, lo, hi)):
-        out += [m for m in unpack_marks(blob) if first <= m.seq <= last]
+        try:
+            found = unpack_marks(blob)
+        except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as exc:
+            raise _damaged(conn, "chunks", sid, f"its marks do not decode ({exc})") from None
+        out += [m for m in found if first <= m.seq <= last]
     return out
 
 
@@ -249,9 +396,16 @@ def insert_index(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
 
 def index_range(conn: apsw.Connection, sid: int, after: int, upto: int) -> list[IndexRow]:
     """The index rows of seqs after ``after`` up to ``upto``, in order."""
-    return [IndexRow(int(r[0]) & 0xFFFFFFFF, *r[1:]) for r in conn.execute(
-        f"SELECT {INDEX_COLUMNS} FROM event_index WHERE rid > ? AND rid <= ? ORDER BY rid",
-        (rid(sid, after), rid(sid, upto)))]
+    # (A wrong type in a copied column is found when the row is compared
+    # with its frame; only its key must be an integer here.)
+    try:
+        rows: list[Any] = conn.execute(
+            f"SELECT {INDEX_COLUMNS} FROM event_index WHERE rid > ? AND rid <= ? ORDER BY rid",
+            (bound(sid, after), bound(sid, upto))).fetchall()
+    except UnicodeDecodeError:
+        raise _damaged(conn, "event_index", sid, "a row holds text that is not "
+                       "UTF-8") from None
+    return [IndexRow(int(r[0]) & 0xFFFFFFFF, *r[1:]) for r in rows]
 
 
 def seq_of_idempotency_key(conn: apsw.Connection, sid: int, key: str) -> int | None:
@@ -267,7 +421,7 @@ def marker_at_or_before(conn: apsw.Connection, sid: int, type_: str, seq: int) -
     # the type is a literal so that the planner can use the partial index
     rows: list[Any] = conn.execute(
         f"SELECT max(rid) FROM event_index WHERE type = '{type_}' AND rid BETWEEN ? AND ?",
-        (rid(sid, 0), rid(sid, seq))).fetchall()
+        (rid(sid, 0), bound(sid, seq))).fetchall()
     return None if rows[0][0] is None else int(rows[0][0]) & 0xFFFFFFFF
 
 
@@ -276,7 +430,7 @@ def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int |
     assert type_ in _MARKERS
     rows: list[Any] = conn.execute(
         f"SELECT min(rid) FROM event_index WHERE type = '{type_}' AND rid > ? AND rid <= ?",
-        (rid(sid, seq), rid(sid, MAX_SESSION_SEQ))).fetchall()
+        (bound(sid, seq), rid(sid, MAX_SESSION_SEQ))).fetchall()
     return None if rows[0][0] is None else int(rows[0][0]) & 0xFFFFFFFF
 
 
@@ -288,8 +442,9 @@ def projection_state(conn: apsw.Connection, sid: int, name: str,
     rows: list[Any] = conn.execute(
         "SELECT seq, chain, state FROM projection_states WHERE sid = ? AND name = ? "
         "AND version = ?", (sid, name, version)).fetchall()
-    if not rows:
-        return None
+    if not rows or type(rows[0][0]) is not int or type(rows[0][1]) is not int or type(
+            rows[0][2]) is not bytes:
+        return None  # (a derived state: a damaged one is rebuilt from the log)
     return int(rows[0][0]), u64(rows[0][1]), bytes(rows[0][2])
 
 
