@@ -17,7 +17,7 @@ BUILD := build
 
 .PHONY: help demo build install-test test test-c test-python sanitize cwarn symbols lint \
         c-tools format-check \
-        fuzz-regress fuzz fuzz-atheris bench sdist-roundtrip ci clean
+        fuzz-regress fuzz fuzz-atheris fuzz-api soak bench sdist-roundtrip ci clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -97,6 +97,18 @@ fuzz: $(addprefix $(BUILD)/fuzz/,$(addsuffix _libfuzzer,$(FUZZ_TARGETS)))  ## li
 
 fuzz-atheris:  ## atheris: C vs Python kernel on the same bytes
 	$(PYTHON) fuzz/fuzz_differential.py -atheris_runs=$(ATHERIS_RUNS) fuzz/corpus/scan
+
+fuzz-api:  ## atheris over the public API against a model of the log (fuzz/fuzz_api.py)
+	mkdir -p $(BUILD)/fuzz/api-corpus $(BUILD)/fuzz/api-findings
+	FUZZ_API_FINDINGS=$(CURDIR)/$(BUILD)/fuzz/api-findings $(PYTHON) fuzz/fuzz_api.py \
+		-atheris_runs=$(ATHERIS_RUNS) -max_len=360 -timeout=120 \
+		-artifact_prefix=$(BUILD)/fuzz/api- $(BUILD)/fuzz/api-corpus fuzz/corpus/api
+	@ls $(BUILD)/fuzz/api-findings | grep '\.txt$$' && exit 1 || echo "fuzz-api: no findings"
+
+soak:  ## the long property runs: damage (5,000 cases), races (10,000 reads), crashes (500 kills)
+	TRAJLOG_SOAK=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_integrity_damage.py \
+		tests/test_integrity_concurrency.py
+	TRAJLOG_CRASH_ITERATIONS=500 $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_crash.py
 
 bench:  ## every benchmark, quick mode
 	for b in benchmarks/bench_*.py; do $(PYTHON) $$b --quick || exit 1; done

@@ -591,18 +591,20 @@ def test_damaged_store_files_raise_only_typed_errors(lab: Lab, tmp_path: Path,
         pytest.fail("\n".join(report), pytrace=False)
 
 
-# Cases of seed 1 that found defects in the 5,000-case soak (each fixed since):
+# Cases that found defects in the 5,000-case soaks (each fixed since): of seed 1,
 # a type changed in a chunk row (TypeError), text that is not UTF-8 in the
 # index and in the schema (UnicodeDecodeError), marks that do not decode, a
 # damaged index key outside its range (IndexError), a head below its seed
 # that views read up to silently, a damaged id index leading to another
 # session's row, and malformed sessions pages stopping the whole listing.
-FOUND = (17, 156, 187, 190, 225, 317, 346, 586, 1613, 2649)
+# Seed 2, case 3096: an integer column of a chunk row turned into text that
+# is not UTF-8 (UnicodeDecodeError from locate and chunk_meta).
+FOUND = [(1, c) for c in (17, 156, 187, 190, 225, 317, 346, 586, 1613, 2649)] + [(2, 3096)]
 
 
-@pytest.mark.parametrize("case", FOUND)
-def test_damage_findings_stay_fixed(lab: Lab, case: int) -> None:
-    damage = make_damage(random.Random(f"1:{case}"), lab.map)
+@pytest.mark.parametrize("seed, case", FOUND)
+def test_damage_findings_stay_fixed(lab: Lab, seed: int, case: int) -> None:
+    damage = make_damage(random.Random(f"{seed}:{case}"), lab.map)
     _run, violations, _affected = lab.case(damage)
     assert not violations, "\n".join(f"[{v.prop}] {v.session}.{v.op}: {v.detail} {v.where}"
                                      for v in violations)

@@ -299,12 +299,21 @@ class LogReader:
         except HeadMismatchError as exc:
             return VerifyReport(ref.id, 0, -1, 0, defect_report(
                 Status.TRUNCATED, exc.reason, ref.seed, head_mismatch=True))
+        except CorruptionError as exc:  # (a head row that cannot be read)
+            return VerifyReport(ref.id, 0, -1, 0, defect_report(exc.status, exc.reason,
+                                                                ref.seed, head_mismatch=True))
         if last_seq < ref.seed - 1:
             return VerifyReport(ref.id, 0, last_seq, chain_head, defect_report(
                 Status.SEQ_MISMATCH, f"the session head (seq {last_seq}) is before the "
                 f"session's seed (seq {ref.seed - 1})", last_seq + 1, head_mismatch=True))
-        where, report = self._verify_upto(ref, last_seq, chain_head, reader, feed,
-                                          at_head=True)
+        try:
+            where, report = self._verify_upto(ref, last_seq, chain_head, reader, feed,
+                                              at_head=True)
+        except CorruptionError as exc:
+            # rows storage could not even read (damaged types or text): reported
+            where, report = exc.session or ref.id, defect_report(
+                exc.status, exc.reason, ref.seed if exc.seq is None else exc.seq,
+                exc.offset or 0)
         return VerifyReport(where, report.cursor.next_seq, last_seq, chain_head, report)
 
     def _verify_upto(self, ref: LogRef, upto: int, expect_chain: int | None,

@@ -10,9 +10,10 @@ conversion.
 from __future__ import annotations
 
 import contextlib
+import functools
 import time
-from collections.abc import Iterable, Sequence
-from typing import Any
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, TypeVar
 
 import apsw
 import msgspec
@@ -76,6 +77,7 @@ def bound(sid: int, seq: int) -> int:
 # makes apsw's UTF-8 decode fail.  Rows are checked as they are read: such a
 # row is corruption named by store, table and session, never a TypeError.
 
+_F = TypeVar("_F", bound=Callable[..., Any])
 _INT: tuple[type, ...] = (int,)
 _TEXT: tuple[type, ...] = (str,)
 _SESSION_TYPES: tuple[tuple[type, ...], ...] = (
@@ -97,6 +99,22 @@ def _typed(conn: apsw.Connection, table: str, sid: int | None, row: Sequence[Any
     for value, kinds, name in zip(row, types, names.split(", "), strict=True):
         if type(value) not in kinds:
             raise _damaged(conn, table, sid, f"its {name} is {type(value).__name__}")
+
+
+def _readable(table: str) -> Callable[[_F], _F]:
+    """Decorate a statement function ``f(conn, sid, ...)``: text that is not
+    UTF-8 in a fetched row (apsw decodes text as it fetches; a flipped type
+    byte can also make an integer column text) is corruption of ``table``."""
+    def wrap(f: _F) -> _F:
+        @functools.wraps(f)
+        def read(conn: apsw.Connection, sid: int, *args: Any, **kwargs: Any) -> Any:
+            try:
+                return f(conn, sid, *args, **kwargs)
+            except UnicodeDecodeError:
+                raise _damaged(conn, table, sid, "a row holds text that is not UTF-8 (or a "
+                               "value whose type changed)") from None
+        return read  # type: ignore[return-value]
+    return wrap
 
 
 def _session_row(r: Sequence[Any], damage: str | None = None) -> SessionRow:
@@ -288,6 +306,7 @@ def insert_chunks(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
     conn.executemany(CHUNK_INSERT, rows)
 
 
+@_readable("chunks")
 def chunks(conn: apsw.Connection, sid: int, first: int, last: int,
            limit: int = -1) -> list[Chunk]:
     """The rows holding seqs first..last, in order: from the row that
@@ -302,6 +321,7 @@ def chunks(conn: apsw.Connection, sid: int, first: int, last: int,
         (rid(sid, 0), lo, lo, hi))]
 
 
+@_readable("chunks")
 def chunk_at(conn: apsw.Connection, sid: int, seq: int) -> Chunk | None:
     """The row that contains ``seq`` (None if none does)."""
     rows: list[Any] = conn.execute(
@@ -313,6 +333,7 @@ def chunk_at(conn: apsw.Connection, sid: int, seq: int) -> Chunk | None:
     return found if found.last_seq >= seq else None
 
 
+@_readable("chunks")
 def locate(conn: apsw.Connection, sid: int, seq: int,
            body: bool) -> tuple[int, Chunk | None]:
     """``(head's last seq, the row holding seq or the last before it)`` in
@@ -333,6 +354,7 @@ def locate(conn: apsw.Connection, sid: int, seq: int,
     return int(rows[0][0]), _chunk(conn, rows[0][1:])
 
 
+@_readable("chunks")
 def chunk_meta(conn: apsw.Connection, sid: int, after: int,
                upto: int) -> list[tuple[int, int, int]]:
     """``(first_seq, n, raw_len)`` of the rows starting after ``after`` up to
@@ -345,6 +367,7 @@ def chunk_meta(conn: apsw.Connection, sid: int, after: int,
     return [(int(r[0]) & 0xFFFFFFFF, r[1], r[2]) for r in rows]
 
 
+@_readable("chunks")
 def max_seq(conn: apsw.Connection, sid: int) -> int:
     """The highest seq stored for a session's own log (-1 when none)."""
     rows: list[Any] = conn.execute(
@@ -368,6 +391,7 @@ def repack(conn: apsw.Connection, sid: int, merged: Chunk, marks: bytes | None) 
     return int(conn.changes())
 
 
+@_readable("chunks")
 def marks(conn: apsw.Connection, sid: int, first: int, last: int) -> list[Mark]:
     """The marks of seqs first..last (from the rows that hold them)."""
     lo, hi = bound(sid, first), bound(sid, last)
@@ -408,6 +432,7 @@ def index_range(conn: apsw.Connection, sid: int, after: int, upto: int) -> list[
     return [IndexRow(int(r[0]) & 0xFFFFFFFF, *r[1:]) for r in rows]
 
 
+@_readable("event_index")
 def seq_of_idempotency_key(conn: apsw.Connection, sid: int, key: str) -> int | None:
     rows: list[Any] = conn.execute(
         "SELECT seq FROM event_index WHERE sid = ? AND idempotency_key = ?",
@@ -439,9 +464,12 @@ def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int |
 def projection_state(conn: apsw.Connection, sid: int, name: str,
                      version: int) -> tuple[int, int, bytes] | None:
     """(seq, chain u64, state) of the saved projection state, if any."""
-    rows: list[Any] = conn.execute(
-        "SELECT seq, chain, state FROM projection_states WHERE sid = ? AND name = ? "
-        "AND version = ?", (sid, name, version)).fetchall()
+    try:
+        rows: list[Any] = conn.execute(
+            "SELECT seq, chain, state FROM projection_states WHERE sid = ? AND name = ? "
+            "AND version = ?", (sid, name, version)).fetchall()
+    except UnicodeDecodeError:
+        return None  # (a derived state: a damaged one is rebuilt from the log)
     if not rows or type(rows[0][0]) is not int or type(rows[0][1]) is not int or type(
             rows[0][2]) is not bytes:
         return None  # (a derived state: a damaged one is rebuilt from the log)
