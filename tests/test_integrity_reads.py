@@ -131,3 +131,20 @@ def test_views_refuse_a_head_below_the_seed(path: str) -> None:
             with pytest.raises(errors.HeadMismatchError):
                 view(s)
         assert not s.verify().ok
+
+
+def test_a_fork_cut_inside_its_parents_prefix_has_only_that_prefixs_calls(path: str) -> None:
+    call = {"content": "calling", "tool_calls": [{"id": "c0", "name": "t", "arguments": {}}]}
+    with trajlog.open(path) as store:
+        root = store.create_session()
+        for i in range(3):
+            root.append("user/message", {"content": str(i)})
+        root.append("assistant/message", call)          # seq 3: c0 requested
+        f1 = root.fork(3)                                # seed 4: c0 inherited
+        assert f1.header.seed_length == 4
+        with pytest.raises(errors.ValidationError, match="already used"):
+            f1.append("assistant/message", call)
+        f2 = f1.fork(2)                                  # seed 3: before c0
+        assert f2.header.seed_length == 3
+        assert f2.append("assistant/message", call).seq == 3   # c0 is new in f2's log
+        assert f2.verify().ok

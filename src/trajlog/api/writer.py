@@ -209,9 +209,15 @@ class WriteEngine:
         not reuse its call ids, may answer the calls it left open, and must nest
         with its compactions.  A prefix never changes, so its state is cached
         per fork point (or copied from the parent's when that still ends there)."""
-        seed, parent = ref.seed, ref.parent
-        if not seed or parent is None:
+        if not ref.seed or ref.parent is None:
             return Tracker(), []
+        return self._prefix_at(tx, ref.parent, ref.seed)
+
+    def _prefix_at(self, tx: Writer, parent: LogRef,
+                   seed: int) -> tuple[Tracker, list[tuple[int, int]]]:
+        """The state of ``parent``'s log up to seq ``seed - 1``."""
+        while parent.parent is not None and seed <= parent.seed:
+            parent = parent.parent  # the cut lies in the parent's own inherited prefix
         point = (parent.sid, seed)
         cached = self._prefix.get(point)
         if cached is not None:
@@ -220,7 +226,7 @@ class WriteEngine:
         if at_parent is not None and at_parent.synced_seq == seed - 1:
             cached = (at_parent.tracker.copy(), list(at_parent.compactions))
         else:
-            tracker, compactions = self._prefix_state(tx, parent)
+            tracker, compactions = self._prefix_state(tx, parent)  # (parent.seed < seed)
             tracker, compactions = tracker.copy(), list(compactions)
             self._follow(tx, parent, tracker, compactions, parent.seed - 1, seed - 1)
             cached = (tracker, compactions)
