@@ -245,9 +245,20 @@ class LogReader:
         return _Deferred(lambda: self._events(ref, from_seq, to_seq, end_chain, want, reader,
                                               lazy))
 
+    def tail(self, ref: LogRef, n: int) -> list[Event]:
+        """The last ``n`` events, up to one head read once (events appended
+        meanwhile are not the last n)."""
+        if ref.header.damage is not None:
+            raise header_mismatch(ref.id, ref.header.damage)
+        reader = self._backend.reader()
+        head = self._read_head(ref, reader)
+        return list(self._events(ref, max(0, head.last_seq - n + 1), head.last_seq, None, None,
+                                 reader, False, head=head))
+
     def _events(self, ref: LogRef, from_seq: int, to_seq: int | None,
                 end_chain: tuple[int, int] | None, want: Callable[[str], bool] | None,
-                reader: Reader | None, lazy: bool, *, prefix: bool = False) -> Iterator[Any]:
+                reader: Reader | None, lazy: bool, *, prefix: bool = False,
+                head: Head | None = None) -> Iterator[Any]:
         """(See :meth:`events`.)  ``prefix``: these are a child's inherited
         seqs, read exactly up to ``to_seq`` whatever this log's own head says
         (a parent's head moved back must not shorten its children)."""
@@ -258,7 +269,7 @@ class LogReader:
             assert to_seq is not None
             last_seq, chain_head = to_seq, None
         else:
-            last_seq, chain_head, _ = self._read_head(ref, reader)
+            last_seq, chain_head, _ = head or self._read_head(ref, reader)
         to_seq = last_seq if to_seq is None else min(to_seq, last_seq)
         if from_seq > to_seq:
             return iter(())

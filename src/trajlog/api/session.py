@@ -209,10 +209,7 @@ class Session:
         """The last ``n`` events, oldest first.  Costs O(n) whatever the log's length."""
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise InvalidArgumentError("n must be a non-negative int")
-        if not n:
-            return []
-        last = self.last_seq  # one head: events appended meanwhile are not the last n
-        return list(self.events(max(0, last - n + 1), last))
+        return self._e.reading.tail(self._ref, n) if n else []
 
     def verify(self) -> VerifyReport:
         """Recompute every frame check and the whole chain, and compare the end

@@ -128,7 +128,7 @@ class WriteEngine:
         self._types_seen: dict[str, bool] = {}  # valid types -> checked in the transaction
         self.commit = GroupCommit(backend, _REFUSALS, self._forget_key, self._foreign)
         self.leases = Leases(self.transaction, options.writer_id, options.lease_ttl_ms,
-                             self.forget)
+                             self._lease_changed)
 
     # -- transactions and the state cache ---------------------------------------
 
@@ -146,8 +146,13 @@ class WriteEngine:
             self._states.clear()
             raise
 
-    def forget(self, sid: int) -> None:
-        self._states.pop(sid, None)
+    def _lease_changed(self, sid: int) -> None:
+        """This store took or gave up ``sid``'s lease: its cached head row is
+        re-read at the next append (not its whole lifecycle: a lease taken at
+        every raw turn/start must not make each turn replay the log)."""
+        state = self._states.get(sid)
+        if state is not None:
+            state.stale = True
 
     def _foreign(self) -> None:
         """Another connection committed: every cached head may be behind."""
@@ -327,16 +332,9 @@ class WriteEngine:
         """Append ``rows`` through group commit; the events once durable."""
         if not rows:
             return []
-        marker = _turn_marker(rows)
-        took = marker is not None and self.leases.for_turn(ref.sid, ref.id, marker)
-        try:
-            result: list[Event] = self.commit.submit(self.request(ref, rows, expect_last))
-        except BaseException:
-            if marker is not None:
-                self.leases.after_turn_marker(ref.sid, marker, took, False)
-            raise
-        if marker is not None:
-            self.leases.after_turn_marker(ref.sid, marker, took, True)
+        op = self.leases.turn_op(ref.sid, _turn_marker(rows))
+        result: list[Event] = self.commit.submit(self.request(ref, rows, expect_last, op))
+        self.leases.after_turn_op(ref.sid, op, True)
         self.after_commit(ref)
         return _returned(rows, result)
 
@@ -344,25 +342,18 @@ class WriteEngine:
                      done: Callable[[list[Event] | None, BaseException | None], None]) -> None:
         """Queue ``rows`` for group commit without waiting; ``done(events,
         error)`` is called from the committing thread."""
-        marker = _turn_marker(rows)
-        took = marker is not None and self.leases.for_turn(ref.sid, ref.id, marker)
+        op = self.leases.turn_op(ref.sid, _turn_marker(rows))
 
         def finished(req: Request) -> None:
-            if marker is not None:
-                self.leases.after_turn_marker(ref.sid, marker, took, req.error is None)
+            self.leases.after_turn_op(ref.sid, op, req.error is None)
             if req.error is None:
                 self.after_commit(ref)
                 done(_returned(rows, req.result), None)
                 return
             done(req.result, req.error)
-        request = self.request(ref, rows)
+        request = self.request(ref, rows, None, op)
         request.callback = finished
-        try:
-            self.commit.submit_async(request)
-        except BaseException:
-            if marker is not None:
-                self.leases.after_turn_marker(ref.sid, marker, took, False)
-            raise
+        self.commit.submit_async(request)
 
     def after_commit(self, ref: LogRef) -> None:
         """Ask for a repack when the session gathered enough small rows."""
@@ -372,11 +363,12 @@ class WriteEngine:
             state.small_rows, state.turn_ended = 0, False
             self.on_small_rows(ref)
 
-    def request(self, ref: LogRef, rows: list[Row], expect_last: int | None = None) -> Request:
-        return Request(lambda tx: self.apply(tx, ref, rows, expect_last), ref.sid)
+    def request(self, ref: LogRef, rows: list[Row], expect_last: int | None = None,
+                lease_op: str | None = None) -> Request:
+        return Request(lambda tx: self.apply(tx, ref, rows, expect_last, lease_op), ref.sid)
 
     def apply(self, tx: Writer, ref: LogRef, rows: list[Row],
-              expect_last: int | None = None) -> list[Event]:
+              expect_last: int | None = None, lease_op: str | None = None) -> list[Event]:
         """Check, frame and insert ``rows``.  Every refusal is raised before
         the first write."""
         state = self.state(tx, ref)
@@ -396,6 +388,8 @@ class WriteEngine:
                         "the batch mixes idempotency keys already used in this session "
                         "with new ones")
                 # A retry: the original batch began len(rows before the key) earlier.
+                if lease_op is not None:  # (as the original did, so that the books agree)
+                    state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op, state.lease)
                 return self._replay(tx, ref, rows, found)
         events = [r.event for r in rows]
         first = state.synced_seq + 1
@@ -418,6 +412,8 @@ class WriteEngine:
         else:
             marks = split_marks(marks_of(events, first),
                                 [(c.first_seq, c.last_seq) for c in chunks])
+        if lease_op is not None:  # (a raw turn/start or its end: see Leases.turn_op)
+            state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op, state.lease)
         tx.append(ref.sid, chunks, index, marks)
         state.tracker.apply(plan)
         if added:

@@ -285,7 +285,9 @@ _CHUNK_TYPES = (_INT,) * 7 + ((bytes,),)
 
 
 def _chunk(conn: apsw.Connection, r: Sequence[Any]) -> Chunk:
-    if any(type(v) is not int for v in r[:7]) or type(r[7]) is not bytes:
+    if (type(r[0]) is not int or type(r[1]) is not int or type(r[2]) is not int
+            or type(r[3]) is not int or type(r[4]) is not int or type(r[5]) is not int
+            or type(r[6]) is not int or type(r[7]) is not bytes):
         _typed(conn, "chunks", r[0] >> 32 if type(r[0]) is int else None, r, CHUNK_COLUMNS,
                _CHUNK_TYPES)
     return Chunk(int(r[0]) & 0xFFFFFFFF, r[1], r[2], r[3], u64(r[4]), u64(r[5]), u64(r[6]),
