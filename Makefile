@@ -37,10 +37,13 @@ test: install-test  ## install, then run the whole suite under the C and the Pyt
 test-c:
 	TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(PYTHON) -m pytest -q
 
-# The kill -9 loop runs its full 200 iterations once, under the C kernel; the
-# other runs of the suite use a shorter loop.
+# The kill -9 loop (200 kills), the damage property test (300 damaged files)
+# and the race test (1,500 reads) run at full CI size once, under the C kernel;
+# the other runs of the suite use shorter loops (the soaks: make soak).
+LIGHT = TRAJLOG_CRASH_ITERATIONS=50 TRAJLOG_DAMAGE_CASES=60 TRAJLOG_CONCURRENCY_READS=500
+
 test-python:
-	TRAJLOG_BACKEND=python TRAJLOG_CRASH_ITERATIONS=50 $(PYTHON) -m pytest -q
+	TRAJLOG_BACKEND=python $(LIGHT) $(PYTHON) -m pytest -q
 
 # The suite against a copy of the package whose C core is built with
 # AddressSanitizer + UBSan; the interpreter gets libasan preloaded.
@@ -53,7 +56,7 @@ sanitize: cwarn  ## run the test suite on an ASan+UBSan build of the C core
 	PYTHONPATH=$(CURDIR)/$(BUILD)/asan $(SAN_ENV) $(PYTHON) -c "import trajlog._tlcore as t; \
 		assert '/$(BUILD)/asan/' in t.__file__, t.__file__; print('sanitized core:', t.__file__)"
 	PYTHONPATH=$(CURDIR)/$(BUILD)/asan TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(SAN_ENV) \
-		TRAJLOG_CRASH_ITERATIONS=50 $(PYTHON) -m pytest -q -p no:cacheprovider -x tests
+		$(LIGHT) $(PYTHON) -m pytest -q -p no:cacheprovider -x tests
 
 cwarn:  ## compile the C core warning-free with gcc and clang (-Werror)
 	for f in $(CSRC); do $(CC) $(CWARN) -fvisibility=hidden -Icsrc -c $$f -o /dev/null || exit 1; done
@@ -120,7 +123,7 @@ sdist-roundtrip:  ## build an sdist, install it in a fresh venv, run the tests a
 	$(PYTHON) -m venv $(BUILD)/sdist/venv
 	$(BUILD)/sdist/venv/bin/pip install --quiet "$$(ls $(BUILD)/sdist/trajlog-*.tar.gz)[test]"
 	cd $(BUILD)/sdist && tar xzf trajlog-*.tar.gz && cd trajlog-*/ && \
-		TRAJLOG_REQUIRE_C=1 TRAJLOG_CRASH_ITERATIONS=50 ../venv/bin/python -m pytest -q \
+		TRAJLOG_REQUIRE_C=1 $(LIGHT) ../venv/bin/python -m pytest -q \
 		-p no:cacheprovider -x tests
 
 ci: test sanitize fuzz-regress lint sdist-roundtrip  ## everything .ci/run checks

@@ -485,6 +485,11 @@ def lab(tmp_path_factory: pytest.TempPathFactory) -> Lab:
 
 @contextlib.contextmanager
 def _memory_limit() -> Iterator[None]:
+    if "asan" in os.environ.get("LD_PRELOAD", ""):
+        # AddressSanitizer reserves terabytes of address space (its shadow
+        # memory): an address-space limit kills the process at once
+        yield
+        return
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     limit = MEMORY_LIMIT if hard == resource.RLIM_INFINITY else min(MEMORY_LIMIT, hard)
     if soft != resource.RLIM_INFINITY and soft <= limit:
