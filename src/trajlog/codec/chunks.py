@@ -210,14 +210,14 @@ def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
         return ChunkDefect(Status.BAD_FIELD, "chunk row fields out of range", 0, seq)
     if raw is None and checksum(row.body, body_seed(key, seq), kernel=kernel) != row.body_check:
         return ChunkDefect(Status.BAD_PAYLOAD, "chunk body check mismatch", 0, seq)
-    if raw is not None:
-        pass  # decompressed (its body check verified) by ChunkCompressor.decompress_rows
-    elif row.codec == ZSTD:
+    # A raw body passed in was decompressed (its body check verified) by
+    # ChunkCompressor.decompress_rows; only a row read without one is opened here.
+    if raw is None and row.codec == ZSTD:
         raw = compressor.decompress(row.body, row.raw_len)
         if raw is None:
             return ChunkDefect(Status.BAD_FIELD, "chunk body does not decompress to its raw "
                                "length", 0, seq)
-    else:
+    elif raw is None:
         raw = row.body
         if len(row.body) != row.raw_len:
             return ChunkDefect(Status.BAD_FIELD, "chunk body length differs from raw_len", 0,
