@@ -17,8 +17,14 @@ import trajlog
 from trajlog import projections
 from trajlog.storage import SQLiteBackend, base
 
-READER_METHODS = [n for n in vars(base.Reader) if not n.startswith("_")]
-WRITER_METHODS = [n for n in vars(base.Writer) if not n.startswith("_")]
+def _methods(protocol: type) -> list[str]:
+    """The names a protocol declares, its own and its base protocols'."""
+    return sorted({n for cls in protocol.__mro__ if cls.__module__ == base.__name__
+                   for n in vars(cls) if not n.startswith("_")})
+
+
+READER_METHODS = _methods(base.Reader)
+WRITER_METHODS = _methods(base.Writer)
 
 
 def _delegate(target: Any, names: list[str], calls: Counter[str], kind: str) -> type:
@@ -67,6 +73,14 @@ class ProtocolOnlyBackend:
             only = _delegate(lambda: tx, names, self.calls, "Writer")()
             only.foreign_commit = tx.foreign_commit
             yield only
+
+    def checkpoint(self) -> bool:
+        self.calls["checkpoint"] += 1
+        return self._real.checkpoint()
+
+    def memory_index(self, present: bool) -> None:
+        self.calls["memory_index"] += 1
+        self._real.memory_index(present)
 
     def close(self) -> None:
         self._real.close()

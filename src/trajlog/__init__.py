@@ -10,12 +10,13 @@ by ``TRAJLOG_BACKEND``); :mod:`trajlog.events` and :mod:`trajlog.errors`.
 
 from __future__ import annotations
 
-from . import aio, codec, errors, lifecycle, projections, recovery
+from . import aio, codec, errors, lifecycle, memory, projections, recovery
 from ._format import FORMAT_VERSION, Cursor, FrameHeader, FrameType, Status
 from ._version import __version__
 from .api import BalancedView, Session, SessionTree, Store, VerifyReport, open
 from .codec import Frame, ScanReport, Verdict, Watermark
 from .events import Event, SessionHeader
+from .memory import Identity, MemoryItem, MemoryView, PurgeReport
 from .projections import context, evidence
 from .projections.context import ContextPolicy, build_context
 
@@ -35,6 +36,10 @@ __all__ = [
     "Frame",
     "FrameHeader",
     "FrameType",
+    "Identity",
+    "MemoryItem",
+    "MemoryView",
+    "PurgeReport",
     "ScanReport",
     "Session",
     "SessionHeader",
@@ -53,6 +58,7 @@ __all__ = [
     "errors",
     "evidence",
     "lifecycle",
+    "memory",
     "open",
     "projections",
     "recovery",

@@ -128,7 +128,7 @@ class FrameTable:
     a tuple per frame -- the read path's hot loop.  ``table[i]`` gives the
     :class:`FrameHeader` of frame ``i`` for everything else."""
 
-    __slots__ = ("_b", "_i", "_q", "n")
+    __slots__ = ("_b", "_i", "_q", "erased", "n")
 
     def __init__(self, packed: bytes) -> None:
         view = memoryview(packed)
@@ -136,6 +136,14 @@ class FrameTable:
         self._i = view.cast("I")   # 12 half-words: ... stored_len at 8, raw_len at 9
         self._b = view.cast("B")   # 48 bytes: type at 40, flags at 41
         self.n = len(packed) // FRAME_STRUCT.size
+        # seq -> the payload readers get instead of an erased one (its
+        # tombstone's view); None when no frame of the table was erased
+        self.erased: dict[int, bytes] | None = None
+
+    @property
+    def packed(self) -> bytes:
+        """The table as ``struct tl_frame`` bytes."""
+        return bytes(self._b)
 
     @property
     def arrays(self) -> tuple[memoryview, memoryview, memoryview]:

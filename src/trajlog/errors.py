@@ -209,6 +209,70 @@ class LogMovedError(InvalidStateError):
     writer moved it (recovery then analyses the log again)."""
 
 
+class MemoryAccessError(TrajlogError):
+    """A memory read or write outside the identity's scopes: another tenant's
+    item, another user's or another session's, or a scope the identity does
+    not name.  Never "best effort": the item is not returned."""
+
+
+class MemoryNotFoundError(TrajlogError, KeyError):
+    """No memory item with that id in this store."""
+
+    def __str__(self) -> str:
+        return str(self.args[0]) if self.args else "memory item not found"
+
+
+class GlobalScopeReadOnlyError(MemoryAccessError):
+    """A run-time write to global scope (written at deploy time only)."""
+
+
+class PromotionRefusedError(InvalidStateError):
+    """A write or promotion that a memory gate refuses; ``rule`` names the
+    gate (e.g. ``"instruction-poisoning"``) and the message says why."""
+
+    rule = "gate"
+
+    def __init__(self, message: str) -> None:
+        super().__init__(f"{message} [{self.rule}]")
+
+
+class InstructionPoisoningError(PromotionRefusedError):
+    """Content from user messages or tool output would become policy."""
+
+    rule = "instruction-poisoning"
+
+
+class PrecedentPoisoningError(PromotionRefusedError):
+    """An episode (one exception, one case) would become policy, or reach
+    tenant scope without an approval."""
+
+    rule = "precedent-poisoning"
+
+
+class CrossScopeError(PromotionRefusedError):
+    """An item would lift itself across scopes (user to tenant, tenant or
+    anything to global)."""
+
+    rule = "cross-scope-contamination"
+
+
+class UnverifiedFactError(PromotionRefusedError):
+    """A fact would reach tenant scope without verification evidence (a human
+    approval, a record system, or independent corroboration)."""
+
+    rule = "unverified-fact"
+
+
+class MemoryStateError(InvalidStateError):
+    """A state change the item's state does not allow (e.g. restoring an item
+    that is not quarantined, changing a revoked one)."""
+
+
+class ErasureError(InvalidStateError):
+    """An erasure that cannot be done (an event the log does not hold, a
+    structural marker whose removal would unbalance the log)."""
+
+
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
 _CLASSES: dict[Status, type[TrajlogError]] = {
@@ -285,6 +349,13 @@ def row_damaged(path: str, table: str, sid: int | None, reason: str) -> Corrupti
                            f"{reason}")
 
 
+def record_damaged(reason: str, *, status: int = Status.BAD_FIELD, session: str | None = None,
+                   seq: int | None = None) -> CorruptionError:
+    """A memory version, a tombstone or an erased row that does not verify
+    (or does not keep an erasure's promise): the reason names which."""
+    return CorruptionError(status, reason, seq=seq, session=session)
+
+
 def repack_refused(session: str | None, seq: int, reason: str) -> CorruptionError:
     """A repack that would not keep every frame byte for byte: nothing written."""
     return CorruptionError(Status.BAD_FIELD, f"repack refused: {reason}", seq=seq,
@@ -306,18 +377,27 @@ __all__ = [
     "ChainError",
     "ChecksumError",
     "CorruptionError",
+    "CrossScopeError",
     "DelegationLimitError",
+    "ErasureError",
     "ForkUnavailableError",
     "FormatError",
+    "GlobalScopeReadOnlyError",
     "HeadMismatchError",
     "IdempotencyConflictError",
+    "InstructionPoisoningError",
     "InvalidArgumentError",
     "InvalidStateError",
     "LeaseHeldError",
     "LiveWriterError",
     "LogMovedError",
+    "MemoryAccessError",
+    "MemoryNotFoundError",
+    "MemoryStateError",
     "MigrationError",
     "PayloadTooLargeError",
+    "PrecedentPoisoningError",
+    "PromotionRefusedError",
     "SchemaError",
     "SequenceError",
     "SerializationError",
@@ -330,12 +410,14 @@ __all__ = [
     "TrajlogError",
     "UnbalancedLogError",
     "UnsupportedFormatError",
+    "UnverifiedFactError",
     "ValidationError",
     "error_for",
     "head_mismatch",
     "header_mismatch",
     "index_mismatch",
     "orphaned_rows",
+    "record_damaged",
     "repack_refused",
     "row_damaged",
     "unexpected",

@@ -34,6 +34,7 @@ from ..errors import (
     index_mismatch,
 )
 from ..events import Event, SessionHeader
+from ..memory.records import erased_lookup
 from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
 from ..storage.index import entry, marks_of
@@ -161,7 +162,8 @@ class LogReader:
         sid = ref.sid
         return LogStream(ref.key, lambda a, b: reader.chunks(sid, a, b, READ_ROWS),
                          lambda: reader.max_seq(sid), self._compressor, self._chunks,
-                         cache=self.cache if cached else None, pool=self._pool, session=ref.id)
+                         cache=self.cache if cached else None, pool=self._pool, session=ref.id,
+                         erased=erased_lookup(reader, sid))
 
     def chain_at(self, ref: LogRef, seq: int, reader: Reader | None = None) -> int:
         """The chain value stored in frame ``seq`` (this log or an ancestor's),

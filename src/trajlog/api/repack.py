@@ -23,6 +23,7 @@ from contextlib import AbstractContextManager
 
 from ..codec.chunks import CAP, Chunk, ChunkCompressor, open_chunk, pack
 from ..errors import TrajlogError, repack_refused
+from ..memory.records import erased_lookup
 from ..storage import Writer
 from ..storage.index import pack_marks
 from .handles import LogRef
@@ -126,7 +127,8 @@ class Repacker:
             if prev is not None and (row.first_seq != prev.last_seq + 1 or
                                      row.seed_chain != prev.last_chain):
                 raise repack_refused(ref.id, row.first_seq, "the rows do not continue each other")
-            opened = open_chunk(ref.key, row, self._compressor)
+            opened = open_chunk(ref.key, row, self._compressor,
+                                erased=erased_lookup(tx, ref.sid))
             if not isinstance(opened, tuple):
                 raise repack_refused(ref.id, opened.seq, f"a source row does not verify "
                                      f"({opened.reason})")
@@ -135,7 +137,7 @@ class Repacker:
         n = sum(r.n for r in rows)
         merged = pack(ref.key, body, first, n, rows[0].seed_chain, rows[-1].last_chain,
                       self._compressor.compress([body])[0])
-        check = open_chunk(ref.key, merged, self._compressor)
+        check = open_chunk(ref.key, merged, self._compressor, erased=erased_lookup(tx, ref.sid))
         if not isinstance(check, tuple) or bytes(check[0]) != b"".join(raw):
             reason = check.reason if not isinstance(check, tuple) else (
                 "its frames differ from the rows it replaces")

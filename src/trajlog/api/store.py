@@ -17,8 +17,12 @@ from typing import Any
 from ..codec.compression import Compressor
 from ..errors import InvalidArgumentError, StoreClosedError
 from ..events import SessionHeader
+from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionReport
+from ..memory.audit import audit
+from ..memory.index import deploy_global, rebuild
 from ..projections.engine import StateCache
 from ..storage import Backend, SQLiteBackend
+from .forget import Forgetting
 from .handles import Options
 from .leases import new_writer_id, writer_closed, writer_opened
 from .lineage import DEFAULT_MAX_DEPTH, Lineage
@@ -86,8 +90,10 @@ class Store:
         repacker = Repacker(writer.transaction)
         if repack:
             writer.on_small_rows = repacker.request
+        views = StateCache()
         self._e = Engines(backend, options, reading, writer, Recovery(backend, reading, writer),
-                          Lineage(backend, reading, writer, options), StateCache(), repacker)
+                          Lineage(backend, reading, writer, options), views, repacker)
+        self._forget = Forgetting(backend, reading, views)
         writer_opened(options.writer_id)
         # dropped without close(): its leases die with it
         self._finalizer = weakref.finalize(self, writer_closed, options.writer_id)
@@ -171,6 +177,63 @@ class Store:
                 [self.session(h.id)._ref for h in self.sessions(include_subagents=True)
                  if h.damage is None])
         return sum(self._e.repacker.repack(ref) for ref in refs)
+
+    # -- memory and forgetting (DESIGN.md 6) ---------------------------------------
+
+    def memory(self, identity: Identity) -> MemoryView:
+        """The memory view bound to ``identity``: every query it makes carries
+        the identity's scope predicates."""
+        self._check_open()
+        return MemoryView(self._forget, identity)
+
+    def deploy_global(self, type: str, content: Any, *, key: str | None = None,
+                      actor: str) -> str:
+        """Write a global item (deploy time only: a memory view refuses global
+        writes).  Idempotent on its content; returns the item id."""
+        self._check_open()
+        return deploy_global(self._e.backend, type, content, key=key, actor=actor)
+
+    def erase(self, session_id: str, seq: int | list[int], *, reason: str,
+              actor: str | None = None) -> PurgeReport:
+        """Erase the payload of event ``seq`` (or of several seqs) under a
+        tombstone and purge every copy: the log keeps the frame's header,
+        payload check and chain, so ``verify()`` still passes; every reader
+        and projection returns the tombstone's view instead.  An event of a
+        fork's inherited prefix is erased in the ancestor that holds it (for
+        every session that reads it).  Idempotent; returns the purge report."""
+        self._check_open()
+        seqs = [seq] if isinstance(seq, int) else list(seq)
+        return self._forget.erase(session_id, seqs, reason=reason, actor=actor)
+
+    def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
+        """Apply every recorded retention policy now: items past their TTL or
+        their ``until_event`` are revoked, event payloads past their
+        session's ``retention/policy`` erased -- each under a tombstone with
+        its reason, with the same purge.  Idempotent."""
+        self._check_open()
+        return self._forget.apply_retention(now_ms)
+
+    def verify_memory(self) -> MemoryAudit:
+        """Verify every memory version, every tombstone and the purge each
+        tombstone promises (reported, never raised)."""
+        self._check_open()
+        return audit(self._e.backend.reader())
+
+    def rebuild_memory_index(self) -> int:
+        """Make the derived full-text index again from the canonical versions
+        (creating it if it was dropped); returns how many items it holds."""
+        self._check_open()
+        return rebuild(self._e.backend)
+
+    def drop_memory_index(self) -> None:
+        """Drop the derived full-text index (searches fall back to the
+        canonical rows until :meth:`rebuild_memory_index`)."""
+        self._check_open()
+        self._e.backend.memory_index(False)
+
+    def _check_open(self) -> None:
+        if self._e.backend.closed:
+            raise StoreClosedError("the store is closed")
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:
         """Headers of the store's sessions, oldest first; subagent sessions

@@ -22,14 +22,27 @@ from __future__ import annotations
 import struct
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import zstandard
 
-from .._format import HEADER_SIZE, MASK64, MAX_RAW, Cursor, FrameTable, Kernel, Status
-from .frames import _kernel, checksum
+from .._format import (
+    FRAME_STRUCT,
+    HEADER_SIZE,
+    MASK64,
+    MAX_RAW,
+    Cursor,
+    FrameHeader,
+    FrameTable,
+    Kernel,
+    Status,
+)
+from .frames import _kernel, checksum, decode_header
+
+# seq -> the replacement payload of an erased frame (its tombstone's), or None
+Erased = Callable[[int], bytes | None]
 
 CAP = 64 * 1024        # raw bytes a chunk grows to (README, Storage v2: measured)
 # zstd level of chunk bodies: at 100k events of the DESIGN workload, level 1
@@ -199,11 +212,73 @@ class ChunkCompressor:
         return out if len(out) == raw_len else None
 
 
+def step_over_blank(raw: Any, at: Cursor, key: int, *,
+                    kernel: Kernel | None = None) -> tuple[FrameHeader, Cursor] | None:
+    """The frame at ``at`` whose payload check failed, if its payload was
+    blanked by an erasure (FORMAT.md 2.2): every payload and pad byte zero,
+    and its chain field the chain of its header continuing ``at.chain`` --
+    so the header (checked by the scan before the payload) and the stored
+    payload check stay the proof of what was there.  Returns its header and
+    the cursor after it, or None when it is not such a frame."""
+    k = _kernel(kernel)
+    header = decode_header(raw, at.offset, kernel=kernel)
+    end = at.offset + header.size
+    if header.seq != at.next_seq or end > len(raw) or any(raw[at.offset + HEADER_SIZE:end]):
+        return None
+    head = bytes(raw[at.offset:at.offset + HEADER_SIZE])
+    if k.checksum(head[0:12] + head[16:32], at.chain) != header.chain:
+        return None
+    return header, Cursor(end, at.next_seq + 1, header.chain)
+
+
+def blank_payloads(raw: bytes, table: FrameTable, seqs: Sequence[int]) -> bytes:
+    """``raw`` with the payloads (and pads) of the frames of ``seqs`` zeroed:
+    each frame's 40 header bytes, and with them the chain, stay."""
+    out = bytearray(raw)
+    first = table.seq(0)
+    for seq in seqs:
+        i = seq - first
+        start = table.offset(i) + HEADER_SIZE
+        stored = table.stored_len(i)
+        out[start:start + stored + (-stored & 7)] = bytes(stored + (-stored & 7))
+    return bytes(out)
+
+
+def _scan_erased(raw: Any, key: int, row: Chunk, erased: Erased, status: int,
+                 table: FrameTable, end: Cursor, k: Kernel,
+                 ) -> tuple[int, FrameTable, Cursor]:
+    """Continue a row's scan over frames erased under a tombstone: each must
+    be a blank frame (:func:`step_over_blank`) that ``erased`` names."""
+    parts, count = [table.packed], len(table)
+    found: dict[int, bytes] = {}
+    while status == Status.BAD_PAYLOAD:
+        replacement = erased(end.next_seq)
+        stepped = None if replacement is None else step_over_blank(raw, end, key, kernel=k)
+        if stepped is None or replacement is None:
+            break
+        header, end = stepped
+        found[header.seq] = replacement
+        parts.append(FRAME_STRUCT.pack(*header))
+        count += 1
+        if count == row.n:
+            status = Status.END if end.offset == len(raw) else Status.MORE
+            break
+        status, more, end, _ = k.scan_table(raw, key, end, row.n - count)
+        parts.append(more.packed)
+        count += len(more)
+    table = FrameTable(b"".join(parts))
+    table.erased = found or None
+    return status, table, end
+
+
 def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
                kernel: Kernel | None = None, raw: bytes | None = None,
+               erased: Erased | None = None,
                ) -> tuple[bytes | memoryview, FrameTable] | ChunkDefect:
     """Verify one stored row (FORMAT.md 7.2) and return its raw body and the
-    :class:`FrameTable` of its ``n`` frames, or the first defect."""
+    :class:`FrameTable` of its ``n`` frames, or the first defect.  A frame
+    whose payload check fails is accepted only as an erased one: blank, and
+    named by ``erased`` (which gives the payload readers see instead)."""
     seq = row.first_seq
     if row.n < 1 or row.raw_len < HEADER_SIZE or row.raw_len > row.n * MAX_BODY or (
             row.codec not in (RAW, ZSTD)):
@@ -224,6 +299,9 @@ def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
                                seq)
     status, table, end, _ = _kernel(kernel).scan_table(raw, key, Cursor(0, seq, row.seed_chain),
                                                        row.n)
+    if status == Status.BAD_PAYLOAD and erased is not None:
+        status, table, end = _scan_erased(raw, key, row, erased, status, table, end,
+                                          _kernel(kernel))
     if status not in (Status.END, Status.MORE):
         return ChunkDefect(Status(status), _kernel(kernel).strerror(status), end.offset,
                            end.next_seq)
@@ -269,6 +347,7 @@ class ChunkCache:
 
     def open(self, key: int, row: Chunk, compressor: ChunkCompressor, *,
              kernel: Kernel | None = None, raw: bytes | None = None,
+             erased: Erased | None = None,
              ) -> tuple[bytes | memoryview, FrameTable] | ChunkDefect:
         """:func:`open_chunk`, remembered."""
         name = (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
@@ -278,7 +357,7 @@ class ChunkCache:
             if hit is not None and self._bodies.get(name) == row.body:
                 self._items.move_to_end(name)
                 return hit
-        opened = open_chunk(key, row, compressor, kernel=kernel, raw=raw)
+        opened = open_chunk(key, row, compressor, kernel=kernel, raw=raw, erased=erased)
         if isinstance(opened, tuple) and row.raw_len <= self._max // 4:
             with self._lock:
                 self._items[name] = opened
@@ -305,10 +384,13 @@ __all__ = [
     "ChunkCache",
     "ChunkCompressor",
     "ChunkDefect",
+    "Erased",
+    "blank_payloads",
     "body_seed",
     "chain_of",
     "cut",
     "frame_sizes",
     "open_chunk",
     "pack",
+    "step_over_blank",
 ]

@@ -27,7 +27,7 @@ import msgspec
 from .._format import FLAG_ZSTD, HEADER_SIZE, Cursor, FrameTable, Kernel, Status
 from ..errors import error_for
 from ..events import Event, LazyEvent, peek_type
-from .chunks import Chunk, ChunkCache, ChunkCompressor, ChunkDefect, open_chunk
+from .chunks import Chunk, ChunkCache, ChunkCompressor, ChunkDefect, Erased, open_chunk
 from .compression import Compressor
 from .frames import ScanReport, Verdict, Watermark, _kernel
 
@@ -51,8 +51,10 @@ class LogStream:
     def __init__(self, key: int, fetch: Fetch, stored_max: Callable[[], int],
                  compressor: Compressor, chunks: ChunkCompressor, *,
                  cache: ChunkCache | None = None, pool: Executor | None = None,
-                 session: str | None = None, kernel: Kernel | None = None) -> None:
+                 session: str | None = None, kernel: Kernel | None = None,
+                 erased: Erased | None = None) -> None:
         self._key = key
+        self._erased = erased  # the tombstones of erased payloads (chunks.open_chunk)
         self._fetch = fetch
         self._stored_max = stored_max
         self._compressor = compressor
@@ -157,8 +159,10 @@ class LogStream:
 
     def _open(self, row: Chunk, raw: bytes | None = None) -> tuple[Any, FrameTable] | ChunkDefect:
         if self._cache is not None:
-            return self._cache.open(self._key, row, self._chunks, kernel=self._kernel, raw=raw)
-        return open_chunk(self._key, row, self._chunks, kernel=self._kernel, raw=raw)
+            return self._cache.open(self._key, row, self._chunks, kernel=self._kernel, raw=raw,
+                                    erased=self._erased)
+        return open_chunk(self._key, row, self._chunks, kernel=self._kernel, raw=raw,
+                          erased=self._erased)
 
     def _missing(self, want: int, last: int, chain: int | None, offset: int, frames: int,
                  watermark: Watermark, gap: bool = False) -> ScanReport:
@@ -210,7 +214,8 @@ def decode_events(raw: Any, table: FrameTable, lo: int, hi: int, compressor: Com
         offsets = q[6 * lo:6 * hi:6].tolist()          # one C call per row, not per frame
         sizes = i32[12 * lo + 8:12 * hi:12].tolist()
         flag_bytes = b[48 * lo + 41:48 * hi:48].tolist()
-        if want is None and not any(flag_bytes):     # the common case, as comprehensions
+        erased = table.erased
+        if want is None and erased is None and not any(flag_bytes):  # the common case
             try:
                 out = [decode(view[off + HEADER_SIZE:off + HEADER_SIZE + size])
                        for off, size in zip(offsets, sizes, strict=True)]
@@ -224,7 +229,9 @@ def decode_events(raw: Any, table: FrameTable, lo: int, hi: int, compressor: Com
         for off, size, flags in zip(offsets, sizes, flag_bytes, strict=True):
             p = off + HEADER_SIZE
             payload: Any = view[p:p + size]
-            if flags & FLAG_ZSTD:
+            if erased is not None and seq in erased:
+                payload = erased[seq]    # the tombstone's view of an erased event
+            elif flags & FLAG_ZSTD:
                 payload = compressor.decompress(payload, table.raw_len(seq - q[1]))
             if want is not None:
                 kind = peek_type(payload)

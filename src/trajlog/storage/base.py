@@ -75,7 +75,102 @@ class Head(NamedTuple):
     lease: Lease
 
 
-class Reader(Protocol):
+class MemoryRow(NamedTuple):
+    """One stored memory version; ``frame`` holds everything, the other
+    columns copy what queries filter on."""
+
+    mid: int
+    item_id: str
+    version: int
+    tenant: str
+    scope: str
+    scope_key: str
+    type: str
+    state: str
+    key: str | None
+    digest: bytes
+    source_sid: int | None
+    source_seq: int | None
+    expires_ms: int | None
+    until_event: str | None
+    sensitivity: str
+    created_ms: int
+    frame: bytes
+
+
+class TombstoneRow(NamedTuple):
+    """One stored tombstone (of an event payload or of a memory item)."""
+
+    tid: int
+    target_kind: str
+    target_sid: int | None
+    target_seq: int | None
+    target_item: str | None
+    reason: str
+    actor: str | None
+    created_ms: int
+    frame: bytes
+
+
+# One scope a query may see: (scope, scope_key); tenant "" holds global items.
+Scope = tuple[str, str]
+
+
+class MemoryReader(Protocol):
+    """Reads of memory versions, tombstones and the memory index (schema 6)."""
+
+    def memory_max_mid(self) -> int: ...
+
+    def memory_versions(self, item_id: str) -> list[MemoryRow]:
+        """Every version of one item, oldest first."""
+        ...
+
+    def memory_version(self, mid: int) -> MemoryRow | None: ...
+
+    def memory_current(self, tenant: str, scopes: Sequence[Scope],
+                       types: Sequence[str] | None, states: Sequence[str] | None,
+                       key: str | None, limit: int) -> list[MemoryRow]:
+        """The latest version of each item in ``scopes`` (scope filters in the query)."""
+        ...
+
+    def memory_merge_match(self, digest: bytes, tenant: str, scope: str, scope_key: str,
+                           type_: str) -> MemoryRow | None: ...
+
+    def memory_expired(self, now_ms: int, limit: int) -> list[MemoryRow]: ...
+
+    def memory_until_event(self, limit: int) -> list[MemoryRow]: ...
+
+    def memory_all(self, after_mid: int, limit: int) -> list[MemoryRow]: ...
+
+    def memory_latest(self, after_mid: int, limit: int) -> list[MemoryRow]:
+        """The latest version of every item (any scope), in mid order."""
+        ...
+
+    def memory_index_exists(self) -> bool: ...
+
+    def memory_search(self, match: str, tenant: str, scopes: Sequence[Scope],
+                      types: Sequence[str] | None, limit: int) -> list[MemoryRow]:
+        """Full-text search of active versions; scope filters before the rank."""
+        ...
+
+    def memory_indexed(self, mids: Sequence[int]) -> list[int]:
+        """Which of these versions the full-text index holds."""
+        ...
+
+    def memory_index_rows(self) -> int: ...
+
+    def tombstone_for_event(self, sid: int, seq: int) -> TombstoneRow | None: ...
+
+    def tombstone_for_item(self, item_id: str) -> TombstoneRow | None: ...
+
+    def tombstones(self, after_tid: int, limit: int) -> list[TombstoneRow]: ...
+
+    def erased_seqs(self, sid: int) -> list[int]: ...
+
+    def max_tid(self) -> int: ...
+
+
+class Reader(MemoryReader, Protocol):
     """Reads of committed data (or, on a :class:`Writer`, of the transaction)."""
 
     def session_by_id(self, session_id: str) -> SessionRow | None: ...
@@ -175,7 +270,33 @@ class Writer(Reader, Protocol):
     def save_projection_state(self, sid: int, name: str, version: int, seq: int, chain: int,
                               state: bytes) -> None: ...
 
-    def drop_projection_states(self, sid: int) -> None: ...
+    def drop_projection_states(self, sid: int) -> int:
+        """Drop a session's saved projection states; returns how many."""
+        ...
+
+    def insert_memory(self, row: MemoryRow) -> None: ...
+
+    def blank_memory(self, mid: int, frame: bytes) -> None:
+        """Zero the payload of a revoked item's version frame (header kept)."""
+        ...
+
+    def index_memory(self, row: MemoryRow, text: str) -> None: ...
+
+    def unindex_memory(self, mids: Sequence[int]) -> int: ...
+
+    def clear_memory_index(self) -> None: ...
+
+    def optimize_memory_index(self) -> None: ...
+
+    def insert_tombstone(self, row: TombstoneRow) -> None: ...
+
+    def rewrite_chunk(self, sid: int, chunk: Chunk) -> None:
+        """Store a row's body with erased payloads blanked (same frames and chains)."""
+        ...
+
+    def scrub_free_pages(self) -> int:
+        """Zero every free page of the file; returns how many there were."""
+        ...
 
     def savepoint(self) -> AbstractContextManager[None]:
         """A nested part of the transaction: an exception inside rolls back
@@ -211,6 +332,15 @@ class Backend(Protocol):
         across processes by the database's own lock."""
         ...
 
+    def checkpoint(self) -> bool:
+        """Move committed pages out of any write-ahead log into the database
+        and empty the log; False if a reader's snapshot prevented it."""
+        ...
+
+    def memory_index(self, present: bool) -> None:
+        """Make or drop the derived memory full-text index."""
+        ...
+
     def close(self) -> None:
         """Close every connection; later calls raise ``StoreClosedError``."""
         ...
@@ -219,4 +349,5 @@ class Backend(Protocol):
     def closed(self) -> bool: ...
 
 
-__all__ = ["Backend", "Head", "Lease", "Reader", "SessionRow", "Writer"]
+__all__ = ["Backend", "Head", "Lease", "MemoryReader", "MemoryRow", "Reader", "Scope", "SessionRow",
+           "TombstoneRow", "Writer"]

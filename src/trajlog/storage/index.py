@@ -25,8 +25,9 @@ import msgspec
 
 from ..events import Event
 
-SPARSE = frozenset({"turn/start", "turn/end", "sandbox/mode", "event/status"})
-PREFIXES = ("compaction/", "approval/", "subagent/")
+SPARSE = frozenset({"turn/start", "turn/end", "sandbox/mode", "event/status",
+                    "session/closed"})
+PREFIXES = ("compaction/", "approval/", "subagent/", "retention/")
 # Mark codes (stable: they are stored).
 STEP_START, STEP_END, REQUESTED, CALL, RESULT = 1, 2, 3, 4, 5
 _CODES = {"step/start": STEP_START, "step/end": STEP_END, "tool/call": CALL,

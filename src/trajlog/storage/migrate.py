@@ -42,6 +42,7 @@ from .schema import (
     V4_FINISH,
     V4_TABLES,
     V5,
+    V6,
 )
 
 
@@ -98,6 +99,16 @@ def migrate(conn: apsw.Connection, path: str, *, check: bool = True) -> int:
             if int(_pragma(conn, "user_version")) == 4:
                 conn.execute(V5)
                 _pragma(conn, "user_version", 5)
+    if found < 6:
+        with _immediate(conn):
+            if int(_pragma(conn, "user_version")) == 5:
+                for table in ("memories", "tombstones"):
+                    if conn.execute(f"SELECT count(*) FROM {table}").fetchall()[0][0]:
+                        raise MigrationError(f"{path!r}: table {table} holds rows no trajlog "
+                                             "wrote (it was empty before schema 6); nothing "
+                                             "was migrated", session=None)
+                conn.execute(V6)
+                _pragma(conn, "user_version", 6)
     if check:
         check_schema(conn, path)
     return found
@@ -113,10 +124,12 @@ _EXPECTED: frozenset[tuple[str, str, str, str | None]] | None = None
 
 
 def _objects(conn: apsw.Connection) -> frozenset[tuple[str, str, str, str | None]]:
-    # sqlite_stat* tables belong to ANALYZE, which changes no guarantee.
+    # sqlite_stat* tables belong to ANALYZE, which changes no guarantee; the
+    # tables of memory_fts are derived (dropped and rebuilt at will).
     try:
         rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema "
-                            "WHERE name NOT LIKE 'sqlite_stat%'").fetchall()
+                            "WHERE name NOT LIKE 'sqlite_stat%' AND NOT (type IN ('table', "
+                            "'index') AND tbl_name LIKE 'memory_fts%')").fetchall()
     except UnicodeDecodeError:
         raise SchemaError(f"{conn.filename!r}: the schema holds text that is not UTF-8 "
                           "(the file is damaged); the store is refused") from None

@@ -10,7 +10,7 @@ from __future__ import annotations
 import apsw
 
 MIN_SQLITE = (3, 51, 3)  # WAL-reset race fixed in 3.51.3 (sqlite.org/wal.html, section 11)
-SCHEMA_VERSION = 5
+SCHEMA_VERSION = 6
 APPLICATION_ID = 0x74726A6C  # "trjl"
 
 # ---------------------------------------------------------------------------
@@ -342,6 +342,148 @@ V5 = """
     BEGIN SELECT RAISE(ABORT, 'trajlog: index rows are appended with their events'); END;
 """
 
+# 6: memory and erasure (DESIGN.md 6).  The empty tables of schema 1 are
+# made again in their final shape (nothing wrote them before: the migration
+# refuses a store where something did).  Every memory version and every
+# tombstone is a frame (FORMAT.md 4.6): a version is checked and chained to
+# the item's earlier versions, a tombstone to the tombstones before it.
+# What the triggers stop, on any connection with triggers on:
+#   a version that is not the item's next one, or made twice (REPLACE too);
+#   any UPDATE of a version except blanking the payload of a revoked item's
+#   frame (its 40 header bytes kept, the payload zeroed: the frame's
+#   payload_check stays as the proof of what was erased); any DELETE;
+#   a tombstone that is not the next one, made twice, changed or deleted;
+#   an UPDATE of a chunk other than a repack or the blanking of an erased
+#   event's payload (same row, frames and chains; it needs the tombstone).
+# verify() checks what a trigger cannot read: that only tombstoned payloads
+# are blank, and every check and chain of every other frame.
+# memory_fts is derived (rebuilt from the versions, dropped at will, searched
+# around when missing): the schema check does not count its tables.
+V6 = """
+    DROP TRIGGER memories_no_update;
+    DROP TRIGGER memories_no_delete;
+    DROP TRIGGER memories_insert_once;
+    DROP TRIGGER tombstones_no_update;
+    DROP TRIGGER tombstones_no_delete;
+    DROP TRIGGER tombstones_insert_once;
+    DROP TABLE memories;
+    DROP TABLE tombstones;
+
+    CREATE TABLE memories(
+        mid         INTEGER PRIMARY KEY CHECK (mid >= 1),
+        item_id     TEXT    NOT NULL CHECK (length(item_id) = 36),
+        version     INTEGER NOT NULL CHECK (version >= 1),
+        tenant      TEXT    NOT NULL,
+        scope       TEXT    NOT NULL CHECK (scope IN ('global', 'tenant', 'user', 'session')),
+        scope_key   TEXT    NOT NULL,
+        type        TEXT    NOT NULL
+                    CHECK (type IN ('policy', 'preference', 'fact', 'episode', 'trajectory')),
+        state       TEXT    NOT NULL
+                    CHECK (state IN ('provisional', 'active', 'quarantined', 'revoked')),
+        key         TEXT,
+        digest      BLOB    NOT NULL CHECK (length(digest) = 32),
+        source_sid  INTEGER REFERENCES sessions(sid),
+        source_seq  INTEGER,
+        expires_ms  INTEGER,
+        until_event TEXT,
+        sensitivity TEXT    NOT NULL,
+        created_ms  INTEGER NOT NULL,
+        frame       BLOB    NOT NULL CHECK (length(frame) >= 40),
+        UNIQUE (item_id, version)
+    ) STRICT;
+    CREATE INDEX memories_scope ON memories(tenant, scope, scope_key, type, state);
+    CREATE INDEX memories_merge ON memories(digest, scope, scope_key, type);
+    CREATE INDEX memories_key ON memories(tenant, key) WHERE key IS NOT NULL;
+    CREATE INDEX memories_source ON memories(source_sid, source_seq)
+        WHERE source_sid IS NOT NULL;
+    CREATE INDEX memories_expiry ON memories(expires_ms) WHERE expires_ms IS NOT NULL;
+    CREATE INDEX memories_until ON memories(until_event) WHERE until_event IS NOT NULL;
+
+    CREATE TABLE tombstones(
+        tid         INTEGER PRIMARY KEY CHECK (tid >= 1),
+        target_kind TEXT    NOT NULL CHECK (target_kind IN ('event', 'memory')),
+        target_sid  INTEGER REFERENCES sessions(sid),
+        target_seq  INTEGER,
+        target_item TEXT,
+        reason      TEXT    NOT NULL,
+        actor       TEXT,
+        created_ms  INTEGER NOT NULL,
+        frame       BLOB    NOT NULL CHECK (length(frame) >= 40),
+        CHECK ((target_kind = 'event') = (target_sid IS NOT NULL AND target_seq IS NOT NULL)),
+        CHECK ((target_kind = 'memory') = (target_item IS NOT NULL))
+    ) STRICT;
+    CREATE UNIQUE INDEX tombstones_event ON tombstones(target_sid, target_seq)
+        WHERE target_kind = 'event';
+    CREATE UNIQUE INDEX tombstones_memory ON tombstones(target_item)
+        WHERE target_kind = 'memory';
+
+    CREATE TRIGGER memories_append BEFORE INSERT ON memories
+    WHEN EXISTS (SELECT 1 FROM memories WHERE mid = NEW.mid)
+      OR NEW.version IS NOT coalesce((SELECT max(version) FROM memories
+                                      WHERE item_id = NEW.item_id), 0) + 1
+      OR NEW.mid IS NOT coalesce((SELECT max(mid) FROM memories), 0) + 1
+    BEGIN SELECT RAISE(ABORT, 'trajlog: a memory version is the item''s next one, made once');
+    END;
+    CREATE TRIGGER memories_blank_only BEFORE UPDATE ON memories
+    WHEN NOT EXISTS (SELECT 1 FROM tombstones WHERE target_kind = 'memory'
+                                                AND target_item = OLD.item_id)
+      OR NEW.mid IS NOT OLD.mid OR NEW.item_id IS NOT OLD.item_id
+      OR NEW.version IS NOT OLD.version OR NEW.tenant IS NOT OLD.tenant
+      OR NEW.scope IS NOT OLD.scope OR NEW.scope_key IS NOT OLD.scope_key
+      OR NEW.type IS NOT OLD.type OR NEW.state IS NOT OLD.state OR NEW.key IS NOT OLD.key
+      OR NEW.digest IS NOT OLD.digest OR NEW.source_sid IS NOT OLD.source_sid
+      OR NEW.source_seq IS NOT OLD.source_seq OR NEW.expires_ms IS NOT OLD.expires_ms
+      OR NEW.until_event IS NOT OLD.until_event
+      OR NEW.sensitivity IS NOT OLD.sensitivity OR NEW.created_ms IS NOT OLD.created_ms
+      OR length(NEW.frame) IS NOT length(OLD.frame)
+      OR substr(NEW.frame, 1, 40) IS NOT substr(OLD.frame, 1, 40)
+      OR substr(NEW.frame, 41) IS NOT zeroblob(length(OLD.frame) - 40)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: memory versions are append-only (a revoked item''s '
+                              || 'payload may only be blanked)'); END;
+    CREATE TRIGGER memories_no_delete BEFORE DELETE ON memories
+    BEGIN SELECT RAISE(ABORT, 'trajlog: memory versions are append-only'); END;
+
+    CREATE TRIGGER tombstones_append BEFORE INSERT ON tombstones
+    WHEN NEW.tid IS NOT coalesce((SELECT max(tid) FROM tombstones), 0) + 1
+      OR EXISTS (SELECT 1 FROM tombstones WHERE tid = NEW.tid)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: tombstones are append-only'); END;
+    CREATE TRIGGER tombstones_no_update BEFORE UPDATE ON tombstones
+    BEGIN SELECT RAISE(ABORT, 'trajlog: tombstones are append-only'); END;
+    CREATE TRIGGER tombstones_no_delete BEFORE DELETE ON tombstones
+    BEGIN SELECT RAISE(ABORT, 'trajlog: tombstones are append-only'); END;
+
+    DROP TRIGGER chunks_repack;
+    CREATE TRIGGER chunks_repack BEFORE UPDATE ON chunks
+    WHEN NOT (
+        (NEW.cid IS OLD.cid AND NEW.n IS OLD.n AND NEW.raw_len IS OLD.raw_len
+         AND NEW.seed_chain IS OLD.seed_chain AND NEW.last_chain IS OLD.last_chain
+         AND NEW.marks IS OLD.marks
+         AND EXISTS (SELECT 1 FROM tombstones
+                     WHERE target_kind = 'event' AND target_sid = OLD.cid >> 32
+                       AND target_seq BETWEEN OLD.cid & 4294967295
+                                          AND (OLD.cid & 4294967295) + OLD.n - 1))
+     OR (NEW.cid IS OLD.cid AND NEW.seed_chain IS OLD.seed_chain AND NEW.n > OLD.n
+         AND EXISTS (SELECT 1 FROM chunks c
+                     WHERE c.cid > OLD.cid AND c.cid <= ((OLD.cid >> 32) << 32) + 4294967295
+                       AND c.last_seq = (OLD.cid & 4294967295) + NEW.n - 1
+                       AND c.last_chain = NEW.last_chain)))
+    BEGIN SELECT RAISE(ABORT, 'trajlog: a chunk changes only by a repack or an erasure'); END;
+
+    CREATE VIRTUAL TABLE memory_fts USING fts5(
+        text, tenant UNINDEXED, scope UNINDEXED, scope_key UNINDEXED, type UNINDEXED);
+    INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1);
+
+    -- the erasure's free-page scrub: a blob of zeros over the free list, then gone
+    CREATE TABLE scrub(b BLOB) STRICT;
+"""
+
+# The derived full-text index of active memory versions (rowid = mid).
+MEMORY_FTS = """
+    CREATE VIRTUAL TABLE memory_fts USING fts5(
+        text, tenant UNINDEXED, scope UNINDEXED, scope_key UNINDEXED, type UNINDEXED);
+    INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1);
+"""
+
 # Authorizer: action codes refused on every non-migration connection.
 DENIED_ACTIONS = {
     apsw.SQLITE_CREATE_INDEX, apsw.SQLITE_CREATE_TABLE, apsw.SQLITE_CREATE_TEMP_INDEX,
@@ -354,8 +496,8 @@ DENIED_ACTIONS = {
     apsw.SQLITE_DETACH,
 }
 # Pragmas that may be read but never set outside set-up.
-GUARDED_PRAGMAS = {"writable_schema", "journal_mode", "synchronous", "recursive_triggers",
-                    "foreign_keys", "trusted_schema", "schema_version", "user_version",
+GUARDED_PRAGMAS = {"secure_delete", "writable_schema", "journal_mode", "synchronous",
+                    "recursive_triggers", "foreign_keys", "trusted_schema", "schema_version", "user_version",
                     "application_id", "cell_size_check", "ignore_check_constraints",
                     "locking_mode", "query_only", "defer_foreign_keys"}
 PROTECTED_TABLES = {"sqlite_master", "sqlite_schema", "sqlite_temp_master"}
@@ -375,6 +517,19 @@ def authorizer(action: int, p1: str | None, p2: str | None, dbname: str | None,
     return apsw.SQLITE_OK
 
 
-__all__ = ["APPLICATION_ID", "DENIED_ACTIONS", "GUARDED_PRAGMAS", "MIGRATIONS", "MIN_SQLITE",
-           "PROTECTED_TABLES", "SCHEMA_VERSION", "V4_ABANDON", "V4_FINISH", "V4_TABLES", "V5",
-           "authorizer"]
+__all__ = [
+    "APPLICATION_ID",
+    "DENIED_ACTIONS",
+    "GUARDED_PRAGMAS",
+    "MEMORY_FTS",
+    "MIGRATIONS",
+    "MIN_SQLITE",
+    "PROTECTED_TABLES",
+    "SCHEMA_VERSION",
+    "V4_ABANDON",
+    "V4_FINISH",
+    "V4_TABLES",
+    "V5",
+    "V6",
+    "authorizer",
+]

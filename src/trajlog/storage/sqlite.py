@@ -27,19 +27,15 @@ from typing import Any
 import apsw
 
 from ..codec.chunks import Chunk
-from ..errors import (
-    InvalidArgumentError,
-    SchemaError,
-    StoreBusyError,
-    StoreClosedError,
-    StoreDamagedError,
-    StoreError,
-)
+from ..errors import InvalidArgumentError, SchemaError, StoreClosedError, StoreError
+from . import memory_rows as mr
 from . import migrate as migrations
 from . import statements as st
 from .base import Head, Lease, SessionRow
+from .errors_map import translate
 from .index import IndexRow, Mark
-from .schema import MIN_SQLITE, SCHEMA_VERSION, authorizer
+from .schema import MEMORY_FTS, MIN_SQLITE, SCHEMA_VERSION, authorizer
+from .sqlite_memory import MemoryReads, MemoryWrites
 
 
 def sqlite_version() -> tuple[int, ...]:
@@ -89,6 +85,9 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
              {"full": 2, "normal": 1}[durability]),
             ("foreign_keys", "ON", 1),
             ("recursive_triggers", "ON", 1),
+            # deleted and rewritten content is zeroed, so an erased payload
+            # leaves no copy in free pages or slack space (DESIGN.md 6)
+            ("secure_delete", "ON", 1),
             ("trusted_schema", "OFF", 0),
             ("journal_size_limit", 64 * 1024 * 1024, 64 * 1024 * 1024),
         ]
@@ -133,28 +132,10 @@ def _data_version(conn: apsw.Connection) -> int:
     return int(_pragma(conn, "data_version"))
 
 
-class translate:
-    """Context manager: apsw exceptions become trajlog StoreErrors (cause kept)."""
-
-    def __enter__(self) -> None:
-        return None
-
-    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        if exc is None or not isinstance(exc, apsw.Error):
-            return
-        if isinstance(exc, apsw.BusyError):
-            raise StoreBusyError(f"database is locked: {exc}") from exc
-        if isinstance(exc, (apsw.ConnectionClosedError, apsw.CursorClosedError)):
-            raise StoreClosedError("the store is closed") from exc
-        if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
-            raise StoreDamagedError(f"{type(exc).__name__}: {exc}") from exc
-        raise StoreError(f"{type(exc).__name__}: {exc}") from exc
-
-
 # ---------------------------------------------------------------------------
 # The Backend protocol over those statements.
 
-class SQLiteReader:
+class SQLiteReader(MemoryReads):
     """:class:`~trajlog.storage.base.Reader` over one connection."""
 
     def __init__(self, conn: apsw.Connection) -> None:
@@ -231,7 +212,7 @@ class SQLiteReader:
             return st.projection_state(self.conn, sid, name, version)
 
 
-class SQLiteWriter(SQLiteReader):
+class SQLiteWriter(MemoryWrites, SQLiteReader):
     """:class:`~trajlog.storage.base.Writer`: the write connection inside
     ``BEGIN IMMEDIATE``."""
 
@@ -280,9 +261,9 @@ class SQLiteWriter(SQLiteReader):
         with translate():
             st.save_projection_state(self.conn, sid, name, version, seq, chain, state)
 
-    def drop_projection_states(self, sid: int) -> None:
+    def drop_projection_states(self, sid: int) -> int:
         with translate():
-            st.drop_projection_states(self.conn, sid)
+            return st.drop_projection_states(self.conn, sid)
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
@@ -472,6 +453,35 @@ class SQLiteBackend:
 
     def transaction(self) -> _Transaction:
         return _Transaction(self)
+
+    def checkpoint(self) -> bool:
+        """Copy the WAL into the database file and truncate it (an erasure's
+        last step: no old page image stays in the WAL).  False when another
+        connection's read snapshot still needs the WAL."""
+        with self._lock:
+            self._check_open()
+            with translate():
+                return mr.checkpoint(self._write)
+
+    def memory_index(self, present: bool) -> None:
+        """Make (``present``) or drop the derived memory full-text index, on a
+        migration connection (the store's own connections refuse DDL).  A
+        made index is empty: fill it with a rebuild."""
+        with self._lock:
+            self._check_open()
+            conn = open_connection(self.path, durability=self.durability,
+                                   busy_timeout_ms=self._busy, migrations=True)
+            try:
+                with translate():
+                    exists = mr.fts_exists(conn)
+                    if present and not exists:
+                        conn.execute("BEGIN IMMEDIATE; " + MEMORY_FTS + "; COMMIT")
+                    elif not present and exists:
+                        conn.execute("DROP TABLE memory_fts")
+            finally:
+                conn.close()
+            with translate():
+                self._schema_version = int(_pragma(self._write, "schema_version"))
 
     def close(self) -> None:
         with self._lock:

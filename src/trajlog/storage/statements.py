@@ -486,8 +486,9 @@ def save_projection_state(conn: apsw.Connection, sid: int, name: str, version: i
                  (sid, name, version, seq, i64(chain), state))
 
 
-def drop_projection_states(conn: apsw.Connection, sid: int) -> None:
+def drop_projection_states(conn: apsw.Connection, sid: int) -> int:
     conn.execute("DELETE FROM projection_states WHERE sid = ?", (sid,))
+    return int(conn.changes())
 
 
 __all__ = ["CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT", "MAX_SESSION_SEQ",

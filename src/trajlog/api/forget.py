@@ -1,0 +1,160 @@
+"""The store's memory and forgetting: the host a :class:`MemoryView` runs
+on, erasure of event payloads (with the cascade into this process's caches),
+and retention.
+
+What is erased where (DESIGN.md 6): the payload bytes in the chunk row (the
+frame header, payload check and chain stay); the saved projection states of
+the log and of every fork that inherits the event; this store's chunk cache
+and in-memory projection states; free pages (zeroed: the store runs with
+``secure_delete``, and the free list is scrubbed); the WAL (checkpointed).
+"""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..errors import ErasureError, InvalidArgumentError
+from ..events import Event
+from ..memory import retention as rt
+from ..memory.erasure import Target, erase_events
+from ..memory.model import PurgeReport, RetentionReport
+from ..memory.records import read_item
+from ..memory.revoke import revoke_item
+from ..storage import Backend
+from ..storage.index import PREFIXES, SPARSE
+from .handles import LogRef
+from .reading import LogReader
+
+
+def _now() -> int:
+    return time.time_ns() // 1_000_000
+
+
+class Forgetting:
+    """One store's memory host, erasure and retention."""
+
+    def __init__(self, backend: Backend, reading: LogReader, views: Any) -> None:
+        self.backend = backend
+        self._reading = reading
+        self._views = views
+
+    # -- MemoryHost ------------------------------------------------------------
+
+    def sid_of(self, session_id: str) -> int:
+        return self._reading.ref_by_id(session_id).sid
+
+    def event_type(self, session_id: str, seq: int) -> str:
+        ref = self._reading.ref_by_id(session_id)
+        event = self._reading.event_at(ref, seq)
+        if event is None:
+            raise InvalidArgumentError(f"provenance names seq {seq} of session {session_id}, "
+                                       "which its log does not hold")
+        return event.type
+
+    def after_purge(self) -> None:
+        """Every in-memory copy of log content in this store goes."""
+        self._reading.cache.clear()
+        self._views.states.clear()
+
+    # -- erasure ---------------------------------------------------------------
+
+    def target(self, ref: LogRef, seqs: list[int]) -> Target:
+        """The log that holds ``seqs`` (a fork's inherited prefix belongs to
+        an ancestor) and every session that reads it."""
+        owner = ref
+        low = min(seqs)
+        while low < owner.seed:
+            assert owner.parent is not None
+            owner = owner.parent
+        if any(s < owner.seed for s in seqs) or (owner is not ref and max(seqs) >= ref.seed):
+            raise ErasureError(f"seqs {seqs} of session {ref.id} are held by different logs "
+                               "(an inherited prefix and the session's own): erase them apart")
+        readers: list[tuple[int, str]] = []
+        todo = [owner]
+        while todo:
+            r = todo.pop()
+            readers.append((r.sid, r.id))
+            todo.extend(self._reading.children(r))
+        last = self._reading.head(owner).last_seq
+        return Target(owner.sid, owner.key, owner.id, last, tuple(readers))
+
+    def erase(self, session_id: str, seqs: list[int], *, reason: str, actor: str | None,
+              now_ms: int | None = None) -> PurgeReport:
+        if not seqs:
+            raise ErasureError("nothing to erase")
+        ref = self._reading.ref_by_id(session_id)
+        for s in seqs:
+            if type(s) is not int or s < 0:
+                raise ErasureError(f"seq must be a non-negative int, not {s!r}")
+        target = self.target(ref, seqs)
+        try:
+            return erase_events(self.backend, target, seqs, reason=reason, actor=actor,
+                                now_ms=_now() if now_ms is None else now_ms)
+        finally:
+            self.after_purge()
+
+    # -- retention -------------------------------------------------------------
+
+    def _indexed(self, ref: LogRef, type_: str) -> list[Event]:
+        """The events of ``type_`` in ``ref``'s own log, found by the index and
+        read back from their frames."""
+        reader = self.backend.reader()
+        last = self._reading.head(ref).last_seq
+        return [self._reading.indexed(ref, row.seq, type_)
+                for row in reader.index_rows(ref.sid, ref.seed - 1, last) if row.type == type_]
+
+    def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
+        now = _now() if now_ms is None else now_ms
+        purges: list[PurgeReport] = []
+        erased: list[tuple[str, int]] = []
+        refs = {h.id: self._reading.ref_by_id(h.id)
+                for h in self._reading.sessions(include_subagents=True) if h.damage is None}
+        by_sid = {r.sid: r for r in refs.values()}
+
+        def happened(sid: int, type_: str) -> bool:
+            ref = by_sid.get(sid)
+            if ref is None:
+                return False
+            if type_ in SPARSE or type_.startswith(PREFIXES):
+                return bool(self._indexed(ref, type_))
+            return any(True for _ in self._reading.events(ref, ref.seed, None,
+                                                          want=lambda t: t == type_))
+
+        def session_sid(session_id: str) -> int | None:
+            ref = refs.get(session_id)
+            return None if ref is None else ref.sid
+
+        revoked: list[str] = []
+        for item_id, why in rt.due_items(self.backend.reader(), now, happened, session_sid):
+            versions = read_item(self.backend.reader(), item_id)
+            if not versions or versions[-1].state == "revoked":
+                continue
+            purges.append(revoke_item(self.backend, item_id, reason=why, actor=rt.ACTOR,
+                                      now_ms=now, check=lambda item: None))
+            revoked.append(item_id)
+        for ref in refs.values():
+            policies = self._indexed(ref, rt.POLICY_EVENT)
+            if not policies:
+                continue
+            policy = policies[-1].data
+            if not isinstance(policy, dict):
+                continue
+            until = policy.get("until_event")
+            closed = isinstance(until, str) and happened(ref.sid, until)
+            events = self._reading.events(ref, ref.seed, None)
+            seqs = rt.due_seqs(events, policy, now, closed)
+            erasable = [s for s in seqs
+                        if self.backend.reader().tombstone_for_event(ref.sid, s) is None]
+            if not erasable:
+                continue
+            why = (f"retention: until {until}" if closed else
+                   f"retention: ttl {policy.get('ttl_ms')} ms")
+            purges.append(self.erase(ref.id, erasable, reason=why, actor=rt.ACTOR, now_ms=now))
+            erased += [(ref.id, s) for s in erasable]
+        if revoked:
+            self.after_purge()
+        return RetentionReport(now, tuple(revoked), tuple(erased), tuple(purges))
+
+
+__all__ = ["Forgetting"]

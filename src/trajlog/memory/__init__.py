@@ -1,0 +1,27 @@
+"""Scoped, typed memory and the ability to forget (DESIGN.md 6, seed 003).
+
+:class:`Identity` binds a :class:`MemoryView` (``store.memory(identity)``) to
+a tenant, a user and a session; every query carries its scope predicates.
+Writes pass the gates of :mod:`.gates`; every change is a new, framed and
+chained version (:mod:`.records`); revocation and erasure are tombstones that
+purge every copy (:mod:`.revoke`, :mod:`.erasure`); retention applies
+recorded policies (:mod:`.retention`); :mod:`.audit` is their verify().
+"""
+
+from __future__ import annotations
+
+from .audit import MemoryAudit
+from .model import (
+    PRIVACY,
+    SCOPES,
+    STATES,
+    TYPES,
+    Identity,
+    MemoryItem,
+    PurgeReport,
+    RetentionReport,
+)
+from .view import PRECEDENCE, MemoryView, Resolution
+
+__all__ = ["PRECEDENCE", "PRIVACY", "SCOPES", "STATES", "TYPES", "Identity", "MemoryAudit",
+           "MemoryItem", "MemoryView", "PurgeReport", "Resolution", "RetentionReport"]

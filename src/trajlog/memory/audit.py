@@ -1,0 +1,121 @@
+"""verify() of the memory layer: every memory version and every tombstone,
+and the purge each tombstone promises.
+
+* each item's versions: contiguous from 1, every frame's checks, one chain
+  from the item's key, the row's columns equal to the frame; blank frames
+  only for a revoked item;
+* the tombstone log: contiguous, every check, one chain;
+* what a tombstone promises: the event's frame in its chunk row is blank
+  (zeroed payload, header kept, stored payload check equal to the one the
+  tombstone recorded); a revoked item's versions hold no content and none is
+  in the full-text index.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from ..codec.chunks import ChunkCompressor, open_chunk
+from ..codec.memory import TOMBSTONE_KEY
+from ..errors import CorruptionError
+from ..storage.base import MemoryRow, Reader
+from .records import erased_lookup, open_tombstone, open_versions
+
+BATCH = 2000
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryAudit:
+    """What :meth:`Store.verify_memory` found; ``ok`` when ``defects`` is empty."""
+
+    items: int = 0
+    versions: int = 0
+    tombstones: int = 0
+    defects: tuple[str, ...] = field(default_factory=tuple)
+
+    @property
+    def ok(self) -> bool:
+        return not self.defects
+
+
+def audit(reader: Reader) -> MemoryAudit:
+    defects: list[str] = []
+    revoked: set[str] = set()
+    tombstones = _tombstones(reader, defects, revoked)
+    items, versions = _versions(reader, defects, revoked)
+    return MemoryAudit(items, versions, tombstones, tuple(defects))
+
+
+def _versions(reader: Reader, defects: list[str], revoked: set[str]) -> tuple[int, int]:
+    groups: dict[str, list[MemoryRow]] = {}
+    after = count = 0
+    while True:
+        rows = reader.memory_all(after, BATCH)
+        if not rows:
+            break
+        for row in rows:
+            groups.setdefault(row.item_id, []).append(row)
+        after = rows[-1].mid
+        count += len(rows)
+    indexed = reader.memory_index_exists()
+    for item_id, rows in groups.items():
+        try:
+            items = open_versions(sorted(rows, key=lambda r: r.version), item_id in revoked)
+        except CorruptionError as exc:
+            defects.append(str(exc))
+            continue
+        if item_id in revoked:
+            if items[-1].state != "revoked" or any(i.content is not None for i in items):
+                defects.append(f"memory item {item_id} is tombstoned but still holds content")
+            if indexed and reader.memory_indexed([r.mid for r in rows]):
+                defects.append(f"memory item {item_id} is tombstoned but still indexed")
+    return len(groups), count
+
+
+def _tombstones(reader: Reader, defects: list[str], revoked: set[str]) -> int:
+    after, chain, n = 0, TOMBSTONE_KEY, 0
+    chunks = ChunkCompressor()
+    while True:
+        rows = reader.tombstones(after, BATCH)
+        if not rows:
+            return n
+        for row in rows:
+            n += 1
+            if row.tid != after + 1:
+                defects.append(f"tombstone {after + 1} is missing")
+                return n
+            try:
+                record, chain = open_tombstone(row, chain)
+            except CorruptionError as exc:
+                defects.append(str(exc))
+                return n
+            after = row.tid
+            if row.target_kind == "memory" and row.target_item is not None:
+                revoked.add(row.target_item)
+            elif row.target_sid is not None and row.target_seq is not None:
+                problem = _erased_frame(reader, row.target_sid, row.target_seq,
+                                        record.get("payload_check"), chunks)
+                if problem:
+                    defects.append(f"tombstone {row.tid}: {problem}")
+
+
+def _erased_frame(reader: Reader, sid: int, seq: int, check: object,
+                  chunks: ChunkCompressor) -> str | None:
+    """Why the frame a tombstone names is not erased as promised (None: it is)."""
+    session = reader.session_by_sid(sid)
+    row = reader.chunk_at(sid, seq)
+    if session is None or row is None:
+        return f"the erased event {seq} of internal session {sid} is not stored"
+    opened = open_chunk(session.key, row, chunks, erased=erased_lookup(reader, sid))
+    if not isinstance(opened, tuple):
+        return f"the row holding erased seq {seq} does not verify ({opened.reason})"
+    _raw, table = opened
+    i = seq - row.first_seq
+    if table.erased is None or seq not in table.erased:
+        return f"seq {seq} of session {session.id} still holds its payload"
+    if table[i].payload_check != check:
+        return f"seq {seq}: the frame's payload check differs from the tombstone's record"
+    return None
+
+
+__all__ = ["MemoryAudit", "audit"]

@@ -1,0 +1,205 @@
+"""Memory versions and tombstones as stored records: framing them, reading
+them back verified, and the tombstone's view of an erased event.
+
+Every version is a MEMORY frame chained to the item's versions before it;
+every tombstone a TOMBSTONE frame chained to the tombstones before it
+(:mod:`trajlog.codec.memory`).  The row's columns are copies for queries; a
+read checks them against the frame, so a row edited behind trajlog's back is
+a :class:`CorruptionError`, never a silently different memory.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from typing import Any
+
+import msgspec
+
+from .._format import FrameType
+from ..codec.memory import (
+    TOMBSTONE_KEY,
+    chain_of_record,
+    encode_record,
+    item_key,
+    open_record,
+)
+from ..errors import record_damaged
+from ..events import Event
+from ..storage.base import MemoryReader, MemoryRow, TombstoneRow, Writer
+from .model import MemoryItem
+
+# The columns a version row copies from its frame, checked on every read.
+_COPIED = ("item", "version", "tenant", "scope", "scope_key", "type", "state", "key")
+
+
+def record_of(item: MemoryItem, source_sid: int | None) -> dict[str, Any]:
+    return {
+        "item": item.id, "version": item.version, "tenant": item.tenant, "scope": item.scope,
+        "scope_key": item.scope_key, "type": item.type, "state": item.state, "key": item.key,
+        "content": item.content, "digest": item.digest,
+        "source": None if item.source is None else [item.source[0], item.source[1]],
+        "source_sid": source_sid, "retention": item.retention, "expires_ms": item.expires_ms,
+        "sensitivity": item.sensitivity, "created_ms": item.created_ms,
+        "decision": item.decision, "conflicts_with": list(item.conflicts_with),
+        "promoted_from": item.promoted_from, "stored": item.stored,
+    }
+
+
+def write_version(w: Writer, item: MemoryItem, source_sid: int | None,
+                  text: str | None) -> MemoryRow:
+    """Frame and insert one version (the item's next), and keep the full-text
+    index on the item's active version only."""
+    prev = w.memory_versions(item.id)
+    if len(prev) != item.version - 1:
+        raise record_damaged(f"memory item {item.id} has {len(prev)} version(s); version "
+                              f"{item.version} cannot follow")
+    key = item_key(item.id)
+    chain = chain_of_record(prev[-1].frame) if prev else key
+    frame, _ = encode_record(record_of(item, source_sid), key, item.version - 1, chain,
+                             FrameType.MEMORY)
+    row = MemoryRow(w.memory_max_mid() + 1, item.id, item.version, item.tenant, item.scope,
+                    item.scope_key, item.type, item.state, item.key,
+                    bytes.fromhex(item.digest), source_sid,
+                    None if item.source is None else item.source[1], item.expires_ms,
+                    None if item.retention is None else item.retention.get("until_event"),
+                    item.sensitivity, item.created_ms, frame)
+    w.insert_memory(row)
+    if w.memory_index_exists():
+        if prev:
+            w.unindex_memory([prev[-1].mid])
+        if item.state == "active" and text:
+            w.index_memory(row, text)
+    return row
+
+
+def item_of(row: MemoryRow, record: dict[str, Any] | None) -> MemoryItem:
+    """The item a version row holds (from its frame; from the row's columns
+    when the frame was blanked by a revocation)."""
+    if record is None:
+        return MemoryItem(row.item_id, row.version, row.scope, row.type, row.state, None,
+                          row.tenant, row.scope_key, row.key, None, None, row.expires_ms,
+                          row.sensitivity, row.created_ms, row.digest.hex(), stored="erased")
+    source = record.get("source")
+    return MemoryItem(
+        row.item_id, row.version, row.scope, row.type, row.state, record.get("content"),
+        row.tenant, row.scope_key, row.key,
+        None if source is None else (str(source[0]), int(source[1])), record.get("retention"),
+        record.get("expires_ms"), str(record.get("sensitivity")),
+        int(record.get("created_ms") or 0), str(record.get("digest")), record.get("decision"),
+        tuple(record.get("conflicts_with") or ()), record.get("promoted_from"),
+        str(record.get("stored", "full")))
+
+
+def open_versions(rows: Sequence[MemoryRow], revoked: bool) -> list[MemoryItem]:
+    """Verify an item's version rows (contiguous, chained, each frame's
+    checks, columns equal to the frame) and return them as items.  Blank
+    frames are accepted only for a revoked item (``revoked``: its tombstone
+    exists)."""
+    if not rows:
+        return []
+    item_id = rows[0].item_id
+    key = item_key(item_id)
+    chain = key
+    out = []
+    for i, row in enumerate(rows):
+        where = f"memory item {item_id} version {row.version}"
+        if row.version != i + 1 or row.item_id != item_id:
+            raise record_damaged(f"{where}: versions are not contiguous from 1")
+        opened = open_record(row.frame, key, i, chain, FrameType.MEMORY, may_be_blank=revoked)
+        if opened.defect is not None:
+            raise record_damaged(f"{where}: {opened.defect}")
+        record = opened.record
+        if record is not None:
+            copied = (row.item_id, row.version, row.tenant, row.scope, row.scope_key,
+                      row.type, row.state, row.key)
+            if tuple(record.get(k) for k in _COPIED) != copied or record.get(
+                    "digest") != row.digest.hex() or record.get("expires_ms") != row.expires_ms:
+                raise record_damaged(f"{where}: the row's columns differ from its frame")
+        chain = opened.chain
+        out.append(item_of(row, record))
+    return out
+
+
+def read_item(reader: MemoryReader, item_id: str) -> list[MemoryItem]:
+    """Every version of an item, verified (an unknown id gives [])."""
+    rows = reader.memory_versions(item_id)
+    if not rows:
+        return []
+    revoked = reader.tombstone_for_item(item_id) is not None
+    return open_versions(rows, revoked)
+
+
+# -- tombstones ---------------------------------------------------------------
+
+def write_tombstone(w: Writer, make: Callable[[int], dict[str, Any]], *, kind: str,
+                    sid: int | None, seq: int | None, item: str | None, reason: str,
+                    actor: str | None, now_ms: int) -> TombstoneRow:
+    """Frame and insert the next tombstone; ``make(tid)`` gives its record."""
+    tid = w.max_tid() + 1
+    prev = w.tombstones(tid - 2, 1) if tid > 1 else []
+    chain = chain_of_record(prev[0].frame) if prev else TOMBSTONE_KEY
+    record = {**make(tid), "tid": tid, "kind": kind, "reason": reason, "actor": actor,
+              "time": now_ms}
+    frame, _ = encode_record(record, TOMBSTONE_KEY, tid - 1, chain, FrameType.TOMBSTONE)
+    row = TombstoneRow(tid, kind, sid, seq, item, reason, actor, now_ms, frame)
+    w.insert_tombstone(row)
+    return row
+
+
+def open_tombstone(row: TombstoneRow, prev_chain: int) -> tuple[dict[str, Any], int]:
+    opened = open_record(row.frame, TOMBSTONE_KEY, row.tid - 1, prev_chain,
+                         FrameType.TOMBSTONE, may_be_blank=False)
+    if opened.defect is not None or opened.record is None:
+        raise record_damaged(f"tombstone {row.tid}: {opened.defect}")
+    r = opened.record
+    if (r.get("tid"), r.get("kind"), r.get("reason"), r.get("actor"), r.get("time")) != (
+            row.tid, row.target_kind, row.reason, row.actor, row.created_ms):
+        raise record_damaged(f"tombstone {row.tid}: the row's columns differ from its frame")
+    return r, opened.chain
+
+
+def tombstone_record(reader: MemoryReader, row: TombstoneRow) -> dict[str, Any]:
+    """A tombstone's verified record (its chain continued from the stored
+    chain of the tombstone before it, as a read from the middle of a log)."""
+    prev = reader.tombstones(row.tid - 2, 1) if row.tid > 1 else []
+    return open_tombstone(row, chain_of_record(prev[0].frame) if prev else TOMBSTONE_KEY)[0]
+
+
+def erased_lookup(reader: MemoryReader, sid: int) -> Callable[[int], bytes | None]:
+    """For the stream reader: seq -> the payload readers see instead of an
+    erased event's (None: no tombstone, so a failed check is damage)."""
+    def lookup(seq: int) -> bytes | None:
+        row = reader.tombstone_for_event(sid, seq)
+        if row is None:
+            return None
+        replacement = tombstone_record(reader, row).get("replacement")
+        if not isinstance(replacement, bytes):
+            raise record_damaged(f"tombstone {row.tid} holds no replacement payload")
+        return replacement
+    return lookup
+
+
+# What an erased event keeps of its data: the ids and flags that pair calls
+# with results and close turns (never content).
+KEPT = ("call_id", "interrupted", "synthetic", "status", "is_error")
+
+
+def replacement_event(ev: Event, tombstone: dict[str, Any]) -> bytes:
+    """The payload readers get for an erased event: its type, time and
+    envelope, the structural ids of its data, and the tombstone."""
+    d = ev.data if isinstance(ev.data, dict) else {}
+    data: dict[str, Any] = {k: d[k] for k in KEPT if k in d and (
+        d[k] is None or isinstance(d[k], (str, bool, int)))}
+    calls = d.get("tool_calls")
+    if isinstance(calls, list):
+        data["tool_calls"] = [{"id": c["id"]} for c in calls
+                              if isinstance(c, dict) and isinstance(c.get("id"), str)]
+    data["erased"] = tombstone
+    return msgspec.msgpack.encode(Event(ev.type, ev.time, data, ev.source, ev.causal_parent,
+                                        ev.workspace_revision, ev.data_class,
+                                        ev.idempotency_key))
+
+
+__all__ = ["KEPT", "erased_lookup", "item_of", "open_tombstone", "open_versions", "read_item",
+           "record_of", "replacement_event", "tombstone_record", "write_tombstone",
+           "write_version"]

@@ -1,0 +1,55 @@
+"""Revocation: a memory item's tombstone and the purge of its content from
+every layer (the versions' frames, the full-text index, free pages, WAL)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import replace
+
+from ..codec.memory import blank
+from ..errors import MemoryNotFoundError
+from ..storage.base import Backend
+from .model import MemoryItem, PurgeReport
+from .records import read_item, write_tombstone, write_version
+
+
+def revoke_item(backend: Backend, item_id: str, *, reason: str, actor: str | None,
+                now_ms: int, check: Callable[[MemoryItem], None]) -> PurgeReport:
+    """Revoke ``item_id`` in one transaction, then checkpoint the WAL."""
+    with backend.transaction() as w:
+        versions = read_item(w, item_id)
+        if not versions:
+            raise MemoryNotFoundError(f"no memory item {item_id!r}")
+        cur = versions[-1]
+        check(cur)
+        rows = w.memory_versions(item_id)
+        already = w.tombstone_for_item(item_id)
+        blanked = removed = 0
+        tid = None if already is None else already.tid
+        indexed = w.memory_indexed([r.mid for r in rows]) if w.memory_index_exists() else []
+        if already is None:
+            stone = write_tombstone(w, lambda t: {"item": item_id, "digest": cur.digest,
+                                                  "versions": len(rows)},
+                                    kind="memory", sid=None, seq=None, item=item_id,
+                                    reason=reason, actor=actor, now_ms=now_ms)
+            tid = stone.tid
+            revoked = replace(cur, version=cur.version + 1, state="revoked", content=None,
+                              created_ms=now_ms, stored="erased", conflicts_with=(),
+                              decision={"actor": actor, "reason": reason, "tombstone": tid})
+            write_version(w, revoked, rows[-1].source_sid, None)
+        for row in rows:   # every version that may hold content (the revoked one holds none)
+            if row.state != "revoked" and any(row.frame[40:]):
+                w.blank_memory(row.mid, blank(row.frame))
+                blanked += 1
+        if w.memory_index_exists():
+            w.unindex_memory([r.mid for r in rows])
+            removed = len(indexed)
+        scrubbed = w.scrub_free_pages()
+    checkpointed = backend.checkpoint()
+    return PurgeReport(f"memory:{item_id}", tid, already is not None,
+                       memory_versions_blanked=blanked, index_rows_removed=removed,
+                       caches_cleared=True, free_pages_scrubbed=scrubbed,
+                       wal_checkpointed=checkpointed)
+
+
+__all__ = ["revoke_item"]

@@ -1,0 +1,420 @@
+"""A memory view bound to one identity: remember, get, search, and the state
+changes -- every query carrying the identity's scope predicates.
+
+Reads go through :mod:`.records` (every version verified against its frame);
+writes are gated (:mod:`.gates`), idempotent on (content digest, scope,
+type), and never overwrite: a change is a new version, a contradiction is
+quarantined with the item it contradicts named.
+"""
+
+from __future__ import annotations
+
+import builtins
+import re
+import time
+import uuid
+from collections.abc import Mapping
+from dataclasses import dataclass, replace
+from typing import Any, Protocol
+
+from ..errors import (
+    GlobalScopeReadOnlyError,
+    InvalidArgumentError,
+    MemoryAccessError,
+    MemoryNotFoundError,
+    MemoryStateError,
+)
+from ..storage.base import Backend, MemoryRow
+from .gates import check_evidence, check_promotion, check_write
+from .model import SCOPES, SENSITIVITY, TYPES, Identity, MemoryItem, PurgeReport, digest_of
+from .model import text_of as _text_of
+from .records import open_versions, read_item, write_version
+from .revoke import revoke_item
+
+MAX_LIMIT = 10_000
+_WORD = re.compile(r"\w+", re.UNICODE)
+# Who wins when several scopes speak for one setting (first wins): policy is
+# authoritative (global, then tenant); preferences overlay from the nearest
+# scope out (session, user, then the tenant's default).
+PRECEDENCE = (("global", "policy"), ("tenant", "policy"), ("session", "preference"),
+              ("user", "preference"), ("tenant", "preference"), ("session", "fact"),
+              ("user", "fact"), ("tenant", "fact"), ("global", "fact"))
+
+
+class MemoryHost(Protocol):
+    """What a view needs from its store (given by :class:`trajlog.Store`)."""
+
+    backend: Backend
+
+    def sid_of(self, session_id: str) -> int:
+        """The internal id of a session (SessionNotFoundError if none)."""
+        ...
+
+    def event_type(self, session_id: str, seq: int) -> str:
+        """The type of a stored event, read verified (InvalidArgumentError if none)."""
+        ...
+
+    def after_purge(self) -> None:
+        """Drop every in-memory copy that may hold erased content."""
+        ...
+
+
+@dataclass(frozen=True, slots=True)
+class Resolution:
+    """A setting resolved across scopes: the winning item and the ones it
+    overrides, in precedence order."""
+
+    key: str
+    value: Any
+    item: MemoryItem | None
+    overridden: tuple[MemoryItem, ...] = ()
+
+
+def _now() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _fts_query(query: str) -> str:
+    words = _WORD.findall(query)
+    if not words:
+        raise InvalidArgumentError(f"search query {query!r} holds no words")
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
+class MemoryView:
+    """Scoped, typed memory for one :class:`Identity` (``store.memory(identity)``)."""
+
+    def __init__(self, host: MemoryHost, identity: Identity) -> None:
+        if not isinstance(identity, Identity):
+            raise TypeError(f"identity must be a trajlog.Identity, not "
+                            f"{type(identity).__name__}")
+        self._host = host
+        self._backend = host.backend
+        self.identity = identity
+
+    def __repr__(self) -> str:
+        return f"<trajlog.MemoryView {self.identity}>"
+
+    # -- scope ---------------------------------------------------------------
+
+    def _check_visible(self, item: MemoryItem) -> None:
+        """A fetch outside the identity's scopes fails; it is never filtered quietly."""
+        ident = self.identity
+        if item.scope == "global":
+            return
+        if item.tenant != ident.tenant:
+            raise MemoryAccessError(f"memory item {item.id} belongs to another tenant")
+        if item.scope == "user" and item.scope_key != ident.user:
+            raise MemoryAccessError(f"memory item {item.id} belongs to another user's scope")
+        if item.scope == "session" and item.scope_key != ident.session:
+            raise MemoryAccessError(f"memory item {item.id} belongs to another session's "
+                                    "scope")
+
+    def _scopes(self, scopes: Any) -> builtins.list[tuple[str, str]]:
+        mine = self.identity.scopes()
+        if scopes is None:
+            return mine
+        wanted = [scopes] if isinstance(scopes, str) else list(scopes)
+        for s in wanted:
+            if s not in SCOPES:
+                raise InvalidArgumentError(f"scope must be one of {SCOPES}, not {s!r}")
+        return [(s, k) for s, k in mine if s in wanted]
+
+    def _versions(self, item_id: str) -> builtins.list[MemoryItem]:
+        if not isinstance(item_id, str):
+            raise TypeError(f"item id must be str, not {type(item_id).__name__}")
+        versions = read_item(self._backend.reader(), item_id)
+        if not versions:
+            raise MemoryNotFoundError(f"no memory item {item_id!r}")
+        self._check_visible(versions[-1])
+        return versions
+
+    # -- reads ----------------------------------------------------------------
+
+    def get(self, item_id: str) -> MemoryItem:
+        """The item's current version (MemoryAccessError outside the identity's scopes)."""
+        return self._versions(item_id)[-1]
+
+    def history(self, item_id: str) -> builtins.list[MemoryItem]:
+        """Every version of the item, oldest first (a revoked item's content is gone)."""
+        return self._versions(item_id)
+
+    def list(self, *, types: Any = None, states: Any = ("provisional", "active", "quarantined"),
+             scopes: Any = None, key: str | None = None, limit: int = 1000) -> builtins.list[MemoryItem]:
+        """Current versions in the identity's scopes, oldest first."""
+        rows = self._backend.reader().memory_current(
+            self.identity.tenant, self._scopes(scopes), _names(types, TYPES, "type"),
+            _names(states, ("provisional", "active", "quarantined", "revoked"), "state"), key,
+            _limit(limit))
+        return [self._current(row) for row in rows]
+
+    def quarantined(self) -> builtins.list[MemoryItem]:
+        """Items waiting for a resolution (restore, correct or revoke)."""
+        return self.list(states=("quarantined",))
+
+    def _current(self, row: MemoryRow) -> MemoryItem:
+        item = read_item(self._backend.reader(), row.item_id)[-1]
+        self._check_visible(item)
+        return item
+
+    def search(self, query: str, *, limit: int = 10, types: Any = None,
+               scopes: Any = None) -> builtins.list[MemoryItem]:
+        """Active items matching every word of ``query``, best first.  The
+        scope predicates are part of the query, before the ranking; without
+        the full-text index (dropped, or being rebuilt) the canonical rows
+        are searched instead -- recall may change, scoping never does."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be str, not {type(query).__name__}")
+        limit = _limit(limit)
+        tys = _names(types, TYPES, "type")
+        scopes_ = self._scopes(scopes)
+        reader = self._backend.reader()
+        match = _fts_query(query)
+        if reader.memory_index_exists():
+            rows = reader.memory_search(match, self.identity.tenant, scopes_, tys, limit)
+            return [self._current(row) for row in rows]
+        return self._scan(query, scopes_, tys, limit)
+
+    def _scan(self, query: str, scopes: builtins.list[tuple[str, str]], types: builtins.list[str] | None,
+              limit: int) -> builtins.list[MemoryItem]:
+        words = {w.casefold() for w in _WORD.findall(query)}
+        hits: builtins.list[tuple[int, int, MemoryItem]] = []
+        for row in self._backend.reader().memory_current(self.identity.tenant, scopes, types,
+                                                         ["active"], None, 2**62):
+            item = self._current(row)
+            found = [w.casefold() for w in _WORD.findall(_text_of(item.content, item.key))]
+            if words <= set(found):
+                hits.append((-sum(found.count(w) for w in words), row.mid, item))
+        hits.sort(key=lambda h: (h[0], h[1]))
+        return [h[2] for h in hits[:limit]]
+
+    def resolve(self, key: str) -> Resolution:
+        """The value of a setting several scopes may hold, by :data:`PRECEDENCE`:
+        tenant (and global) policy is authoritative; the user's preference
+        overlays the tenant's default, a session's overlays the user's."""
+        items = self.list(key=key, states=("active",))
+        ranked = sorted((i for i in items if (i.scope, i.type) in PRECEDENCE),
+                        key=lambda i: (PRECEDENCE.index((i.scope, i.type)), -i.created_ms))
+        if not ranked:
+            return Resolution(key, None, None)
+        win = ranked[0]
+        value = win.content.get("value", win.content) if isinstance(win.content, dict) else (
+            win.content)
+        return Resolution(key, value, win, tuple(ranked[1:]))
+
+    # -- writes ---------------------------------------------------------------
+
+    def remember(self, scope: str, type: str, content: Any, *, key: str | None = None,
+                 source: tuple[str, int] | None = None, retention: Mapping[str, Any] | None
+                 = None, sensitivity: str = "internal", state: str = "active",
+                 evidence: Mapping[str, Any] | None = None,
+                 actor: str | None = None) -> MemoryItem | None:
+        """Write an item in one of the identity's scopes (see :mod:`.gates`).
+
+        Idempotent: the same content, scope and type again returns the first
+        item.  An item with a ``key`` that contradicts an active item of the
+        same scope, type and key is stored *quarantined*, naming it.
+        ``source`` = ``(session id, seq)`` must name a stored event.
+        ``retention``: ``{"ttl_ms": n}`` or ``{"until_event": "session/closed"}``.
+        With privacy ``"none"`` nothing is written (returns None); with
+        ``"metadata"`` the item is kept without its content."""
+        if type not in TYPES:
+            raise InvalidArgumentError(f"type must be one of {TYPES}, not {type!r}")
+        if state not in ("provisional", "active"):
+            raise InvalidArgumentError("a new item is provisional or active")
+        if sensitivity not in SENSITIVITY:
+            raise InvalidArgumentError(f"sensitivity must be one of {SENSITIVITY}")
+        if key is not None and (not isinstance(key, str) or not key or len(key) > 256):
+            raise InvalidArgumentError(f"key must be a non-empty string, not {key!r}")
+        scope_key = self.identity.scope_key(scope)
+        ev = check_evidence(evidence)
+        digest = digest_of(content)
+        source_sid, source_type = self._source(source)
+        check_write(scope, type, ev, source_type)
+        if self.identity.privacy == "none":
+            return None
+        now = _now()
+        ret, expires = _retention(retention, now)
+        stored = "full" if self.identity.privacy == "full" else "metadata"
+        item = MemoryItem(str(uuid.uuid4()), 1, scope, type, state,
+                          content if stored == "full" else None, self.identity.tenant,
+                          scope_key, key, source, ret, expires, sensitivity, now, digest.hex(),
+                          None if ev is None and actor is None else
+                          {"actor": actor, "reason": "remembered", "evidence": ev},
+                          stored=stored)
+        with self._backend.transaction() as w:
+            same = w.memory_merge_match(digest, item.tenant, scope, scope_key, type)
+            if same is not None:
+                return open_versions(w.memory_versions(same.item_id), False)[-1]
+            if key is not None:
+                rivals = [r for r in w.memory_current(item.tenant, [(scope, scope_key)],
+                                                      [type], ["active"], key, 100)
+                          if r.digest != digest]
+                if rivals:
+                    item = replace(item, state="quarantined",
+                                   conflicts_with=tuple(r.item_id for r in rivals),
+                                   decision={"actor": actor, "reason": "contradicts "
+                                             + ", ".join(r.item_id for r in rivals),
+                                             "evidence": ev})
+            write_version(w, item, source_sid, _index_text(item))
+        return item
+
+    def _source(self, source: Any) -> tuple[int | None, str | None]:
+        if source is None:
+            return None, None
+        if (not isinstance(source, tuple) or len(source) != 2 or not isinstance(source[0], str)
+                or type(source[1]) is not int or source[1] < 0):
+            raise InvalidArgumentError(f"source must be (session id, seq), not {source!r}")
+        sid = self._host.sid_of(source[0])
+        return sid, self._host.event_type(source[0], source[1])
+
+    def _change(self, item_id: str, *, to: str, allowed: tuple[str, ...], reason: str,
+                actor: str | None, content: Any = None, new_content: bool = False,
+                extra: Mapping[str, Any] | None = None) -> MemoryItem:
+        if not isinstance(reason, str) or not reason:
+            raise InvalidArgumentError("a state change says why (reason=...)")
+        with self._backend.transaction() as w:
+            versions = read_item(w, item_id)
+            if not versions:
+                raise MemoryNotFoundError(f"no memory item {item_id!r}")
+            cur = versions[-1]
+            self._check_visible(cur)
+            if cur.scope == "global":
+                raise GlobalScopeReadOnlyError(f"memory item {item_id} is global: read-only "
+                                               "at run time")
+            if cur.state not in allowed:
+                raise MemoryStateError(f"memory item {item_id} is {cur.state}; it cannot "
+                                       f"become {to} (from {', '.join(allowed)} only)")
+            changed = replace(cur, version=cur.version + 1, state=to, created_ms=_now(),
+                              decision={"actor": actor, "reason": reason, **(extra or {})})
+            if new_content:
+                if self.identity.privacy == "none":
+                    raise MemoryAccessError("privacy mode 'none' writes no memory")
+                stored = self.identity.privacy == "full"
+                changed = replace(changed, content=content if stored else None,
+                                  digest=digest_of(content).hex(),
+                                  stored="full" if stored else "metadata", conflicts_with=())
+            sid = w.memory_versions(item_id)[-1].source_sid
+            write_version(w, changed, sid, _index_text(changed))
+            return changed
+
+    def activate(self, item_id: str, *, reason: str = "verified",
+                 actor: str | None = None) -> MemoryItem:
+        """provisional -> active (retrievable)."""
+        return self._change(item_id, to="active", allowed=("provisional",), reason=reason,
+                            actor=actor)
+
+    def quarantine(self, item_id: str, *, reason: str, actor: str | None = None) -> MemoryItem:
+        """Exclude an item from retrieval (suspected poisoning, a contradiction)
+        until it is restored, corrected or revoked."""
+        return self._change(item_id, to="quarantined", allowed=("provisional", "active"),
+                            reason=reason, actor=actor)
+
+    def restore(self, item_id: str, *, reason: str, actor: str | None = None) -> MemoryItem:
+        """quarantined -> active; the active items it contradicted are
+        quarantined in turn (never two truths for one setting)."""
+        cur = self.get(item_id)
+        restored = self._change(item_id, to="active", allowed=("quarantined",), reason=reason,
+                                actor=actor)
+        for other in cur.conflicts_with:
+            try:
+                if self.get(other).state == "active":
+                    self._change(other, to="quarantined", allowed=("active",),
+                                 reason=f"superseded by {item_id}: {reason}", actor=actor)
+            except MemoryNotFoundError:
+                continue
+        return restored
+
+    def correct(self, item_id: str, content: Any, *, reason: str,
+                actor: str | None = None) -> MemoryItem:
+        """A new version with corrected content, active (also the way out of quarantine)."""
+        return self._change(item_id, to="active", allowed=("provisional", "active",
+                                                           "quarantined"),
+                            reason=reason, actor=actor, content=content, new_content=True)
+
+    def promote(self, item_id: str, to: str, *, evidence: Mapping[str, Any] | None = None,
+                actor: str | None = None, reason: str = "promoted",
+                as_type: str | None = None) -> MemoryItem:
+        """A gated write of a session item into user or tenant scope (see
+        :mod:`.gates`): a new item whose decision records who, why and on what
+        evidence, and whose provenance names the item it came from (so it
+        replays); the original stays.  Idempotent like :meth:`remember`."""
+        cur = self.get(item_id)
+        ev = check_evidence(evidence)
+        source_type = None
+        if cur.source is not None:
+            source_type = self._host.event_type(cur.source[0], cur.source[1])
+        if cur.state not in ("provisional", "active"):
+            raise MemoryStateError(f"memory item {item_id} is {cur.state}: only provisional "
+                                   "or active items are promoted")
+        check_promotion(cur, to, as_type, ev, source_type)
+        if self.identity.privacy == "none":
+            raise MemoryAccessError("privacy mode 'none' writes no memory")
+        scope_key = self.identity.scope_key(to)
+        now = _now()
+        promoted = MemoryItem(str(uuid.uuid4()), 1, to, cur.type, "active", cur.content,
+                              cur.tenant, scope_key, cur.key, cur.source, cur.retention,
+                              cur.expires_ms, cur.sensitivity, now, cur.digest,
+                              {"actor": actor, "reason": reason, "evidence": ev,
+                               "from": f"{cur.id}@{cur.version}"},
+                              promoted_from=f"{cur.id}@{cur.version}", stored=cur.stored)
+        with self._backend.transaction() as w:
+            same = w.memory_merge_match(bytes.fromhex(cur.digest), cur.tenant, to, scope_key,
+                                        cur.type)
+            if same is not None:
+                return open_versions(w.memory_versions(same.item_id), False)[-1]
+            sid = w.memory_versions(cur.id)[-1].source_sid
+            write_version(w, promoted, sid, _index_text(promoted))
+        return promoted
+
+    def revoke(self, item_id: str, *, reason: str, actor: str | None = None) -> PurgeReport:
+        """Tombstone the item: a last version in state revoked, its earlier
+        versions' content blanked in place (headers and checks kept), its
+        index rows gone, free pages and the WAL cleared.  Idempotent."""
+        self.get(item_id)   # visible (typed errors otherwise)
+        if not isinstance(reason, str) or not reason:
+            raise InvalidArgumentError("a revocation says why (reason=...)")
+        report = revoke_item(self._backend, item_id, reason=reason, actor=actor,
+                             now_ms=_now(), check=self._check_visible)
+        self._host.after_purge()
+        return report
+
+
+def _index_text(item: MemoryItem) -> str | None:
+    if item.state != "active" or item.stored != "full":
+        return None
+    return _text_of(item.content, item.key) or None
+
+
+def _names(values: Any, allowed: tuple[str, ...], what: str) -> builtins.list[str] | None:
+    if values is None:
+        return None
+    out = [values] if isinstance(values, str) else list(values)
+    for v in out:
+        if v not in allowed:
+            raise InvalidArgumentError(f"{what} must be one of {allowed}, not {v!r}")
+    return out
+
+
+def _limit(limit: Any) -> int:
+    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
+        raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_LIMIT}, not {limit!r}")
+    return limit
+
+
+def _retention(retention: Any, now: int) -> tuple[dict[str, Any] | None, int | None]:
+    if retention is None:
+        return None, None
+    if not isinstance(retention, Mapping) or len(retention) != 1:
+        raise InvalidArgumentError("retention is {'ttl_ms': n} or {'until_event': type}")
+    if "ttl_ms" in retention:
+        ttl = retention["ttl_ms"]
+        if type(ttl) is not int or ttl < 0:
+            raise InvalidArgumentError(f"ttl_ms must be a non-negative int, not {ttl!r}")
+        return {"ttl_ms": ttl}, now + ttl
+    if "until_event" in retention and isinstance(retention["until_event"], str):
+        return {"until_event": retention["until_event"]}, None
+    raise InvalidArgumentError("retention is {'ttl_ms': n} or {'until_event': type}")
+
+
+__all__ = ["PRECEDENCE", "MemoryHost", "MemoryView", "Resolution"]

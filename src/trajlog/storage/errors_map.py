@@ -1,0 +1,30 @@
+"""apsw exceptions as trajlog's typed errors (one place, for every storage module)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import apsw
+
+from ..errors import StoreBusyError, StoreClosedError, StoreDamagedError, StoreError
+
+
+class translate:
+    """Context manager: apsw exceptions become trajlog StoreErrors (cause kept)."""
+
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        if exc is None or not isinstance(exc, apsw.Error):
+            return
+        if isinstance(exc, apsw.BusyError):
+            raise StoreBusyError(f"database is locked: {exc}") from exc
+        if isinstance(exc, (apsw.ConnectionClosedError, apsw.CursorClosedError)):
+            raise StoreClosedError("the store is closed") from exc
+        if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
+            raise StoreDamagedError(f"{type(exc).__name__}: {exc}") from exc
+        raise StoreError(f"{type(exc).__name__}: {exc}") from exc
+
+
+__all__ = ["translate"]
