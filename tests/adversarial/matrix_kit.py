@@ -60,7 +60,7 @@ import msgspec
 
 import trajlog
 from tamper import frames_of, raw_body
-from trajlog import codec, errors, projections
+from trajlog import Identity, codec, errors, projections
 from trajlog.codec.chunks import body_seed
 from trajlog.projections import FOLDS, from_scratch
 from trajlog.storage.index import REQUESTED, STEP_START, Mark, pack_marks, unpack_marks
@@ -187,6 +187,7 @@ class Template:
     acked: dict[str, list[Any]] = field(default_factory=dict)
     fork_seed: int = -1
     digest: str = ""
+    memory_item: str = ""
 
     def rid(self, label: str, seq: int) -> int:
         return (self.sid[label] << 32) + seq
@@ -276,15 +277,16 @@ def build_template(path: str) -> Template:
             t.acked[label] = list(x.events())
             t.last[label] = x.last_seq
         t.parent = {P: None, F: P, S: P}
+        # memory: an item with two versions, a revoked item (blank versions and
+        # a tombstone), an item in another tenant
+        mem = store.memory(Identity("acme", user="alice", session=p.id))
+        kept = mem.remember("session", "fact", {"text": "the build is red"}, source=(p.id, 1))
+        mem.quarantine(kept.id, reason="unsure")
+        mem.revoke(mem.remember("user", "preference", {"text": "tabs"}).id, reason="asked")
+        store.memory(Identity("globex", user="bob")).remember("user", "fact", {"text": "x"})
+        t.memory_item = kept.id
     conn = apsw.Connection(path)
     try:
-        conn.execute("INSERT INTO memories(mid, item_id, version, scope, scope_key, type, state, "
-                     "content, content_digest, source_sid, source_seq, created_ms, frame) "
-                     "VALUES (1, 'm1', 1, 'session', ?, 'fact', 'provisional', x'00', x'00', ?, "
-                     "0, 1, x'00')", (t.id[P], t.sid[P]))
-        conn.execute("INSERT INTO tombstones(tid, target_kind, target_sid, target_seq, reason, "
-                     "created_ms, frame) VALUES (1, 'event', ?, 0, 'test', 1, x'00')",
-                     (t.sid[P],))
         for label in LABELS:
             sid = t.sid[label]
             t.chain_head[label] = conn.execute("SELECT chain_head FROM session_heads WHERE "
@@ -329,8 +331,9 @@ def digest(path: str) -> str:
         h.update(repr(schema).encode())
         for kind, name, _, _ in schema:
             if kind == "table" and not name.startswith("sqlite_"):
-                h.update(repr(conn.execute(f'SELECT * FROM "{name}" ORDER BY rowid')
-                              .fetchall()).encode())
+                # (sorted here: FTS5's config table has no rowid to order by)
+                rows = sorted(repr(r) for r in conn.execute(f'SELECT * FROM "{name}"'))
+                h.update(repr(rows).encode())
     except apsw.Error as exc:
         return f"unreadable: {exc}"
     finally:
@@ -598,18 +601,17 @@ def _edit_state(t: Template) -> bytes:
     return blob.replace(b"fix the bug", b"fix the bux")
 
 
-MEMORY = ("INTO memories(mid, item_id, version, scope, scope_key, type, state, content, "
-          "content_digest, source_sid, source_seq, created_ms, frame) VALUES "
-          "({mid}, 'm1', 1, 'session', 'x', 'fact', 'active', x'01', x'01', NULL, NULL, 2, x'01')")
-TOMBSTONE = ("INTO tombstones(tid, target_kind, target_sid, target_seq, reason, created_ms, "
-             "frame) VALUES (1, 'event', NULL, 5, 'forged', 2, x'01')")
+MEMORY = ("INTO memories SELECT {mid}, item_id, version, tenant, scope, scope_key, type, state, "
+          "key, digest, source_sid, source_seq, expires_ms, until_event, sensitivity, created_ms,"
+          " frame FROM memories WHERE mid = 1")
+TOMBSTONE = "INTO tombstones SELECT * FROM tombstones WHERE tid = 1"
 
 TRIGGERS = ("chunks_append", "chunks_advance_head", "chunks_repack", "chunks_covered_delete",
             "event_index_append", "event_index_no_update", "event_index_no_delete",
             "heads_forward_only", "heads_no_rebind", "heads_no_delete", "heads_insert_once",
             "sessions_no_update", "sessions_no_delete", "sessions_insert_once",
-            "memories_no_update", "memories_no_delete", "tombstones_no_update",
-            "tombstones_no_delete", "memories_insert_once", "tombstones_insert_once")
+            "memories_append", "memories_blank_only", "memories_no_delete",
+            "tombstones_append", "tombstones_no_update", "tombstones_no_delete")
 INDEXES = ("event_index_idempotency", "event_index_markers")
 
 P_HEAD_BACK = ("head moved back to the row before (with that row's chain)",
@@ -883,24 +885,39 @@ def _cases() -> None:
              "ON CONFLICT(sid, name, version) DO UPDATE SET state = excluded.state", sid(P),
              state_of(P, "model_history", 0), state_of(S, "model_history", 3)), **derived)
 
-    # -- memories and tombstones (placeholders: nothing reads them yet) -------------------
-    placeholder = "placeholder table: no API reads it yet, so a change is not noticed"
-    for tb, key, row, upd in (("memories", "mid", MEMORY.format(mid=1), "state = 'active'"),
+    # -- memories and tombstones (verify_memory() checks every version and tombstone) ----
+    for tb, key, row, upd in (("memories", "mid", MEMORY.format(mid=1), "state = 'revoked'"),
                               ("tombstones", "tid", TOMBSTONE, "reason = 'forged'")):
-        case(tb, "UPDATE", sql(f"UPDATE {tb} SET {upd}"), sqlite3_=REFUSED, off=HARMLESS,
-             note=placeholder)
-        case(tb, "DELETE", sql(f"DELETE FROM {tb}"), off=HARMLESS, note=placeholder)
+        case(tb, "UPDATE", sql(f"UPDATE {tb} SET {upd}"), sqlite3_=REFUSED)
+        case(tb, "DELETE", sql(f"DELETE FROM {tb}"), sqlite3_=REFUSED)
         case(tb, "INSERT OR REPLACE over a row", sql(f"INSERT OR REPLACE {row}"),
-             sqlite3_=REFUSED, off=HARMLESS,
-             note="no recursive_triggers: the implied DELETE fires no trigger")
+             sqlite3_=REFUSED, off=HARMLESS, note="the same row again")
         case(tb, "REPLACE over a row", sql(f"REPLACE {row}"), off=HARMLESS)
         case(tb, "INSERT OR IGNORE over a row", sql(f"INSERT OR IGNORE {row}"),
              off=HARMLESS, note="the insert guard raises ABORT, which OR IGNORE does not "
              "swallow")
         case(tb, "upsert (ON CONFLICT DO UPDATE)",
-             sql(f"INSERT {row} ON CONFLICT({key}) DO UPDATE SET {upd}"), off=HARMLESS)
+             sql(f"INSERT {row} ON CONFLICT({key}) DO UPDATE SET {upd}"))
     case("memories", "INSERT OR REPLACE of a new mid over the same (item_id, version)",
-         sql(f"INSERT OR REPLACE {MEMORY.format(mid=2)}"), off=HARMLESS)
+         sql(f"INSERT OR REPLACE {MEMORY.format(mid=99)}"), sqlite3_=REFUSED)
+    case("memories", "a version's content edited (frame re-made with a valid header)",
+         sql("UPDATE memories SET frame = CAST(substr(frame, 1, length(frame) - 8) || "
+             "x'0000000000000001' AS BLOB) WHERE mid = 2"), sqlite3_=REFUSED)
+    case("memories", "the last version deleted", sql("DELETE FROM memories WHERE mid = 5"),
+         sqlite3_=REFUSED)
+    case("memory_head", "the head moved back with its last version",
+         steps(sql("DELETE FROM memories WHERE mid = 5"),
+               sql("UPDATE memory_head SET last_mid = 4")), sqlite3_=REFUSED, off=LIMIT,
+         note="no check can tell versions deleted with the head that counted them: the "
+              "checks detect accidents, not a writer that rewrites every copy")
+    case("memories", "a live item's version blanked like a revoked one",
+         steps(sql("UPDATE memories SET frame = zeroblob(length(frame)) WHERE mid = 1")),
+         sqlite3_=REFUSED)
+    case("memories", "a version moved to another tenant",
+         sql("UPDATE memories SET tenant = 'globex' WHERE mid = 1"), sqlite3_=REFUSED)
+    case("tombstones", "a tombstone re-pointed at another item",
+         sql("UPDATE tombstones SET target_item = (SELECT item_id FROM memories WHERE mid = 1)"),
+         sqlite3_=REFUSED)
 
     # -- the schema ------------------------------------------------------------------------------
     tb = "sqlite_schema"
@@ -1248,8 +1265,18 @@ def _evaluate(store: Any, t: Template, row: Row, changed: bool) -> Result:
         return Result(", ".join(kinds), "; ".join(dict.fromkeys(bugs)))
     if failed:
         return Result(FOUND, "; ".join([where, *dict.fromkeys(limits)]))
-    if row.case.table in ("memories", "tombstones") and changed:
-        return Result(HARMLESS, "the row changed")
+    if row.case.table in ("memories", "tombstones", "memory_head") and changed:
+        audit = store.verify_memory()
+        if not audit.ok:
+            return Result(FOUND, audit.defects[0][:200])
+        try:
+            mem = store.memory(Identity("acme", user="alice", session=t.id[P]))
+            mem.get(t.memory_item)
+        except errors.TrajlogError as exc:
+            return Result(f"error: verify ok but a read raised {_name(exc)}", _short(exc))
+        if row.mode in row.case.expect and row.expected == LIMIT:
+            return Result(LIMIT, "every version and tombstone left verifies")
+        return Result(HARMLESS, "the rows changed; every version and tombstone verifies")
     return Result(HARMLESS, "every check passed" if changed else "nothing changed")
 
 

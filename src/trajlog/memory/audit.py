@@ -40,6 +40,13 @@ class MemoryAudit:
 
 def audit(reader: Reader) -> MemoryAudit:
     defects: list[str] = []
+    last_mid, last_tid, versions_stored, tombstones_stored = reader.memory_head()
+    if last_mid != versions_stored:
+        defects.append(f"the memory head names {last_mid} version(s); {versions_stored} are "
+                       "stored")
+    if last_tid != tombstones_stored:
+        defects.append(f"the memory head names {last_tid} tombstone(s); {tombstones_stored} "
+                       "are stored")
     revoked: set[str] = set()
     tombstones = _tombstones(reader, defects, revoked)
     items, versions = _versions(reader, defects, revoked)
@@ -49,14 +56,19 @@ def audit(reader: Reader) -> MemoryAudit:
 def _versions(reader: Reader, defects: list[str], revoked: set[str]) -> tuple[int, int]:
     groups: dict[str, list[MemoryRow]] = {}
     after = count = 0
+    gap = False
     while True:
         rows = reader.memory_all(after, BATCH)
         if not rows:
             break
         for row in rows:
+            if row.mid != count + 1 and not gap:
+                gap = True
+                defects.append(f"memory version row {count + 1} is missing (the next is "
+                               f"{row.mid})")
+            count += 1
             groups.setdefault(row.item_id, []).append(row)
         after = rows[-1].mid
-        count += len(rows)
     indexed = reader.memory_index_exists()
     for item_id, rows in groups.items():
         try:

@@ -169,6 +169,11 @@ class MemoryReader(Protocol):
 
     def max_tid(self) -> int: ...
 
+    def memory_head(self) -> tuple[int, int, int, int]:
+        """``(last version, last tombstone)`` the head says were made, then
+        how many versions and tombstones are stored."""
+        ...
+
 
 class Reader(MemoryReader, Protocol):
     """Reads of committed data (or, on a :class:`Writer`, of the transaction)."""

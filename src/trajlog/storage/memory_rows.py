@@ -244,6 +244,16 @@ def insert_tombstone(conn: apsw.Connection, row: TombstoneRow) -> None:
                  tuple(row))
 
 
+def memory_head(conn: apsw.Connection) -> tuple[int, int, int, int]:
+    """``(last_mid, last_tid)`` of the head, then the versions and tombstones stored."""
+    rows: list[Any] = conn.execute(
+        "SELECT (SELECT last_mid FROM memory_head), (SELECT last_tid FROM memory_head), "
+        "(SELECT count(*) FROM memories), (SELECT count(*) FROM tombstones)").fetchall()
+    r = rows[0]
+    return (-1 if r[0] is None else int(r[0]), -1 if r[1] is None else int(r[1]), int(r[2]),
+            int(r[3]))
+
+
 def max_tid(conn: apsw.Connection) -> int:
     row: Any = conn.execute("SELECT coalesce(max(tid), 0) FROM tombstones").fetchall()[0][0]
     return int(row)

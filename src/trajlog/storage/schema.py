@@ -417,6 +417,29 @@ V6 = """
     CREATE UNIQUE INDEX tombstones_memory ON tombstones(target_item)
         WHERE target_kind = 'memory';
 
+    -- the watermark of both logs: how many versions and tombstones were made
+    -- (a version or tombstone deleted at the end is found against it)
+    CREATE TABLE memory_head(
+        one       INTEGER PRIMARY KEY CHECK (one = 1),
+        last_mid  INTEGER NOT NULL CHECK (last_mid >= 0),
+        last_tid  INTEGER NOT NULL CHECK (last_tid >= 0)
+    ) STRICT;
+    INSERT INTO memory_head VALUES (1, 0, 0);
+    CREATE TRIGGER memories_advance_head AFTER INSERT ON memories
+    BEGIN UPDATE memory_head SET last_mid = NEW.mid; END;
+    CREATE TRIGGER tombstones_advance_head AFTER INSERT ON tombstones
+    BEGIN UPDATE memory_head SET last_tid = NEW.tid; END;
+    CREATE TRIGGER memory_head_forward BEFORE UPDATE ON memory_head
+    WHEN NEW.one IS NOT 1
+      OR NEW.last_mid IS NOT coalesce((SELECT max(mid) FROM memories), 0)
+      OR NEW.last_tid IS NOT coalesce((SELECT max(tid) FROM tombstones), 0)
+      OR NEW.last_mid < OLD.last_mid OR NEW.last_tid < OLD.last_tid
+    BEGIN SELECT RAISE(ABORT, 'trajlog: the memory head only advances with its rows'); END;
+    CREATE TRIGGER memory_head_no_delete BEFORE DELETE ON memory_head
+    BEGIN SELECT RAISE(ABORT, 'trajlog: the memory head only advances with its rows'); END;
+    CREATE TRIGGER memory_head_once BEFORE INSERT ON memory_head
+    BEGIN SELECT RAISE(ABORT, 'trajlog: the memory head only advances with its rows'); END;
+
     CREATE TRIGGER memories_append BEFORE INSERT ON memories
     WHEN EXISTS (SELECT 1 FROM memories WHERE mid = NEW.mid)
       OR NEW.version IS NOT coalesce((SELECT max(version) FROM memories
@@ -438,8 +461,8 @@ V6 = """
       OR length(NEW.frame) IS NOT length(OLD.frame)
       OR substr(NEW.frame, 1, 40) IS NOT substr(OLD.frame, 1, 40)
       OR substr(NEW.frame, 41) IS NOT zeroblob(length(OLD.frame) - 40)
-    BEGIN SELECT RAISE(ABORT, 'trajlog: memory versions are append-only (a revoked item''s '
-                              || 'payload may only be blanked)'); END;
+    BEGIN SELECT RAISE(ABORT, 'trajlog: memory versions are append-only (only blanked when revoked)');
+    END;
     CREATE TRIGGER memories_no_delete BEFORE DELETE ON memories
     BEGIN SELECT RAISE(ABORT, 'trajlog: memory versions are append-only'); END;
 

@@ -89,6 +89,10 @@ class MemoryReads:
         with translate():
             return mr.erased_seqs(self.conn, sid)
 
+    def memory_head(self) -> tuple[int, int, int, int]:
+        with translate():
+            return mr.memory_head(self.conn)
+
     def max_tid(self) -> int:
         with translate():
             return mr.max_tid(self.conn)
