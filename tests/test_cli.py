@@ -60,3 +60,39 @@ def test_cli_ls_show_verify(tmp_path):
         flip_frame_bits(st, st.session(sid)._sid, 0, -9, 0xFF)
     bad = run("verify", "--db", db, cwd=tmp_path)
     assert bad.returncode == 1 and "CORRUPT" in bad.stdout and "seq=0" in bad.stdout
+
+
+def test_cli_memory_erase_and_retention(tmp_path):
+    db = str(tmp_path / "m.db")
+    with trajlog.open(db) as st:
+        s = st.create_session(cwd="/repo")
+        s.append("user/message", {"content": "CLISECRETWORD here"})
+        s.append("retention/policy", {"ttl_ms": 0})
+        mem = st.memory(trajlog.Identity("acme", user="alice"))
+        item = mem.remember("user", "preference", {"text": "prefers pytest"}, key="runner")
+        sid = s.id
+    ident = ["--db", db, "--tenant", "acme", "--user", "alice"]
+    ls = run("memory", "ls", *ident, cwd=tmp_path)
+    assert ls.returncode == 0 and item.id in ls.stdout and "prefers pytest" in ls.stdout
+    assert item.id in run("memory", "search", "pytest", *ident, "--json", cwd=tmp_path).stdout
+    assert run("memory", "search", "pytest", "--db", db, "--tenant", "globex",
+               cwd=tmp_path).stdout == ""
+    shown = run("memory", "show", item.id, *ident, cwd=tmp_path)
+    assert "v1" in shown.stdout
+    other = run("memory", "show", item.id, "--db", db, "--tenant", "globex", cwd=tmp_path)
+    assert other.returncode == 1 and "another tenant" in other.stderr
+    plan = run("retention", "--db", db, cwd=tmp_path)
+    assert f"would erase 1 event(s) of {sid}" in plan.stdout
+    assert "CLISECRETWORD" in run("show", sid, "--db", db, cwd=tmp_path).stdout  # a plan only
+    done = run("retention", "--apply", "--db", db, cwd=tmp_path)
+    assert done.returncode == 0 and "erased 1 event payload(s)" in done.stdout
+    assert "CLISECRETWORD" not in run("show", sid, "--db", db, cwd=tmp_path).stdout
+    erased = run("erase", sid, "1", "--reason", "tidy", "--db", db, cwd=tmp_path)
+    assert erased.returncode == 0 and "frames_blanked             1" in erased.stdout
+    verify = run("verify", "--db", db, cwd=tmp_path)
+    assert verify.returncode == 0 and "memory  ok (1 items, 1 versions, 2 tombstones)" in (
+        verify.stdout)
+    missing = run("erase", sid, "0", "--reason", "x", "--db", str(tmp_path / "no.db"),
+                  cwd=tmp_path)
+    assert missing.returncode == 2 and "no store" in missing.stderr
+    assert not (tmp_path / "no.db").exists()

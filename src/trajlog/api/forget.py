@@ -104,10 +104,10 @@ class Forgetting:
         return [self._reading.indexed(ref, row.seq, type_)
                 for row in reader.index_rows(ref.sid, ref.seed - 1, last) if row.type == type_]
 
-    def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
-        now = _now() if now_ms is None else now_ms
-        purges: list[PurgeReport] = []
-        erased: list[tuple[str, int]] = []
+    def plan_retention(self, now_ms: int) -> tuple[list[tuple[str, str]],
+                                                   list[tuple[str, list[int], str]]]:
+        """What retention would remove now: ``(item id, reason)`` and
+        ``(session id, seqs, reason)``; nothing is written."""
         refs = {h.id: self._reading.ref_by_id(h.id)
                 for h in self._reading.sessions(include_subagents=True) if h.damage is None}
         by_sid = {r.sid: r for r in refs.values()}
@@ -125,36 +125,41 @@ class Forgetting:
             ref = refs.get(session_id)
             return None if ref is None else ref.sid
 
-        revoked: list[str] = []
-        for item_id, why in rt.due_items(self.backend.reader(), now, happened, session_sid):
+        items = []
+        for item_id, why in rt.due_items(self.backend.reader(), now_ms, happened, session_sid):
             versions = read_item(self.backend.reader(), item_id)
-            if not versions or versions[-1].state == "revoked":
-                continue
-            purges.append(revoke_item(self.backend, item_id, reason=why, actor=rt.ACTOR,
-                                      now_ms=now, check=lambda item: None))
-            revoked.append(item_id)
+            if versions and versions[-1].state != "revoked":
+                items.append((item_id, why))
+        events = []
         for ref in refs.values():
             policies = self._indexed(ref, rt.POLICY_EVENT)
-            if not policies:
-                continue
-            policy = policies[-1].data
+            policy = policies[-1].data if policies else None
             if not isinstance(policy, dict):
                 continue
             until = policy.get("until_event")
             closed = isinstance(until, str) and happened(ref.sid, until)
-            events = self._reading.events(ref, ref.seed, None)
-            seqs = rt.due_seqs(events, policy, now, closed)
-            erasable = [s for s in seqs
-                        if self.backend.reader().tombstone_for_event(ref.sid, s) is None]
-            if not erasable:
-                continue
-            why = (f"retention: until {until}" if closed else
-                   f"retention: ttl {policy.get('ttl_ms')} ms")
-            purges.append(self.erase(ref.id, erasable, reason=why, actor=rt.ACTOR, now_ms=now))
-            erased += [(ref.id, s) for s in erasable]
-        if revoked:
+            seqs = [s for s in rt.due_seqs(self._reading.events(ref, ref.seed, None), policy,
+                                           now_ms, closed)
+                    if self.backend.reader().tombstone_for_event(ref.sid, s) is None]
+            if seqs:
+                events.append((ref.id, seqs, f"retention: until {until}" if closed else
+                               f"retention: ttl {policy.get('ttl_ms')} ms"))
+        return items, events
+
+    def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
+        now = _now() if now_ms is None else now_ms
+        items, events = self.plan_retention(now)
+        purges: list[PurgeReport] = []
+        for item_id, why in items:
+            purges.append(revoke_item(self.backend, item_id, reason=why, actor=rt.ACTOR,
+                                      now_ms=now, check=lambda item: None))
+        erased: list[tuple[str, int]] = []
+        for session_id, seqs, why in events:
+            purges.append(self.erase(session_id, seqs, reason=why, actor=rt.ACTOR, now_ms=now))
+            erased += [(session_id, s) for s in seqs]
+        if items:
             self.after_purge()
-        return RetentionReport(now, tuple(revoked), tuple(erased), tuple(purges))
+        return RetentionReport(now, tuple(i for i, _ in items), tuple(erased), tuple(purges))
 
 
 __all__ = ["Forgetting"]

@@ -10,6 +10,7 @@ Session handles (:mod:`.session`) share them.
 from __future__ import annotations
 
 import os
+import time
 import weakref
 from collections.abc import Mapping
 from typing import Any
@@ -212,6 +213,14 @@ class Store:
         its reason, with the same purge.  Idempotent."""
         self._check_open()
         return self._forget.apply_retention(now_ms)
+
+    def retention_plan(self, now_ms: int | None = None) -> tuple[
+            list[tuple[str, str]], list[tuple[str, list[int], str]]]:
+        """What :meth:`apply_retention` would remove at ``now_ms``, writing
+        nothing: ``(item id, reason)`` pairs and ``(session id, seqs, reason)``."""
+        self._check_open()
+        return self._forget.plan_retention(time.time_ns() // 1_000_000 if now_ms is None
+                                           else now_ms)
 
     def verify_memory(self) -> MemoryAudit:
         """Verify every memory version, every tombstone and the purge each

@@ -4,12 +4,15 @@ from __future__ import annotations
 
 import argparse
 import json
+import os
+import sys
 from collections.abc import Sequence
 
 from .._version import __version__
 from ..api import open as trajlog_open
 from ..errors import TrajlogError
 from .demo import demo, summary
+from .forget import add_commands, run
 
 
 def main(argv: Sequence[str] | None = None) -> int:
@@ -27,9 +30,20 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("verify", help="verify every frame and the chain of sessions")
     p.add_argument("session", nargs="?", help="one session (default: all)")
     p.add_argument("--db", default="trajlog.db")
+    add_commands(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args.db)
+    if args.command in ("memory", "erase", "retention"):
+        if not os.path.exists(args.db):
+            print(f"trajlog: no store at {args.db} (give one with --db)", file=sys.stderr)
+            return 2
+        try:
+            with trajlog_open(args.db) as store:
+                return run(args, store)
+        except TrajlogError as exc:
+            print(f"trajlog: {type(exc).__name__}: {exc}", file=sys.stderr)
+            return 1
     with trajlog_open(args.db) as store:
         if args.command == "ls":
             for h in store.sessions(include_subagents=args.all):
@@ -52,6 +66,13 @@ def main(argv: Sequence[str] | None = None) -> int:
                 continue
             failed += not report.ok
             print(f"{sid}  {'ok' if report.ok else 'CORRUPT: ' + str(report.scan.error(sid))}")
+        if not args.session:   # and the memory versions and tombstones
+            audit = store.verify_memory()
+            print(f"memory  {'ok' if audit.ok else 'CORRUPT'} ({audit.items} items, "
+                  f"{audit.versions} versions, {audit.tombstones} tombstones)")
+            for defect in audit.defects:
+                print(f"memory  {defect}")
+            failed += not audit.ok
         return 1 if failed else 0
 
 
