@@ -252,14 +252,13 @@ def test_storage_what_triggers_cannot_stop_verify_finds(filled):
 
 def test_storage_memories_and_tombstones_are_append_only(store):
     s = store.create_session(cwd="/r")
+    s.append("user/message", {"content": "x"})
+    mem = store.memory(trajlog.Identity("acme", user="u", session=s.id))
+    mem.remember("session", "fact", {"text": "a"}, source=(s.id, 0))
+    mem.revoke(mem.remember("user", "fact", {"text": "b"}).id, reason="test")
     conn = write_conn(store)
-    conn.execute("INSERT INTO memories(item_id, version, scope, scope_key, type, state, content, "
-                 "content_digest, source_sid, source_seq, created_ms, frame) "
-                 "VALUES ('m1', 1, 'session', ?, 'fact', 'provisional', x'00', x'00', ?, 0, 1, "
-                 "x'00')", (s.id, s._sid))
-    conn.execute("INSERT INTO tombstones(target_kind, target_sid, target_seq, reason, "
-                 "created_ms, frame) VALUES ('event', ?, 0, 'test', 1, x'00')", (s._sid,))
     for sql in ("UPDATE memories SET state = 'active'", "DELETE FROM memories",
-                "UPDATE tombstones SET reason = 'x'", "DELETE FROM tombstones"):
+                "UPDATE tombstones SET reason = 'x'", "DELETE FROM tombstones",
+                "UPDATE memory_head SET last_mid = 0", "DELETE FROM memory_head"):
         with pytest.raises(apsw.ConstraintError):
             conn.execute(sql)

@@ -611,8 +611,16 @@ TRIGGERS = ("chunks_append", "chunks_advance_head", "chunks_repack", "chunks_cov
             "heads_forward_only", "heads_no_rebind", "heads_no_delete", "heads_insert_once",
             "sessions_no_update", "sessions_no_delete", "sessions_insert_once",
             "memories_append", "memories_blank_only", "memories_no_delete",
-            "tombstones_append", "tombstones_no_update", "tombstones_no_delete")
-INDEXES = ("event_index_idempotency", "event_index_markers")
+            "tombstones_append", "tombstones_no_update", "tombstones_no_delete",
+            "memories_advance_head", "tombstones_advance_head", "memory_head_forward",
+            "memory_head_no_delete", "memory_head_once")
+INDEXES = ("event_index_idempotency", "event_index_markers", "memories_scope", "memories_merge",
+           "memories_key", "memories_source", "memories_expiry", "memories_until",
+           "tombstones_event", "tombstones_memory")
+# The derived memory index: FTS5's table and its shadow tables
+FTS_TABLES = ("memory_fts", "memory_fts_data", "memory_fts_idx", "memory_fts_content",
+              "memory_fts_docsize", "memory_fts_config")
+MEMORY_TABLES = ("memories", "tombstones", "memory_head", "scrub", *FTS_TABLES)
 
 P_HEAD_BACK = ("head moved back to the row before (with that row's chain)",
                sql("UPDATE session_heads SET last_seq = ?, chain_head = ? WHERE sid = ?",
@@ -915,6 +923,24 @@ def _cases() -> None:
          sqlite3_=REFUSED)
     case("memories", "a version moved to another tenant",
          sql("UPDATE memories SET tenant = 'globex' WHERE mid = 1"), sqlite3_=REFUSED)
+    case("memory_head", "UPDATE (the head counts more versions)",
+         sql("UPDATE memory_head SET last_mid = last_mid + 1"), sqlite3_=REFUSED)
+    case("memory_head", "DELETE", sql("DELETE FROM memory_head"), sqlite3_=REFUSED)
+    case("scrub", "a row left in the scrub table", sql("INSERT INTO scrub VALUES (x'00')"),
+         apsw_=HARMLESS, off=HARMLESS, note="scratch space of the erasure's free-page scrub")
+    derived = {"apsw_": HARMLESS, "off": HARMLESS,
+               "note": "derived: search checks every hit against its canonical version and "
+                       "falls back to the canonical rows when the index fails"}
+    case("memory_fts", "every index row deleted", sql("DELETE FROM memory_fts"), **derived)
+    case("memory_fts", "a forged index row: another tenant's item under this tenant",
+         sql("INSERT OR REPLACE INTO memory_fts(rowid, text, tenant, scope, scope_key, type) "
+             "VALUES (5, 'build red', 'acme', 'session', ?, 'fact')", lambda t: t.id[P]),
+         **derived)
+    case("memory_fts", "an index row re-pointed at a quarantined version",
+         sql("INSERT INTO memory_fts(rowid, text, tenant, scope, scope_key, type) VALUES "
+             "(2, 'build red', 'acme', 'session', ?, 'fact')", lambda t: t.id[P]), **derived)
+    for shadow in FTS_TABLES[1:]:
+        case(shadow, "every row deleted", sql(f"DELETE FROM {shadow}"), **derived)
     case("tombstones", "a tombstone re-pointed at another item",
          sql("UPDATE tombstones SET target_item = (SELECT item_id FROM memories WHERE mid = 1)"),
          sqlite3_=REFUSED)
@@ -934,11 +960,11 @@ def _cases() -> None:
              sql("DELETE FROM sqlite_schema WHERE type = 'index' AND name = ?", const(name)),
              wschema=AT_OPEN, apsw_=None, off=None)
     for name in ("sessions", "session_heads", "chunks", "event_index", "projection_states",
-                 "memories", "tombstones"):
+                 "memories", "tombstones", "memory_head", "scrub"):
         case(tb, f"DROP TABLE {name}", sql(f"DROP TABLE {name}"), **at_open)
     for alter in ("chunks RENAME TO old_chunks", "sessions ADD COLUMN note TEXT",
                   "event_index RENAME COLUMN idempotency_key TO key",
-                  "memories DROP COLUMN sensitivity"):
+                  "tombstones DROP COLUMN actor"):
         case(tb, f"ALTER TABLE {alter}", sql(f"ALTER TABLE {alter}"), **at_open)
     case(tb, "CREATE TRIGGER that silently skips every index row",
          sql("CREATE TRIGGER zz_skip BEFORE INSERT ON event_index BEGIN SELECT RAISE(IGNORE); "
@@ -1265,15 +1291,21 @@ def _evaluate(store: Any, t: Template, row: Row, changed: bool) -> Result:
         return Result(", ".join(kinds), "; ".join(dict.fromkeys(bugs)))
     if failed:
         return Result(FOUND, "; ".join([where, *dict.fromkeys(limits)]))
-    if row.case.table in ("memories", "tombstones", "memory_head") and changed:
+    if row.case.table in MEMORY_TABLES and changed:
         audit = store.verify_memory()
         if not audit.ok:
             return Result(FOUND, audit.defects[0][:200])
         try:
             mem = store.memory(Identity("acme", user="alice", session=t.id[P]))
-            mem.get(t.memory_item)
+            kept = mem.get(t.memory_item)
+            found = mem.search("build red") + mem.search("x")
         except errors.TrajlogError as exc:
             return Result(f"error: verify ok but a read raised {_name(exc)}", _short(exc))
+        if kept.state != "quarantined" or kept.content != {"text": "the build is red"}:
+            return Result("hidden: the kept item reads differently", repr(kept))
+        if found:
+            return Result("error: search returned an item it must not",
+                          ", ".join(f"{i.tenant}/{i.scope}/{i.state}" for i in found))
         if row.mode in row.case.expect and row.expected == LIMIT:
             return Result(LIMIT, "every version and tombstone left verifies")
         return Result(HARMLESS, "the rows changed; every version and tombstone verifies")

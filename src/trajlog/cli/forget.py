@@ -73,12 +73,12 @@ def run(args: argparse.Namespace, store: Store) -> int:
         return 0
     now = args.now_ms if args.now_ms is not None else time.time_ns() // 1_000_000
     if not args.apply:
-        items, events = store.retention_plan(now)
-        for item_id, why in items:
-            print(f"would revoke item {item_id}  ({why})")
-        for session_id, seqs, why in events:
+        due_items, due_events = store.retention_plan(now)
+        for item_id, reason in due_items:
+            print(f"would revoke item {item_id}  ({reason})")
+        for session_id, seqs, why in due_events:
             print(f"would erase {len(seqs)} event(s) of {session_id}  ({why})")
-        if not items and not events:
+        if not due_items and not due_events:
             print("nothing is due")
         return 0
     done = store.apply_retention(now)

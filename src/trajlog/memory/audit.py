@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 
 from ..codec.chunks import ChunkCompressor, open_chunk
 from ..codec.memory import TOMBSTONE_KEY
-from ..errors import CorruptionError
+from ..errors import CorruptionError, StoreError
 from ..storage.base import MemoryRow, Reader
 from .records import erased_lookup, open_tombstone, open_versions
 
@@ -32,6 +32,8 @@ class MemoryAudit:
     versions: int = 0
     tombstones: int = 0
     defects: tuple[str, ...] = field(default_factory=tuple)
+    #: what is wrong with derived copies only (the full-text index): never a defect
+    notes: tuple[str, ...] = field(default_factory=tuple)
 
     @property
     def ok(self) -> bool:
@@ -49,11 +51,13 @@ def audit(reader: Reader) -> MemoryAudit:
                        "are stored")
     revoked: set[str] = set()
     tombstones = _tombstones(reader, defects, revoked)
-    items, versions = _versions(reader, defects, revoked)
-    return MemoryAudit(items, versions, tombstones, tuple(defects))
+    notes: list[str] = []
+    items, versions = _versions(reader, defects, revoked, notes)
+    return MemoryAudit(items, versions, tombstones, tuple(defects), tuple(dict.fromkeys(notes)))
 
 
-def _versions(reader: Reader, defects: list[str], revoked: set[str]) -> tuple[int, int]:
+def _versions(reader: Reader, defects: list[str], revoked: set[str],
+              notes: list[str]) -> tuple[int, int]:
     groups: dict[str, list[MemoryRow]] = {}
     after = count = 0
     gap = False
@@ -79,7 +83,12 @@ def _versions(reader: Reader, defects: list[str], revoked: set[str]) -> tuple[in
         if item_id in revoked:
             if items[-1].state != "revoked" or any(i.content is not None for i in items):
                 defects.append(f"memory item {item_id} is tombstoned but still holds content")
-            if indexed and reader.memory_indexed([r.mid for r in rows]):
+            try:
+                still = indexed and reader.memory_indexed([r.mid for r in rows])
+            except StoreError:
+                still = False   # a damaged index is dropped by the next revocation
+                notes.append("the full-text index is damaged: rebuild_memory_index()")
+            if still:
                 defects.append(f"memory item {item_id} is tombstoned but still indexed")
     return len(groups), count
 

@@ -22,8 +22,10 @@ BATCH = 5000
 
 
 def rebuild(backend: Backend) -> int:
-    """Create the index if it is missing, then fill it from the canonical
-    rows in one transaction; returns how many items it holds."""
+    """Make the index again -- dropped and created, so a damaged one goes
+    whole -- and fill it from the canonical rows in one transaction; returns
+    how many items it holds."""
+    backend.memory_index(False)
     backend.memory_index(True)
     n = 0
     with backend.transaction() as w:

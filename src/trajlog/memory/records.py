@@ -23,7 +23,7 @@ from ..codec.memory import (
     item_key,
     open_record,
 )
-from ..errors import record_damaged
+from ..errors import StoreError, record_damaged
 from ..events import Event
 from ..storage.base import MemoryReader, MemoryRow, TombstoneRow, Writer
 from .model import MemoryItem
@@ -65,10 +65,17 @@ def write_version(w: Writer, item: MemoryItem, source_sid: int | None,
                     item.sensitivity, item.created_ms, frame)
     w.insert_memory(row)
     if w.memory_index_exists():
-        if prev:
-            w.unindex_memory([prev[-1].mid])
-        if item.state == "active" and text:
-            w.index_memory(row, text)
+        try:
+            with w.savepoint():
+                if prev:
+                    w.unindex_memory([prev[-1].mid])
+                if item.state == "active" and text:
+                    w.index_memory(row, text)
+        except StoreError:
+            # A damaged derived index costs recall, never the write: search
+            # checks every hit against its canonical version (and falls back
+            # to the canonical rows), and a rebuild makes the index whole.
+            pass
     return row
 
 

@@ -7,7 +7,7 @@ from collections.abc import Callable
 from dataclasses import replace
 
 from ..codec.memory import blank
-from ..errors import MemoryNotFoundError
+from ..errors import MemoryNotFoundError, StoreError
 from ..storage.base import Backend
 from .model import MemoryItem, PurgeReport
 from .records import read_item, write_tombstone, write_version
@@ -26,7 +26,10 @@ def revoke_item(backend: Backend, item_id: str, *, reason: str, actor: str | Non
         already = w.tombstone_for_item(item_id)
         blanked = removed = 0
         tid = None if already is None else already.tid
-        indexed = w.memory_indexed([r.mid for r in rows]) if w.memory_index_exists() else []
+        try:
+            indexed = w.memory_indexed([r.mid for r in rows]) if w.memory_index_exists() else []
+        except StoreError:
+            indexed = []
         if already is None:
             stone = write_tombstone(w, lambda t: {"item": item_id, "digest": cur.digest,
                                                   "versions": len(rows)},
@@ -41,15 +44,30 @@ def revoke_item(backend: Backend, item_id: str, *, reason: str, actor: str | Non
             if row.state != "revoked" and any(row.frame[40:]):
                 w.blank_memory(row.mid, blank(row.frame))
                 blanked += 1
+        damaged = False
         if w.memory_index_exists():
-            w.unindex_memory([r.mid for r in rows])
-            removed = len(indexed)
+            try:
+                with w.savepoint():
+                    w.unindex_memory([r.mid for r in rows])
+                removed = len(indexed)
+            except StoreError:
+                damaged = True
         scrubbed = w.scrub_free_pages()
+    notes: tuple[str, ...] = ()
+    if damaged:
+        # The index could not be read to delete the item's words from it: it
+        # goes whole (its pages zeroed by secure_delete); searches read the
+        # canonical rows until rebuild_memory_index().
+        backend.memory_index(False)
+        with backend.transaction() as w:
+            scrubbed += w.scrub_free_pages()
+        notes = ("the full-text index was damaged and has been dropped; "
+                 "rebuild_memory_index() makes it again",)
     checkpointed = backend.checkpoint()
     return PurgeReport(f"memory:{item_id}", tid, already is not None,
                        memory_versions_blanked=blanked, index_rows_removed=removed,
                        caches_cleared=True, free_pages_scrubbed=scrubbed,
-                       wal_checkpointed=checkpointed)
+                       wal_checkpointed=checkpointed, notes=notes)
 
 
 __all__ = ["revoke_item"]

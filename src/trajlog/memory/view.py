@@ -13,7 +13,7 @@ import builtins
 import re
 import time
 import uuid
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -23,8 +23,9 @@ from ..errors import (
     MemoryAccessError,
     MemoryNotFoundError,
     MemoryStateError,
+    StoreError,
 )
-from ..storage.base import Backend, MemoryRow
+from ..storage.base import Backend, MemoryRow, Writer
 from .gates import check_evidence, check_promotion, check_write
 from .model import SCOPES, SENSITIVITY, TYPES, Identity, MemoryItem, PurgeReport, digest_of
 from .model import text_of as _text_of
@@ -139,8 +140,9 @@ class MemoryView:
         """Every version of the item, oldest first (a revoked item's content is gone)."""
         return self._versions(item_id)
 
-    def list(self, *, types: Any = None, states: Any = ("provisional", "active", "quarantined"),
-             scopes: Any = None, key: str | None = None, limit: int = 1000) -> builtins.list[MemoryItem]:
+    def list(self, *, types: Any = None,
+             states: Any = ("provisional", "active", "quarantined"), scopes: Any = None,
+             key: str | None = None, limit: int = 1000) -> builtins.list[MemoryItem]:
         """Current versions in the identity's scopes, oldest first."""
         rows = self._backend.reader().memory_current(
             self.identity.tenant, self._scopes(scopes), _names(types, TYPES, "type"),
@@ -171,12 +173,32 @@ class MemoryView:
         reader = self._backend.reader()
         match = _fts_query(query)
         if reader.memory_index_exists():
-            rows = reader.memory_search(match, self.identity.tenant, scopes_, tys, limit)
-            return [self._current(row) for row in rows]
+            try:
+                rows = reader.memory_search(match, self.identity.tenant, scopes_, tys, limit)
+            except StoreError:
+                # a damaged derived index degrades recall, never correctness
+                return self._scan(query, scopes_, tys, limit)
+            return [item for row in rows if (item := self._hit(row, scopes_, tys)) is not None]
         return self._scan(query, scopes_, tys, limit)
 
-    def _scan(self, query: str, scopes: builtins.list[tuple[str, str]], types: builtins.list[str] | None,
-              limit: int) -> builtins.list[MemoryItem]:
+    def _hit(self, row: MemoryRow, scopes: builtins.list[tuple[str, str]],
+             types: builtins.list[str] | None) -> MemoryItem | None:
+        """A search hit, from its canonical versions: one the index holds
+        wrongly (not the item's active version, outside the scopes asked
+        for) is dropped -- the index is a copy, never the authority."""
+        item = read_item(self._backend.reader(), row.item_id)[-1]
+        if item.version != row.version or item.state != "active" or (
+                types is not None and item.type not in types):
+            return None
+        if item.scope != "global" and (item.tenant != self.identity.tenant or (
+                item.scope, item.scope_key) not in scopes):
+            return None
+        if item.scope == "global" and ("global", "") not in scopes:
+            return None
+        return item
+
+    def _scan(self, query: str, scopes: builtins.list[tuple[str, str]],
+              types: builtins.list[str] | None, limit: int) -> builtins.list[MemoryItem]:
         words = {w.casefold() for w in _WORD.findall(query)}
         hits: builtins.list[tuple[int, int, MemoryItem]] = []
         for row in self._backend.reader().memory_current(self.identity.tenant, scopes, types,
@@ -218,6 +240,30 @@ class MemoryView:
         ``retention``: ``{"ttl_ms": n}`` or ``{"until_event": "session/closed"}``.
         With privacy ``"none"`` nothing is written (returns None); with
         ``"metadata"`` the item is kept without its content."""
+        return self.remember_many([dict(scope=scope, type=type, content=content, key=key,
+                                        source=source, retention=retention,
+                                        sensitivity=sensitivity, state=state,
+                                        evidence=evidence, actor=actor)])[0]
+
+    def remember_many(self, items: Iterable[Mapping[str, Any]]) -> builtins.list[
+            MemoryItem | None]:
+        """:meth:`remember` for many items (each a mapping of its keyword
+        arguments, ``scope``, ``type`` and ``content`` required) in one
+        transaction: all are written or, on the first refusal, none."""
+        prepared = [self._prepare(**dict(spec)) for spec in items]
+        if self.identity.privacy == "none":
+            return [None] * len(prepared)
+        out: builtins.list[MemoryItem | None] = []
+        with self._backend.transaction() as w:
+            for item, source_sid in prepared:
+                out.append(self._write_new(w, item, source_sid))
+        return out
+
+    def _prepare(self, scope: str, type: str, content: Any, *, key: str | None = None,
+                 source: tuple[str, int] | None = None,
+                 retention: Mapping[str, Any] | None = None, sensitivity: str = "internal",
+                 state: str = "active", evidence: Mapping[str, Any] | None = None,
+                 actor: str | None = None) -> tuple[MemoryItem, int | None]:
         if type not in TYPES:
             raise InvalidArgumentError(f"type must be one of {TYPES}, not {type!r}")
         if state not in ("provisional", "active"):
@@ -231,32 +277,34 @@ class MemoryView:
         digest = digest_of(content)
         source_sid, source_type = self._source(source)
         check_write(scope, type, ev, source_type)
-        if self.identity.privacy == "none":
-            return None
         now = _now()
         ret, expires = _retention(retention, now)
         stored = "full" if self.identity.privacy == "full" else "metadata"
-        item = MemoryItem(str(uuid.uuid4()), 1, scope, type, state,
+        return MemoryItem(str(uuid.uuid4()), 1, scope, type, state,
                           content if stored == "full" else None, self.identity.tenant,
                           scope_key, key, source, ret, expires, sensitivity, now, digest.hex(),
                           None if ev is None and actor is None else
                           {"actor": actor, "reason": "remembered", "evidence": ev},
-                          stored=stored)
-        with self._backend.transaction() as w:
-            same = w.memory_merge_match(digest, item.tenant, scope, scope_key, type)
-            if same is not None:
-                return open_versions(w.memory_versions(same.item_id), False)[-1]
-            if key is not None:
-                rivals = [r for r in w.memory_current(item.tenant, [(scope, scope_key)],
-                                                      [type], ["active"], key, 100)
-                          if r.digest != digest]
-                if rivals:
-                    item = replace(item, state="quarantined",
-                                   conflicts_with=tuple(r.item_id for r in rivals),
-                                   decision={"actor": actor, "reason": "contradicts "
-                                             + ", ".join(r.item_id for r in rivals),
-                                             "evidence": ev})
-            write_version(w, item, source_sid, _index_text(item))
+                          stored=stored), source_sid
+
+    def _write_new(self, w: Writer, item: MemoryItem, source_sid: int | None) -> MemoryItem:
+        """Merge (return the first item of the same digest, scope and type) or
+        write version 1 -- quarantined when it contradicts an active item."""
+        same = w.memory_merge_match(bytes.fromhex(item.digest), item.tenant, item.scope,
+                                    item.scope_key, item.type)
+        if same is not None:
+            return open_versions(w.memory_versions(same.item_id), False)[-1]
+        if item.key is not None:
+            rivals = [r for r in w.memory_current(item.tenant, [(item.scope, item.scope_key)],
+                                                  [item.type], ["active"], item.key, 100)
+                      if r.digest.hex() != item.digest]
+            if rivals:
+                names = ", ".join(r.item_id for r in rivals)
+                item = replace(item, state="quarantined",
+                               conflicts_with=tuple(r.item_id for r in rivals),
+                               decision={**(item.decision or {"actor": None, "evidence": None}),
+                                         "reason": "contradicts " + names})
+        write_version(w, item, source_sid, _index_text(item))
         return item
 
     def _source(self, source: Any) -> tuple[int | None, str | None]:

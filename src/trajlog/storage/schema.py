@@ -461,7 +461,7 @@ V6 = """
       OR length(NEW.frame) IS NOT length(OLD.frame)
       OR substr(NEW.frame, 1, 40) IS NOT substr(OLD.frame, 1, 40)
       OR substr(NEW.frame, 41) IS NOT zeroblob(length(OLD.frame) - 40)
-    BEGIN SELECT RAISE(ABORT, 'trajlog: memory versions are append-only (only blanked when revoked)');
+    BEGIN SELECT RAISE(ABORT, 'trajlog: memory versions are append-only (blanked if revoked)');
     END;
     CREATE TRIGGER memories_no_delete BEFORE DELETE ON memories
     BEGIN SELECT RAISE(ABORT, 'trajlog: memory versions are append-only'); END;
@@ -520,9 +520,10 @@ DENIED_ACTIONS = {
 }
 # Pragmas that may be read but never set outside set-up.
 GUARDED_PRAGMAS = {"secure_delete", "writable_schema", "journal_mode", "synchronous",
-                    "recursive_triggers", "foreign_keys", "trusted_schema", "schema_version", "user_version",
-                    "application_id", "cell_size_check", "ignore_check_constraints",
-                    "locking_mode", "query_only", "defer_foreign_keys"}
+                   "recursive_triggers", "foreign_keys", "trusted_schema", "schema_version",
+                   "user_version", "application_id", "cell_size_check",
+                   "ignore_check_constraints", "locking_mode", "query_only",
+                   "defer_foreign_keys"}
 PROTECTED_TABLES = {"sqlite_master", "sqlite_schema", "sqlite_temp_master"}
 
 
