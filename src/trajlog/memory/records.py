@@ -45,37 +45,71 @@ def record_of(item: MemoryItem, source_sid: int | None) -> dict[str, Any]:
     }
 
 
+class VersionWriter:
+    """Writes versions inside one transaction: frames each (chained to the
+    item's version before it), inserts it, and keeps the full-text index on
+    every item's active version only -- the index's changes made together
+    at :meth:`flush`, in one savepoint, so a damaged derived index never
+    fails a write (it costs recall: search checks every hit against its
+    canonical version and falls back to the canonical rows; a rebuild makes
+    the index whole)."""
+
+    def __init__(self, w: Writer) -> None:
+        self._w = w
+        self._next_mid = w.memory_max_mid() + 1
+        self._indexed = w.memory_index_exists()
+        self._unindex: list[int] = []
+        self._index: list[tuple[MemoryRow, str]] = []
+
+    def write(self, item: MemoryItem, source_sid: int | None, text: str | None,
+              prev: Sequence[MemoryRow] | None = None) -> MemoryRow:
+        """Version ``item.version`` of ``item``; ``prev`` = the item's stored
+        versions (read here when not given; none for a new item)."""
+        w = self._w
+        if prev is None:
+            prev = w.memory_versions(item.id) if item.version > 1 else []
+        if len(prev) != item.version - 1:
+            raise record_damaged(f"memory item {item.id} has {len(prev)} version(s); version "
+                                 f"{item.version} cannot follow")
+        key = item_key(item.id)
+        chain = chain_of_record(prev[-1].frame) if prev else key
+        frame, _ = encode_record(record_of(item, source_sid), key, item.version - 1, chain,
+                                 FrameType.MEMORY)
+        row = MemoryRow(self._next_mid, item.id, item.version, item.tenant, item.scope,
+                        item.scope_key, item.type, item.state, item.key,
+                        bytes.fromhex(item.digest), source_sid,
+                        None if item.source is None else item.source[1], item.expires_ms,
+                        None if item.retention is None else item.retention.get("until_event"),
+                        item.sensitivity, item.created_ms, frame)
+        w.insert_memory(row)
+        self._next_mid += 1
+        if self._indexed:
+            if prev:
+                self._unindex.append(prev[-1].mid)
+            if item.state == "active" and text:
+                self._index.append((row, text))
+        return row
+
+    def flush(self) -> None:
+        if not (self._unindex or self._index):
+            return
+        try:
+            with self._w.savepoint():
+                if self._unindex:
+                    self._w.unindex_memory(self._unindex)
+                for row, text in self._index:
+                    self._w.index_memory(row, text)
+        except StoreError:
+            pass   # (see the class docstring)
+        self._unindex, self._index = [], []
+
+
 def write_version(w: Writer, item: MemoryItem, source_sid: int | None,
                   text: str | None) -> MemoryRow:
-    """Frame and insert one version (the item's next), and keep the full-text
-    index on the item's active version only."""
-    prev = w.memory_versions(item.id)
-    if len(prev) != item.version - 1:
-        raise record_damaged(f"memory item {item.id} has {len(prev)} version(s); version "
-                              f"{item.version} cannot follow")
-    key = item_key(item.id)
-    chain = chain_of_record(prev[-1].frame) if prev else key
-    frame, _ = encode_record(record_of(item, source_sid), key, item.version - 1, chain,
-                             FrameType.MEMORY)
-    row = MemoryRow(w.memory_max_mid() + 1, item.id, item.version, item.tenant, item.scope,
-                    item.scope_key, item.type, item.state, item.key,
-                    bytes.fromhex(item.digest), source_sid,
-                    None if item.source is None else item.source[1], item.expires_ms,
-                    None if item.retention is None else item.retention.get("until_event"),
-                    item.sensitivity, item.created_ms, frame)
-    w.insert_memory(row)
-    if w.memory_index_exists():
-        try:
-            with w.savepoint():
-                if prev:
-                    w.unindex_memory([prev[-1].mid])
-                if item.state == "active" and text:
-                    w.index_memory(row, text)
-        except StoreError:
-            # A damaged derived index costs recall, never the write: search
-            # checks every hit against its canonical version (and falls back
-            # to the canonical rows), and a rebuild makes the index whole.
-            pass
+    """One version, with its index change (see :class:`VersionWriter`)."""
+    writer = VersionWriter(w)
+    row = writer.write(item, source_sid, text)
+    writer.flush()
     return row
 
 
@@ -207,6 +241,17 @@ def replacement_event(ev: Event, tombstone: dict[str, Any]) -> bytes:
                                         ev.idempotency_key))
 
 
-__all__ = ["KEPT", "erased_lookup", "item_of", "open_tombstone", "open_versions", "read_item",
-           "record_of", "replacement_event", "tombstone_record", "write_tombstone",
-           "write_version"]
+__all__ = [
+    "KEPT",
+    "VersionWriter",
+    "erased_lookup",
+    "item_of",
+    "open_tombstone",
+    "open_versions",
+    "read_item",
+    "record_of",
+    "replacement_event",
+    "tombstone_record",
+    "write_tombstone",
+    "write_version",
+]

@@ -29,7 +29,7 @@ from ..storage.base import Backend, MemoryRow, Writer
 from .gates import check_evidence, check_promotion, check_write
 from .model import SCOPES, SENSITIVITY, TYPES, Identity, MemoryItem, PurgeReport, digest_of
 from .model import text_of as _text_of
-from .records import open_versions, read_item, write_version
+from .records import VersionWriter, open_versions, read_item, write_version
 from .revoke import revoke_item
 
 MAX_LIMIT = 10_000
@@ -255,8 +255,10 @@ class MemoryView:
             return [None] * len(prepared)
         out: builtins.list[MemoryItem | None] = []
         with self._backend.transaction() as w:
+            writer = VersionWriter(w)
             for item, source_sid in prepared:
-                out.append(self._write_new(w, item, source_sid))
+                out.append(self._write_new(w, writer, item, source_sid))
+            writer.flush()
         return out
 
     def _prepare(self, scope: str, type: str, content: Any, *, key: str | None = None,
@@ -287,7 +289,8 @@ class MemoryView:
                           {"actor": actor, "reason": "remembered", "evidence": ev},
                           stored=stored), source_sid
 
-    def _write_new(self, w: Writer, item: MemoryItem, source_sid: int | None) -> MemoryItem:
+    def _write_new(self, w: Writer, writer: VersionWriter, item: MemoryItem,
+                   source_sid: int | None) -> MemoryItem:
         """Merge (return the first item of the same digest, scope and type) or
         write version 1 -- quarantined when it contradicts an active item."""
         same = w.memory_merge_match(bytes.fromhex(item.digest), item.tenant, item.scope,
@@ -304,7 +307,7 @@ class MemoryView:
                                conflicts_with=tuple(r.item_id for r in rivals),
                                decision={**(item.decision or {"actor": None, "evidence": None}),
                                          "reason": "contradicts " + names})
-        write_version(w, item, source_sid, _index_text(item))
+        writer.write(item, source_sid, _index_text(item), ())
         return item
 
     def _source(self, source: Any) -> tuple[int | None, str | None]:

@@ -113,12 +113,16 @@ def merge_match(conn: apsw.Connection, digest: bytes, tenant: str, scope: str, s
                 type_: str) -> MemoryRow | None:
     """The first item whose latest version has this (digest, scope, type) and
     is not revoked: a merge returns it instead of writing again."""
-    rows = conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
-        f"WHERE m.digest = ? AND m.scope = ? AND m.scope_key = ? AND m.type = ? "
-        f"AND m.tenant = ? AND {_LATEST} AND m.state != 'revoked' ORDER BY m.mid LIMIT 1",
-        (digest, scope, scope_key, type_, tenant)).fetchall()
-    return _memory(rows[0]) if rows else None
+    # (no ORDER BY in SQL: with it the planner spends ~60 us on an empty match)
+    found: list[Any] = conn.execute(
+        "SELECT mid, item_id FROM memories WHERE digest = ? AND scope = ? AND scope_key = ? "
+        "AND type = ? AND tenant = ?", (digest, scope, scope_key, type_, tenant)).fetchall()
+    for _mid, item_id in sorted(found):
+        latest = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE item_id = ? "
+                              "ORDER BY version DESC LIMIT 1", (item_id,)).fetchall()
+        if latest and latest[0][7] != "revoked" and bytes(latest[0][9]) == digest:
+            return _memory(latest[0])
+    return None
 
 
 def expired(conn: apsw.Connection, now_ms: int, limit: int) -> list[MemoryRow]:
