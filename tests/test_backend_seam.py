@@ -17,6 +17,7 @@ import trajlog
 from trajlog import projections
 from trajlog.storage import SQLiteBackend, base
 
+
 def _methods(protocol: type) -> list[str]:
     """The names a protocol declares, its own and its base protocols'."""
     return sorted({n for cls in protocol.__mro__ if cls.__module__ == base.__name__

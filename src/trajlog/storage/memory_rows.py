@@ -118,8 +118,9 @@ def merge_match(conn: apsw.Connection, digest: bytes, tenant: str, scope: str, s
         "SELECT mid, item_id FROM memories WHERE digest = ? AND scope = ? AND scope_key = ? "
         "AND type = ? AND tenant = ?", (digest, scope, scope_key, type_, tenant)).fetchall()
     for _mid, item_id in sorted(found):
-        latest = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE item_id = ? "
-                              "ORDER BY version DESC LIMIT 1", (item_id,)).fetchall()
+        latest: list[Any] = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE "
+                                         "item_id = ? ORDER BY version DESC LIMIT 1",
+                                         (item_id,)).fetchall()
         if latest and latest[0][7] != "revoked" and bytes(latest[0][9]) == digest:
             return _memory(latest[0])
     return None
