@@ -397,3 +397,19 @@ def test_verify_memory_finds_a_deleted_tombstone(store, session):
     conn.execute("DELETE FROM tombstones WHERE tid = 2")
     audit = store.verify_memory()
     assert not audit.ok and any("tombstone 2 is missing" in d for d in audit.defects)
+
+
+def test_key_value_use_put_find_keys_one_item_per_key(store, session):
+    mem = _mem(store, session)
+    first = mem.put("user", "preference", "prefs/editor", {"value": "vim"})
+    again = mem.put("user", "preference", "prefs/editor", {"value": "emacs"})
+    assert again.id == first.id and again.version == 2 and again.state == "active"
+    assert mem.find("user", "prefs/editor").content == {"value": "emacs"}
+    mem.put("user", "preference", "prefs/theme", {"value": "dark"})
+    mem.put("user", "fact", "notes/os", {"value": "linux"})
+    assert mem.keys("user", "prefs/") == ["prefs/editor", "prefs/theme"]
+    assert _mem(store, user="bob").find("user", "prefs/editor") is None
+    mem.revoke(first.id, reason="forget")
+    assert mem.find("user", "prefs/editor") is None
+    with pytest.raises(InvalidArgumentError):
+        mem.put("user", "fact", "prefs/theme", {"value": "x"})

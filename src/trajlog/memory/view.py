@@ -150,6 +150,36 @@ class MemoryView:
             _limit(limit))
         return [self._current(row) for row in rows]
 
+    def find(self, scope: str, key: str) -> MemoryItem | None:
+        """The current item holding ``key`` in one of the identity's scopes
+        (not revoked), or None: a key-value look-up (LangGraph's
+        ``BaseStore.get`` maps onto it, a namespace path being a key prefix)."""
+        scope_key = self.identity.scope_key(scope)
+        rows = self._backend.reader().memory_current(
+            self.identity.tenant, [(scope, scope_key)], None,
+            ["provisional", "active", "quarantined"], key, 2)
+        return self._current(rows[-1]) if rows else None
+
+    def keys(self, scope: str, prefix: str = "", *, limit: int = 1000) -> builtins.list[str]:
+        """The keys held in one scope, starting with ``prefix``, sorted (the
+        namespaces of a key-value store are the prefixes of its keys)."""
+        items = self.list(scopes=[scope], limit=_limit(limit))
+        return sorted({i.key for i in items if i.key is not None and i.key.startswith(prefix)})
+
+    def put(self, scope: str, type: str, key: str, content: Any, *,
+            reason: str = "put", actor: str | None = None,
+            retention: Mapping[str, Any] | None = None) -> MemoryItem | None:
+        """Key-value write: the item holding ``key`` in ``scope`` gets a new
+        version with this content (the old versions stay), or a new item is
+        remembered -- one item per key, never a contradiction with itself."""
+        current = self.find(scope, key)
+        if current is None:
+            return self.remember(scope, type, content, key=key, retention=retention,
+                                 actor=actor)
+        if current.type != type:
+            raise InvalidArgumentError(f"key {key!r} holds a {current.type}, not a {type}")
+        return self.correct(current.id, content, reason=reason, actor=actor)
+
     def quarantined(self) -> builtins.list[MemoryItem]:
         """Items waiting for a resolution (restore, correct or revoke)."""
         return self.list(states=("quarantined",))
