@@ -413,3 +413,38 @@ def test_key_value_use_put_find_keys_one_item_per_key(store, session):
     assert mem.find("user", "prefs/editor") is None
     with pytest.raises(InvalidArgumentError):
         mem.put("user", "fact", "prefs/theme", {"value": "x"})
+
+
+@pytest.mark.parametrize("evidence", [
+    {"kind": "a feeling"}, "approved", {"kind": "human_approval", "by": "agent:x"},
+    {"kind": "human_approval"}, {"kind": "record_system"},
+    {"kind": "corroboration", "sources": ["one"]}])
+def test_evidence_of_the_wrong_shape_is_refused(store, session, evidence):
+    mem = _mem(store, session)
+    fact = mem.remember("session", "fact", {"text": "f"})
+    with pytest.raises(InvalidArgumentError):
+        mem.promote(fact.id, to="tenant", evidence=evidence)
+    assert mem.list(scopes="tenant") == []
+
+
+def test_tenant_preferences_need_approval_and_trajectories_stay_below_tenant(store, session):
+    mem = _mem(store, session)
+    with pytest.raises(PromotionRefusedError, match="needs a human approval"):
+        mem.remember("tenant", "preference", {"value": "x"})
+    with pytest.raises(PromotionRefusedError, match="stays in session or user scope"):
+        mem.remember("tenant", "trajectory", {"steps": []}, evidence=APPROVAL)
+    traj = mem.remember("session", "trajectory", {"steps": [1]})
+    with pytest.raises(PromotionRefusedError):
+        mem.promote(traj.id, to="tenant", evidence=APPROVAL)
+
+
+def test_a_promotion_keeps_its_type_and_goes_only_up_to_user_or_tenant(store, session):
+    mem = _mem(store, session)
+    fact = mem.remember("session", "fact", {"text": "g"})
+    with pytest.raises(PromotionRefusedError, match="keeps the item's type"):
+        mem.promote(fact.id, to="user", as_type="preference")
+    with pytest.raises(CrossScopeError):
+        mem.promote(fact.id, to="session")
+    with pytest.raises(CrossScopeError):
+        mem.promote(fact.id, to="global", evidence=APPROVAL)
+    assert mem.promote(fact.id, to="user", as_type="fact").scope == "user"

@@ -33,8 +33,8 @@ from .model import EVIDENCE_KINDS, MemoryItem
 # a model or a subagent said.
 INPUT_EVENTS = frozenset({"user/message", "tool/call", "tool/result", "assistant/message",
                           "subagent/result", "subagent/output"})
-USER_TYPES = frozenset({"preference", "fact", "episode", "trajectory"})
-SESSION_TYPES = frozenset({"preference", "fact", "episode", "trajectory"})
+# What a session item may be promoted to user scope as.
+USER_TYPES = frozenset({"preference", "fact", "episode"})
 
 
 def check_evidence(evidence: Any) -> dict[str, Any] | None:
@@ -100,9 +100,8 @@ def check_write(scope: str, type_: str, evidence: dict[str, Any] | None,
     elif type_ == "policy":
         raise InstructionPoisoningError(f"{what}: policy lives in tenant or global scope, "
                                         "from approved artifacts")
-    elif (scope == "user" and type_ not in USER_TYPES) or (
-            scope == "session" and type_ not in SESSION_TYPES):
-        raise PromotionRefusedError(f"{what}: not a {scope} type")
+    # (every other type may live in user or session scope)
+
 
 
 def check_promotion(item: MemoryItem, to: str, as_type: str | None,
@@ -115,21 +114,19 @@ def check_promotion(item: MemoryItem, to: str, as_type: str | None,
                 raise PrecedentPoisoningError(f"{what}: an episode never becomes policy")
             raise InstructionPoisoningError(f"{what}: nothing becomes policy at run time")
         raise PromotionRefusedError(f"{what}: a promotion keeps the item's type")
-    if to == "global":
-        raise CrossScopeError(f"{what}: global scope is never written at run time")
     if item.scope != "session":
         raise CrossScopeError(f"{what}: only session items are promoted (a {item.scope} item "
                               "never lifts itself)")
     if to == "user":
-        if item.type == "policy":
-            raise InstructionPoisoningError(f"{what}: policy is never promoted")
-        if item.type not in USER_TYPES - {"trajectory"}:
+        # (no session item is a policy: check_write refuses them)
+        if item.type not in USER_TYPES:
             raise PromotionRefusedError(f"{what}: only preferences, facts and episodes go to "
                                         "user scope")
     elif to == "tenant":
         _tenant_gate(item.type, evidence, source_type, what)
     else:
-        raise CrossScopeError(f"{what}: a promotion goes to user or tenant scope")
+        raise CrossScopeError(f"{what}: a promotion goes to user or tenant scope (global "
+                              "scope is never written at run time)")
 
 
 __all__ = ["INPUT_EVENTS", "check_evidence", "check_promotion", "check_write"]
