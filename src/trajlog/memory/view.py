@@ -113,13 +113,8 @@ class MemoryView:
 
     def _scopes(self, scopes: Any) -> builtins.list[tuple[str, str]]:
         mine = self.identity.scopes()
-        if scopes is None:
-            return mine
-        wanted = [scopes] if isinstance(scopes, str) else list(scopes)
-        for s in wanted:
-            if s not in SCOPES:
-                raise InvalidArgumentError(f"scope must be one of {SCOPES}, not {s!r}")
-        return [(s, k) for s, k in mine if s in wanted]
+        wanted = _names(scopes, SCOPES, "scope")
+        return mine if wanted is None else [(s, k) for s, k in mine if s in wanted]
 
     def _versions(self, item_id: str) -> builtins.list[MemoryItem]:
         if not isinstance(item_id, str):
