@@ -24,15 +24,15 @@ def _files(path: str) -> bytes:
     return out
 
 
-def _agent(s, secret: str) -> None:
+def _agent(s, secret: str, call: str = "c1") -> None:
     with s.turn():
         s.append("user/message", {"content": f"please remember {secret}"})
         with s.step():
             s.append("assistant/message", {"content": f"noted {secret}", "tool_calls": [
-                {"id": "c1", "name": "write", "arguments": {"text": secret}}]})
-            s.append("tool/call", {"call_id": "c1", "name": "write",
+                {"id": call, "name": "write", "arguments": {"text": secret}}]})
+            s.append("tool/call", {"call_id": call, "name": "write",
                                    "arguments": {"text": secret}})
-            s.append("tool/result", {"call_id": "c1", "output": f"wrote {secret}",
+            s.append("tool/result", {"call_id": call, "output": f"wrote {secret}",
                                      "is_error": False})
 
 
@@ -253,3 +253,20 @@ def test_an_until_event_policy_erases_the_whole_session_once_it_closes(store):
     done = store.apply_retention()
     assert {seq for _, seq in done.events_erased} == {2, 4, 5, 6}
     assert SECRET.format(8) not in repr(list(s.events())) and s.verify().ok
+
+
+def test_erased_rows_repack_fork_and_load_like_any_other(tmp_path):
+    with trajlog.open(str(tmp_path / "r.db"), repack=False) as store:
+        s = store.create_session()
+        for i in range(3):
+            _agent(s, f"RPK{i}", f"c{i}")    # single appends: one small row each
+        store.erase(s.id, [1, 9, 11, 12, 13], reason="r")
+        assert store.repack(s.id) > 0         # rows holding blank frames merge
+        assert s.verify().ok and s.get(9).data["erased"]["reason"] == "r"
+        child = s.fork(15)
+        assert child.verify().ok and child.get(13).data["call_id"] == "c1"
+        assert child.get(11).data["tool_calls"] == [{"id": "c1"}]
+        with s.turn():
+            s.append("user/message", {"content": "open turn"})
+        assert store.load(s.id).verify().ok
+        assert "RPK1" not in repr(list(s.events()))
