@@ -309,3 +309,17 @@ def test_property_erasure_removes_exactly_what_it_names(tmp_path_factory, batche
         raw = _files(path)
         for seq in erased:    # (kept ones may be inside compressed rows: not greppable)
             assert f"TOKEN{seq:05d}X".encode() not in raw, seq
+
+
+def test_store_verify_covers_every_session_and_the_memory(store):
+    s = store.create_session()
+    _agent(s, "v")
+    store.memory(Identity("acme", user="u")).remember("user", "fact", {"text": "x"})
+    store.erase(s.id, 1, reason="r")
+    assert store.verify().ok
+    conn = apsw.Connection(store.path)
+    conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+    conn.execute("UPDATE memories SET state = 'revoked'")
+    conn.close()
+    found = store.verify()
+    assert not found.ok and found.sessions[s.id].ok and not found.memory.ok

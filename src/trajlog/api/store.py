@@ -13,10 +13,11 @@ import os
 import time
 import weakref
 from collections.abc import Mapping
+from dataclasses import dataclass
 from typing import Any
 
 from ..codec.compression import Compressor
-from ..errors import InvalidArgumentError, StoreClosedError
+from ..errors import InvalidArgumentError, StoreClosedError, TrajlogError
 from ..events import SessionHeader
 from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionReport
 from ..memory.audit import audit
@@ -27,7 +28,7 @@ from .forget import Forgetting
 from .handles import Options
 from .leases import new_writer_id, writer_closed, writer_opened
 from .lineage import DEFAULT_MAX_DEPTH, Lineage
-from .reading import LogReader
+from .reading import LogReader, VerifyReport
 from .repack import Repacker
 from .repair import Recovery
 from .session import Engines, Session
@@ -56,6 +57,20 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
     return Store(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
                  lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth,
                  backend=backend, repack=repack)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreAudit:
+    """What :meth:`Store.verify` found: a report (or the error that stopped
+    its verification) per session, and the memory audit."""
+
+    sessions: dict[str, VerifyReport | str]
+    memory: MemoryAudit
+
+    @property
+    def ok(self) -> bool:
+        return self.memory.ok and all(not isinstance(r, str) and r.ok
+                                      for r in self.sessions.values())
 
 
 class Store:
@@ -222,6 +237,18 @@ class Store:
         return self._forget.plan_retention(time.time_ns() // 1_000_000 if now_ms is None
                                            else now_ms)
 
+    def verify(self) -> StoreAudit:
+        """Verify every session (each on its own: one damaged session never
+        stops the others) and the memory layer; reported, never raised."""
+        self._check_open()
+        sessions: dict[str, VerifyReport | str] = {}
+        for header in self.sessions(include_subagents=True):
+            try:
+                sessions[header.id] = self.session(header.id).verify()
+            except TrajlogError as exc:
+                sessions[header.id] = f"{type(exc).__name__}: {exc}"
+        return StoreAudit(sessions, audit(self._e.backend.reader()))
+
     def verify_memory(self) -> MemoryAudit:
         """Verify every memory version, every tombstone and the purge each
         tombstone promises (reported, never raised)."""
@@ -250,4 +277,4 @@ class Store:
         return self._e.reading.sessions(include_subagents)
 
 
-__all__ = ["DURABILITY", "LEASE_TTL_MS", "Store", "open"]
+__all__ = ["DURABILITY", "LEASE_TTL_MS", "Store", "StoreAudit", "open"]
