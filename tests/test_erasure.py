@@ -60,7 +60,8 @@ def test_an_erased_event_is_gone_from_every_read_path_and_the_files(store):
         ev = s.get(seq)
         assert ev.data["erased"]["reason"] == "user request"
         assert ev.data["erased"]["actor"] == "human:alice"
-    assert s.get(4).data["call_id"] == "c1" and s.get(3).data["tool_calls"] == [{"id": "c1"}]
+    assert s.get(4).data["call_id"] == "c1" and s.get(4).data["name"] == "write"
+    assert s.get(3).data["tool_calls"] == [{"id": "c1", "name": "write"}]
     every = list(s.events())
     assert SECRET.format(1) not in repr(every) and SECRET.format(2) not in repr(every)
     assert SECRET.format(1) not in repr(s.tail(50))
@@ -267,7 +268,7 @@ def test_erased_rows_repack_fork_and_load_like_any_other(tmp_path):
         assert s.verify().ok and s.get(9).data["erased"]["reason"] == "r"
         child = s.fork(15)
         assert child.verify().ok and child.get(13).data["call_id"] == "c1"
-        assert child.get(11).data["tool_calls"] == [{"id": "c1"}]
+        assert child.get(11).data["tool_calls"] == [{"id": "c1", "name": "write"}]
         with s.turn():
             s.append("user/message", {"content": "open turn"})
         assert store.load(s.id).verify().ok
@@ -323,3 +324,16 @@ def test_store_verify_covers_every_session_and_the_memory(store):
     conn.close()
     found = store.verify()
     assert not found.ok and found.sessions[s.id].ok and not found.memory.ok
+
+
+def test_another_store_on_the_file_never_shows_an_erased_payload(tmp_path):
+    path = str(tmp_path / "two.db")
+    with trajlog.open(path) as a, trajlog.open(path) as b:
+        s = a.create_session()
+        _agent(s, "OTHERSTORE")
+        seen = b.session(s.id)
+        assert "OTHERSTORE" in repr(projections.model_history(seen))   # b caches its state
+        assert "OTHERSTORE" in repr(seen.get(1))                        # and its chunk
+        a.erase(s.id, [1, 3, 4, 5], reason="r")
+        assert "OTHERSTORE" not in repr(projections.model_history(seen))
+        assert "OTHERSTORE" not in repr(seen.get(1)) and seen.verify().ok

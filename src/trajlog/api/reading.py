@@ -492,7 +492,11 @@ class SessionFolds:
 
     @property
     def cache_key(self) -> Any:
-        return self._ref.sid
+        # With the store's tombstone count: a state folded before an erasure
+        # (by this store or any other connection) holds the erased payload,
+        # and its chain position cannot tell -- the chain covers the payload
+        # check, which an erasure keeps.
+        return self._ref.sid, self._backend.reader().max_tid()
 
     @property
     def cache(self) -> StateCache:

@@ -220,9 +220,9 @@ def erased_lookup(reader: MemoryReader, sid: int) -> Callable[[int], bytes | Non
     return lookup
 
 
-# What an erased event keeps of its data: the ids and flags that pair calls
-# with results and close turns (never content).
-KEPT = ("call_id", "interrupted", "synthetic", "status", "is_error")
+# What an erased event keeps of its data: the ids, tool names and flags that
+# pair calls with results and close turns (never content, never arguments).
+KEPT = ("call_id", "name", "interrupted", "synthetic", "status", "is_error")
 
 
 def replacement_event(ev: Event, tombstone: dict[str, Any]) -> bytes:
@@ -233,7 +233,8 @@ def replacement_event(ev: Event, tombstone: dict[str, Any]) -> bytes:
         d[k] is None or isinstance(d[k], (str, bool, int)))}
     calls = d.get("tool_calls")
     if isinstance(calls, list):
-        data["tool_calls"] = [{"id": c["id"]} for c in calls
+        data["tool_calls"] = [{k: c[k] for k in ("id", "name") if isinstance(c.get(k), str)}
+                              for c in calls
                               if isinstance(c, dict) and isinstance(c.get("id"), str)]
     data["erased"] = tombstone
     return msgspec.msgpack.encode(Event(ev.type, ev.time, data, ev.source, ev.causal_parent,
