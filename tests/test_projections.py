@@ -285,8 +285,9 @@ def test_incremental_equals_scratch_hypothesis(script, cuts):
                     views(store).clear()  # resume from the saved states instead
                 for name in FOLDS:
                     projections.project(s, FOLDS[name])
+                    key = s.fold_source().cache_key
                     with write_txn(store) as conn:
-                        hit = views(store)[(s._sid, name)]
+                        hit = views(store)[(key, name)]
                         import msgspec
                         storage.save_projection_state(conn, s._sid, name, FOLDS[name].version,
                                                       hit.seq, hit.chain,
