@@ -12,8 +12,9 @@ turn() / step() / lease() blocks holding the next frames (left normally, or by
 an exception), tool-call lifecycles in valid and invalid orders, fork,
 spawn_subagent / fork_subagent, finish, compact, mark, load, inspect, get /
 tail / events, verify, repack, new handles, views (incremental fold against a
-fold from scratch), close / reopen / a second store on the same file, and
-appends from two threads.  Data and arguments come from hostile values:
+fold from scratch), close / reopen / a second store on the same file,
+appends from two threads, and erasure (the event reads back as its
+tombstone's view in every session that reads it).  Data and arguments come from hostile values:
 nested dicts and lists, huge ints, NaN and infinities, lone surrogates, bytes,
 tuples, non-str keys, dict / list / tuple / str / int / float subclasses whose
 methods lie about their content, cycles, deep nesting, long strings, a dict
@@ -2547,6 +2548,57 @@ class Run:
         if s is not None:
             self.check_session(s, "repack")
 
+    def op_erase(self, a: Args, depth: int) -> None:
+        """store.erase(): the event (in whichever log holds it) reads back as
+        its tombstone's view in every session that reads it; the log verifies."""
+        s = self.pick_session(a)
+        if s is None or s.last < 0:
+            return
+        store_idx = self.pick_store(a)
+        st = self.stores[store_idx]
+        seq: Any = a.int(0, s.last) if a.int(0, 7) < 6 else a.pick(
+            (-1, s.last + 1, True, "3", None, 2**64))
+        reason: Any = a.pick(("gdpr", "user request", "", " ", 5, None))
+        valid = (type(seq) is int and 0 <= seq <= s.last and isinstance(reason, str)
+                 and bool(reason.strip()))
+        try:
+            st.erase(s.id, seq, reason=reason, actor="human:fuzz")
+        except BaseException as e:
+            self.allowed(e, "erase", not isinstance(seq, (int, list)), False)
+            if self.is_open(store_idx) and valid:
+                self.fail(f"spurious-refusal:erase:{type(e).__name__}", str(e)[:300])
+            return
+        if not valid:
+            self.fail("accepted-invalid:erase", f"erase({seq!r}, reason={reason!r}) returned")
+        if not self.is_open(store_idx):
+            self.fail("closed-store-erase", "erase on a closed store returned")
+        owner = s
+        while seq < owner.seed and owner.parent is not None:
+            owner = owner.parent
+        for x in self.sessions:
+            y = x   # x reads the owner's frame if every log between them inherits seq
+            while y is not owner and y.parent is not None and seq < y.seed:
+                y = y.parent
+            if y is not owner or seq > x.last:
+                continue
+            h = self.live_handle(x)
+            if h is None:
+                continue
+            got = h.get(seq)
+            old = x.events[seq]
+            stone = got.data.get("erased") if isinstance(got.data, dict) else None
+            if not isinstance(stone, dict) or stone.get("reason") != reason:
+                self.fail("erase-not-applied", f"session {x.id} seq {seq}: {got.data!r:.200}")
+            want = erased_view(old.data, stone)
+            if canon(want) != canon(got.data) or got.type != old.type or (
+                    old.time is not None and got.time != old.time):
+                self.fail("erase-view-differs", f"seq {seq}: stored {got.data!r:.200}, "
+                          f"expected {want!r:.200}")
+            x.events[seq] = MEv(old.type, got.data, old.env, old.time)
+        for x in self.sessions:
+            x.rebuild()
+        self.check_session(s, "erase")
+
     def op_handle(self, a: Args, depth: int) -> None:
         k = a.int(0, 7)
         store_idx = self.pick_store(a)
@@ -2757,7 +2809,25 @@ def stored_key(t: str, data: Any, env: dict[str, Any]) -> Any:
 
 OPS = ("create", "append", "batch", "turn", "step", "tools", "fork", "subagent", "finish",
        "compact", "mark", "load", "inspect", "read", "verify", "repack", "handle", "views",
-       "close", "threads", "lease", "check", "append", "lineage")
+       "close", "threads", "lease", "check", "append", "lineage", "erase")
+
+
+# What an erased event keeps of its data (trajlog.memory.records.KEPT, restated
+# here as the harness's own model of the rule).
+_KEPT = ("call_id", "name", "interrupted", "synthetic", "status", "is_error")
+
+
+def erased_view(data: Any, stone: dict[str, Any]) -> dict[str, Any]:
+    d = data if isinstance(data, dict) else {}
+    out = {k: d[k] for k in _KEPT if k in d and (
+        d[k] is None or type(d[k]) in (str, bool, int))}
+    calls = d.get("tool_calls")
+    if isinstance(calls, list):
+        out["tool_calls"] = [{k: c[k] for k in ("id", "name") if isinstance(c.get(k), str)}
+                             for c in calls
+                             if isinstance(c, dict) and isinstance(c.get("id"), str)]
+    out["erased"] = stone
+    return out
 
 
 def now_ms() -> int:
