@@ -337,3 +337,18 @@ def test_another_store_on_the_file_never_shows_an_erased_payload(tmp_path):
         a.erase(s.id, [1, 3, 4, 5], reason="r")
         assert "OTHERSTORE" not in repr(projections.model_history(seen))
         assert "OTHERSTORE" not in repr(seen.get(1)) and seen.verify().ok
+
+
+def test_the_asyncio_store_erases_applies_retention_and_verifies(tmp_path):
+    import asyncio
+
+    async def main() -> None:
+        async with await trajlog.aio.open(str(tmp_path / "a.db")) as astore:
+            s = await astore.create_session()
+            await s.append("user/message", {"content": "ASYNCSECRET"})
+            report = await astore.erase(s.id, 0, reason="r")
+            assert report.frames_blanked == 1 and (await s.get(0)).data["erased"]
+            assert (await astore.apply_retention()).events_erased == ()
+            assert (await astore.verify()).ok
+
+    asyncio.run(main())

@@ -30,10 +30,11 @@ from typing import Any, TypeVar
 
 from ..errors import InvalidStateError, TrajlogError
 from ..events import Event, SessionHeader
+from ..memory import PurgeReport, RetentionReport
 from .checks import check_append_type
 from .reading import VerifyReport
 from .session import Session
-from .store import Store
+from .store import Store, StoreAudit
 from .store import open as open_sync
 
 T = TypeVar("T")
@@ -71,6 +72,19 @@ class AsyncStore:
 
     async def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:
         return await _blocking(self.sync.sessions, include_subagents=include_subagents)
+
+    async def erase(self, session_id: str, seq: int | list[int], *, reason: str,
+                    actor: str | None = None) -> PurgeReport:
+        """:meth:`trajlog.Store.erase`, off the event loop."""
+        return await _blocking(self.sync.erase, session_id, seq, reason=reason, actor=actor)
+
+    async def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
+        """:meth:`trajlog.Store.apply_retention`, off the event loop."""
+        return await _blocking(self.sync.apply_retention, now_ms)
+
+    async def verify(self) -> StoreAudit:
+        """:meth:`trajlog.Store.verify`, off the event loop."""
+        return await _blocking(self.sync.verify)
 
     async def close(self) -> None:
         await _blocking(self.sync.close)
