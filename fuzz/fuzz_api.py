@@ -1008,6 +1008,7 @@ class Run:
         self.closed: set[int] = set()
         self.slot: list[int | None] = [None, None]   # primary and secondary store
         self.sessions: list[MSess] = []
+        self.erased: set[tuple[str, int]] = set()   # (id of the log holding it, seq)
         # The writer leases the stores hold, per (store, session): the depth of
         # lease() / turn() blocks, and the lease a raw turn/start took (held
         # until a turn/end appended through the same store).
@@ -2575,6 +2576,10 @@ class Run:
         owner = s
         while seq < owner.seed and owner.parent is not None:
             owner = owner.parent
+        if (owner.id, seq) in self.erased:   # idempotent: its first tombstone stands
+            self.check_session(s, "erase-again")
+            return
+        self.erased.add((owner.id, seq))
         for x in self.sessions:
             y = x   # x reads the owner's frame if every log between them inherits seq
             while y is not owner and y.parent is not None and seq < y.seed:
