@@ -61,6 +61,36 @@ class FormatError(TrajlogError, ValueError):
         super().__init__(text)
 
 
+class ImportFormatError(TrajlogError, ValueError):
+    """A file handed to an importer is not what its format says: a line that
+    does not parse, a record of the wrong shape, a truncated document, or a
+    trajlog export that fails its checks.
+
+    Attributes: ``file``, ``line`` (1-based, None for a whole-document format),
+    ``offset`` (byte offset of the bad record or of the point where parsing
+    failed), ``reason``, and ``valid`` -- how many records before it were
+    valid (nothing of the session they belong to was written).
+    """
+
+    file: str
+    line: int | None
+    offset: int | None
+    reason: str
+    valid: int
+
+    def __init__(self, file: str, reason: str, *, line: int | None = None,
+                 offset: int | None = None, valid: int = 0) -> None:
+        self.file, self.line, self.offset, self.reason, self.valid = (
+            str(file), line, offset, reason, valid)
+        where = [str(file)]
+        if line is not None:
+            where.append(f"line {line}")
+        if offset is not None:
+            where.append(f"byte {offset}")
+        super().__init__(f"{', '.join(where)}: {reason} ({valid} valid record"
+                         f"{'' if valid == 1 else 's'} before it)")
+
+
 class TornTailError(FormatError):
     """The log ends in an incomplete write above its durable watermark.
 
@@ -107,6 +137,11 @@ class ValidationError(InvalidArgumentError):
 class InvalidStateError(TrajlogError):
     """An operation that the session's current state does not allow, e.g. a
     turn opened inside another turn."""
+
+
+class ImportConflictError(InvalidStateError):
+    """An import would change a session the store already holds under the same
+    id with different events (nothing was written)."""
 
 
 class ForkUnavailableError(InvalidStateError):
@@ -385,6 +420,8 @@ __all__ = [
     "GlobalScopeReadOnlyError",
     "HeadMismatchError",
     "IdempotencyConflictError",
+    "ImportConflictError",
+    "ImportFormatError",
     "InstructionPoisoningError",
     "InvalidArgumentError",
     "InvalidStateError",
