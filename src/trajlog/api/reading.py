@@ -17,12 +17,13 @@ from itertools import zip_longest
 from types import MappingProxyType
 from typing import Any
 
-from .._format import Cursor, FrameTable, Status
+from .._format import Cursor, FrameHeader, FrameTable, Status
 from ..codec import ScanReport, Verdict, Watermark
 from ..codec.chunks import ChunkCache, ChunkCompressor
 from ..codec.compression import Compressor
 from ..codec.records import decode_metadata, header_check, open_state, seal_state
 from ..codec.stream import READ_ROWS, LogStream, decode_events
+from ..codec.tlog import frame_bytes
 from ..errors import (
     CorruptionError,
     HeadMismatchError,
@@ -39,6 +40,20 @@ from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
 from ..storage.index import entry, marks_of
 from .handles import LogRef
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRun:
+    """A run of a session's own frames as stored (:meth:`Session.frames`):
+    ``frames`` the bytes, ``headers`` one per frame (seq, payload check,
+    chain, ...), ``events`` decoded, ``erased`` the replacement payload of
+    each erased seq among them."""
+
+    frames: bytes
+    first_seq: int
+    events: list[Event]
+    headers: list[FrameHeader]
+    erased: dict[int, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -294,6 +309,27 @@ class LogReader:
             from_seq, to_seq, ref.seed_chain if from_seq == seed else None, Watermark(*mark),
             want, lazy)
         return itertools.chain(parts[0], own) if parts else own
+
+    def own_runs(self, ref: LogRef) -> Iterator[FrameRun]:
+        """``ref``'s own frames (seed .. head), verified against the head, run
+        by run as stored (erased payloads blank), with their events decoded
+        (an erased one as its tombstone's replacement) -- what an export
+        writes.  A defect raises its typed error after the runs before it."""
+        if ref.header.damage is not None:
+            raise header_mismatch(ref.id, ref.header.damage)
+        reader = self._backend.reader()
+        head = self._read_head(ref, reader)
+        stream = self._stream(ref, reader, cached=False)
+        for raw, table, lo, hi in stream.batches(ref.seed, head.last_seq, ref.seed_chain,
+                                                 Watermark(head.last_seq, head.chain)):
+            events = decode_events(raw, table, lo, hi, self._compressor, ref.id)
+            erased = {s: p for s, p in (table.erased or {}).items()
+                      if table.seq(lo) <= s <= table.seq(hi - 1)}
+            yield FrameRun(bytes(frame_bytes(raw, table, lo, hi)), table.seq(lo), events,
+                           [table[i] for i in range(lo, hi)], erased)
+        report = stream.report
+        if report is not None and report.verdict is not Verdict.CLEAN:
+            raise report.error(ref.id)
 
     def verify(self, ref: LogRef, feed: Feed | None = None,
                reader: Reader | None = None) -> VerifyReport:

@@ -18,7 +18,7 @@ from ..storage import Backend
 from . import checks
 from .handles import LogRef, Options
 from .lineage import Lineage, SessionTree
-from .reading import LogReader, SessionFolds, VerifyReport
+from .reading import FrameRun, LogReader, SessionFolds, VerifyReport
 from .repack import Repacker
 from .repair import BalancedView, Recovery
 from .writer import WriteEngine
@@ -210,6 +210,18 @@ class Session:
         if not isinstance(n, int) or isinstance(n, bool) or n < 0:
             raise InvalidArgumentError("n must be a non-negative int")
         return self._e.reading.tail(self._ref, n) if n else []
+
+    @property
+    def seed_chain(self) -> int:
+        """The chain this session's own first frame continues: its session key,
+        or for a fork its parent's chain at ``seed_length - 1`` (FORMAT.md 2.2)."""
+        return self._ref.seed_chain
+
+    def frames(self) -> Iterator[FrameRun]:
+        """This session's own frames (from its seed to its head), verified, run
+        by run exactly as stored -- an erased payload blank -- with their
+        decoded events: what an export writes (:mod:`trajlog.interop`)."""
+        return self._e.reading.own_runs(self._ref)
 
     def verify(self) -> VerifyReport:
         """Recompute every frame check and the whole chain, and compare the end

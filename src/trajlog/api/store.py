@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any
 
@@ -26,6 +26,7 @@ from ..projections.engine import StateCache
 from ..storage import Backend, SQLiteBackend
 from .forget import Forgetting
 from .handles import Options
+from .importing import ChainCheck, Item, Loaded, Loader, SessionSpec
 from .leases import new_writer_id, writer_closed, writer_opened
 from .lineage import DEFAULT_MAX_DEPTH, Lineage
 from .reading import LogReader, VerifyReport
@@ -110,6 +111,7 @@ class Store:
         self._e = Engines(backend, options, reading, writer, Recovery(backend, reading, writer),
                           Lineage(backend, reading, writer, options), views, repacker)
         self._forget = Forgetting(backend, reading, views)
+        self._loader = Loader(self._e)
         writer_opened(options.writer_id)
         # dropped without close(): its leases die with it
         self._finalizer = weakref.finalize(self, writer_closed, options.writer_id)
@@ -270,6 +272,17 @@ class Store:
     def _check_open(self) -> None:
         if self._e.backend.closed:
             raise StoreClosedError("the store is closed")
+
+    def load_session(self, spec: SessionSpec, items: Iterable[Item],
+                     check: ChainCheck | None = None) -> Loaded:
+        """Load a whole session in one transaction (what importers use; see
+        :mod:`trajlog.api.importing`): create it with ``items``, or bring the
+        stored session of the same id up to them -- the same events write
+        nothing, more are appended, different ones raise
+        :class:`ImportConflictError`."""
+        if self._e.backend.closed:
+            raise StoreClosedError("the store is closed")
+        return self._loader.load(spec, items, check)
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:
         """Headers of the store's sessions, oldest first; subagent sessions

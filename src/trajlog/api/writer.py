@@ -470,10 +470,15 @@ class WriteEngine:
                seed_length: int = 0, origin: str | None = None, delegation_depth: int = 0,
                initial: Sequence[tuple[str, Any, Mapping[str, Any]]] = (),
                parent_events: Sequence[tuple[str, Any, Mapping[str, Any]]] = (),
+               created_ms: int | None = None,
+               fill: Callable[[Writer, LogRef], None] | None = None,
                ) -> LogRef:
         """Create a session, and append its ``initial`` events -- and
         ``parent_events`` to the parent -- in the same transaction (a
-        subagent's task, its sandbox snapshot, a background job's answer)."""
+        subagent's task, its sandbox snapshot, a background job's answer).
+        ``created_ms`` is the header's creation time (an import keeps the
+        source's); ``fill(tx, ref)`` appends more in that transaction (an
+        import's events, batch by batch: all of them or no session)."""
         if not isinstance(cwd, str) or not cwd:
             raise TypeError("cwd must be a non-empty str")
         if agent_preset is not None and not isinstance(agent_preset, str):
@@ -488,7 +493,10 @@ class WriteEngine:
                 check_text(text, name)
         sid_uuid = _session_uuid(session_id)
         key = session_key(sid_uuid)
-        created = now_ms()
+        if created_ms is not None and (type(created_ms) is not int or
+                                       not 0 <= created_ms < 2**63):
+            raise InvalidArgumentError("created_ms must be epoch milliseconds")
+        created = now_ms() if created_ms is None else created_ms
         if parent is None or not seed_length:
             seed_chain = key
         else:
@@ -515,6 +523,8 @@ class WriteEngine:
                 self.apply(tx, ref, rows)
             if up and parent is not None:
                 self.apply(tx, parent, up)
+            if fill is not None:
+                fill(tx, ref)
         return ref
 
 

@@ -21,7 +21,7 @@ from __future__ import annotations
 import datetime as _dt
 import os
 import uuid
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -50,6 +50,9 @@ class MappedEvent:
     source: str | None = None
     cause: int | None = None
     line: int | None = None   # where it came from (for errors)
+    #: other envelope fields as stored (workspace_revision, data_class,
+    #: idempotency_key; an import of a trajlog export carries them all)
+    envelope: dict[str, Any] | None = None
 
 
 @dataclass(slots=True)
@@ -71,6 +74,9 @@ class MappedSession:
     origin: str | None = None
     delegation_depth: int = 0
     seed_length: int = 0
+    #: sees (seq, chain) after each written batch: an import of a trajlog
+    #: export compares them with the source's and refuses a difference
+    check: Callable[[int, int], None] | None = None
 
     @property
     def id(self) -> str:

@@ -1,0 +1,351 @@
+"""Importing trajlog's own exports: ``.tlog``, ``.jsonl`` / ``.jsonl.zst``
+and ``.zip`` (see :mod:`trajlog.interop.export`).
+
+Everything is verified before and while it is written: every frame of a
+``.tlog`` (its SEAL included), every JSONL line's payload check and chain
+recomputed from the line, the seal line's count, chain and SHA-256 -- and the
+store's own chain after each written batch must equal the source's, so the
+imported frames are the exported frames, byte for byte.  A file that ends
+before its seal is *torn* (an interrupted export): the verified events before
+the cut are imported and the cut is reported; any other defect is
+*corruption*: an error that names the offset, and nothing of the session is
+written.
+
+An erased event (blank in the source store) is imported as its tombstone's
+replacement -- the erased content is in no export -- so from that seq on the
+imported frames differ from the source's; the import says so in a warning.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import hashlib
+import io
+import json
+import mmap
+import os
+import uuid
+import zipfile
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+import msgspec
+import zstandard
+
+from ...codec import session_key
+from ...codec.stream import decode_events
+from ...codec.compression import Compressor
+from ...codec.tlog import EXPORT_FORMAT, TlogReader, event_chain, header_chain
+from ...errors import FormatError, ImportFormatError
+from ...events import ENVELOPE_FIELDS, Event, encode_event
+from ..mapping import MappedEvent, MappedSession, Notes, Torn
+
+NAME = "trajlog"
+_JSON = msgspec.json.Decoder()
+_MAGIC = b"\xa7\xf1\x01"  # a SESSION_HEADER frame
+
+
+def sniff(path: Path) -> bool:
+    if path.is_dir():
+        return False
+    name = path.name.lower()
+    try:
+        with open(path, "rb") as f:
+            head = f.read(4)
+            if name.endswith(".tlog") or head[:3] == _MAGIC:
+                return head[:3] == _MAGIC
+            if name.endswith(".zip"):
+                with zipfile.ZipFile(path) as zf:
+                    return _manifest(zf, path).get("trajlog") == EXPORT_FORMAT
+        if name.endswith(".jsonl") or name.endswith(".jsonl.zst"):
+            with _lines(path) as lines:
+                first = next(iter(lines), b"")
+            return bool(first) and _JSON.decode(first).get("trajlog") == EXPORT_FORMAT
+    except (OSError, ValueError, zipfile.BadZipFile, zstandard.ZstdError, AttributeError,
+            msgspec.DecodeError, ImportFormatError):
+        return False
+    return False
+
+
+def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
+    name = path.name.lower()
+    if name.endswith(".zip"):
+        yield from _read_zip(path, notes)
+    elif name.endswith(".jsonl") or name.endswith(".jsonl.zst"):
+        with _lines(path) as lines:
+            yield from _jsonl_sessions(iter(lines), os.fspath(path), notes)
+    else:
+        yield from _read_tlog(path, notes)
+
+
+# -- .tlog -----------------------------------------------------------------------------
+
+
+def _read_tlog(path: Path, notes: Notes) -> Iterator[MappedSession]:
+    file = os.fspath(path)
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise ImportFormatError(file, "an empty file", offset=0)
+        buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        try:
+            try:
+                reader = TlogReader(buf, name=file)
+            except FormatError as exc:
+                raise ImportFormatError(file, str(exc), offset=exc.offset) from None
+            session = reader.session
+            checks: dict[int, int] = {}
+            state = {"erased": False}
+
+            def events() -> Iterator[MappedEvent]:
+                compressor = Compressor()
+                try:
+                    for run in reader.runs():
+                        for ev in decode_events(run.raw, run.table, 0, len(run.table),
+                                                compressor, session.get("id")):
+                            if ev.seq in run.erased:
+                                state["erased"] = True
+                            elif not state["erased"]:
+                                checks[ev.seq] = run.table.chain(ev.seq - run.table.seq(0))
+                            yield _mapped(ev)
+                except FormatError as exc:
+                    raise ImportFormatError(file, str(exc), offset=exc.offset,
+                                            valid=reader.events) from None
+                if reader.verdict is not None and reader.verdict.value == "torn":
+                    notes.torn.append(Torn(file, 0, 0, 0))
+                    notes.warn(f"{file}: the export ends before its SEAL (an interrupted "
+                               f"export); its {reader.events} verified events were imported")
+                if state["erased"]:
+                    notes.warn(f"{file}: erased events were imported as their tombstones' "
+                               "replacements")
+            yield _session(session, events(), _checker(checks, file))
+        finally:
+            with contextlib.suppress(BufferError):  # (views still held: closed by gc)
+                buf.close()
+
+
+def _checker(checks: dict[int, int], file: str) -> Any:
+    def check(seq: int, chain: int) -> None:
+        want = checks.pop(seq, None)
+        for old in [s for s in checks if s < seq]:
+            del checks[old]
+        if want is not None and want != chain:
+            raise ImportFormatError(file, f"the imported frames' chain at seq {seq} differs "
+                                    "from the export's (the events were not reproduced "
+                                    "byte for byte)")
+    return check
+
+
+def _mapped(ev: Event) -> MappedEvent:
+    envelope = {name: getattr(ev, name) for name in ENVELOPE_FIELDS
+                if getattr(ev, name) is not None}
+    return MappedEvent(ev.type, ev.data, ev.time, envelope=envelope or None)
+
+
+def _session(header: dict[str, Any], events: Iterator[MappedEvent],
+             check: Any, parent_key: str | None = None) -> MappedSession:
+    sid = str(header.get("id"))
+    parent = header.get("parent_session")
+    metadata = header.get("metadata")
+    return MappedSession(
+        key=f"trajlog:{sid}", events=events, cwd=str(header.get("cwd") or "."),
+        session_id=sid, created_ms=header.get("created_at"),
+        agent_preset=header.get("agent_preset"),
+        metadata=metadata if isinstance(metadata, dict) else {},
+        parent=parent_key or (f"trajlog:{parent}" if parent else None),
+        origin=header.get("origin"), delegation_depth=int(header.get("delegation_depth") or 0),
+        seed_length=int(header.get("seed_length") or 0), check=check)
+
+
+# -- .jsonl / .jsonl.zst -----------------------------------------------------------------
+
+
+@contextlib.contextmanager
+def _lines(path: Path | IO[bytes], compressed: bool | None = None) -> Iterator[IO[bytes]]:
+    if isinstance(path, Path):
+        zst = path.name.lower().endswith(".zst") if compressed is None else compressed
+        with open(path, "rb") as raw:
+            if not zst:
+                yield raw
+                return
+            with zstandard.ZstdDecompressor().stream_reader(raw) as z:
+                yield io.BufferedReader(z)  # type: ignore[arg-type]
+        return
+    with zstandard.ZstdDecompressor().stream_reader(path) as z:
+        yield io.BufferedReader(z)  # type: ignore[arg-type]
+
+
+def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
+                    parent_key: str | None = None) -> Iterator[MappedSession]:
+    digest = hashlib.sha256()
+    try:
+        first = next(lines)
+    except StopIteration:
+        raise ImportFormatError(file, "an empty file", line=1, offset=0) from None
+    except zstandard.ZstdError as exc:
+        raise ImportFormatError(file, f"not a zstd stream ({exc})", offset=0) from None
+    digest.update(first)
+    head = _decode(first, file, 1, 0, 0)
+    if not isinstance(head, dict) or head.get("trajlog") != EXPORT_FORMAT:
+        raise ImportFormatError(file, f"the first line is not a {EXPORT_FORMAT} header",
+                                line=1, offset=0)
+    header = head.get("session")
+    chain = head.get("seed_chain")
+    if not isinstance(header, dict) or type(chain) is not int:
+        raise ImportFormatError(file, "the header line has no session or seed chain",
+                                line=1, offset=0)
+    try:
+        key = session_key(uuid.UUID(str(header.get("id"))))
+    except ValueError:
+        raise ImportFormatError(file, "the header's session id is not a UUID", line=1,
+                                offset=0) from None
+    checks: dict[int, int] = {}
+
+    def events() -> Iterator[MappedEvent]:
+        nonlocal chain
+        seq = int(header.get("seed_length") or 0)
+        offset, number, erased = len(first), 1, False
+        sealed = False
+        try:
+            for raw in lines:
+                number += 1
+                start, offset = offset, offset + len(raw)
+                if sealed:
+                    raise ImportFormatError(file, "a line after the seal", line=number,
+                                            offset=start, valid=number - 2)
+                if not raw.endswith(b"\n"):
+                    notes.torn.append(Torn(file, number, start, len(raw)))
+                    notes.warn(f"{file}: line {number} is incomplete (an interrupted "
+                               f"export); the {number - 2} events before it were imported")
+                    return
+                rec = _decode(raw, file, number, start, number - 2)
+                if "seal" in rec:
+                    _check_seal(rec["seal"], digest.hexdigest(), header, seq, chain, file,
+                                number, start)
+                    sealed = True
+                    continue
+                digest.update(raw)
+                ev, now = _event(rec, key, seq, chain, file, number, start)
+                if now is None:
+                    erased = True
+                    chain = int(str(rec.get("chain")), 16)
+                else:
+                    chain = now
+                    if not erased:
+                        checks[seq] = chain
+                seq += 1
+                yield ev
+        except zstandard.ZstdError as exc:
+            notes.torn.append(Torn(file, number, offset, 0))
+            notes.warn(f"{file}: the zstd stream ends early after line {number} ({exc}); "
+                       "the verified events before it were imported")
+            return
+        if not sealed:
+            notes.torn.append(Torn(file, number, offset, 0))
+            notes.warn(f"{file}: the export has no seal line (an interrupted export); its "
+                       f"{number - 1} verified events were imported")
+        if erased:
+            notes.warn(f"{file}: erased events were imported as their tombstones' "
+                       "replacements")
+
+    yield _session(header, events(), _checker(checks, file), parent_key)
+
+
+def _decode(raw: bytes, file: str, line: int, offset: int, valid: int) -> Any:
+    try:
+        value = _JSON.decode(raw)
+    except msgspec.DecodeError as exc:
+        raise ImportFormatError(file, f"not a JSON line ({exc})", line=line, offset=offset,
+                                valid=valid) from None
+    if not isinstance(value, dict):
+        raise ImportFormatError(file, "a line that is not a JSON object", line=line,
+                                offset=offset, valid=valid)
+    return value
+
+
+def _event(rec: dict[str, Any], key: int, seq: int, chain: int, file: str, line: int,
+           offset: int) -> tuple[MappedEvent, int | None]:
+    """The event of one line, its checks recomputed; the new chain (None for an
+    erased event, whose header line proves the chain instead)."""
+    def bad(why: str) -> ImportFormatError:
+        return ImportFormatError(file, why, line=line, offset=offset, valid=line - 2)
+    if rec.get("seq") != seq:
+        raise bad(f"expected seq {seq}, the line has {rec.get('seq')!r}")
+    envelope = {name: rec[name] for name in ENVELOPE_FIELDS if rec.get(name) is not None}
+    try:
+        check, want = int(str(rec["check"]), 16), int(str(rec["chain"]), 16)
+        ev = Event(rec["type"], rec["time"], rec.get("data"),
+                   *[envelope.get(name) for name in ENVELOPE_FIELDS])
+    except (KeyError, ValueError, TypeError) as exc:
+        raise bad(f"an event line without {exc}") from None
+    mapped = MappedEvent(ev.type, ev.data, ev.time, envelope=envelope or None, line=line)
+    if "erased" in rec:
+        try:
+            header = bytes.fromhex(str(rec["erased"]))
+        except ValueError:
+            raise bad("an erased event's header is not hex") from None
+        proof = header_chain(header, key, seq, chain)
+        if proof is None or proof != (check, want):
+            raise bad("an erased event's frame header does not verify")
+        return mapped, None
+    try:
+        payload = encode_event(ev)
+    except (TypeError, ValueError, OverflowError) as exc:
+        raise bad(f"an event that cannot be encoded ({exc})") from None
+    got_check, got_chain = event_chain(payload, key, seq, chain)
+    if got_check != check:
+        raise bad("payload check mismatch: the line's event is not the exported one")
+    if got_chain != want:
+        raise bad("chain mismatch: the line does not continue the lines before it")
+    return mapped, got_chain
+
+
+def _check_seal(seal: Any, digest: str, header: dict[str, Any], next_seq: int, chain: int,
+                file: str, line: int, offset: int) -> None:
+    first = int(header.get("seed_length") or 0)
+    if not isinstance(seal, dict) or seal.get("sha256") != digest or seal.get(
+            "first_event_seq") != first or seal.get("event_count") != next_seq - first or (
+            seal.get("last_event_chain") != chain):
+        raise ImportFormatError(file, "the seal line disagrees with the lines before it "
+                                "(count, chain or SHA-256)", line=line, offset=offset,
+                                valid=line - 2)
+
+
+# -- .zip ------------------------------------------------------------------------------
+
+
+def _manifest(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
+    try:
+        value = json.loads(zf.read("manifest.json"))
+    except KeyError:
+        raise ImportFormatError(os.fspath(path), "the zip has no manifest.json") from None
+    if not isinstance(value, dict):
+        raise ImportFormatError(os.fspath(path), "manifest.json is not an object")
+    return value
+
+
+def _read_zip(path: Path, notes: Notes) -> Iterator[MappedSession]:
+    file = os.fspath(path)
+    try:
+        zf = zipfile.ZipFile(path)
+    except zipfile.BadZipFile as exc:
+        raise ImportFormatError(file, f"not a complete zip ({exc})",
+                                offset=path.stat().st_size) from None
+    with zf:
+        manifest = _manifest(zf, path)
+        if manifest.get("trajlog") != EXPORT_FORMAT:
+            raise ImportFormatError(file, f"manifest.json is not a {EXPORT_FORMAT} manifest")
+        for entry in manifest.get("sessions") or []:
+            member = f"{file}!{entry.get('path')}"
+            try:
+                data = zf.open(str(entry.get("path")))
+            except KeyError:
+                raise ImportFormatError(member, "listed in the manifest, missing from the "
+                                        "zip") from None
+            # (zipfile checks the member's CRC as it is read)
+            with data, _lines(data) as lines:  # type: ignore[arg-type]
+                yield from _jsonl_sessions(iter(lines), member, notes)
+
+
+__all__ = ["NAME", "read", "sniff"]
