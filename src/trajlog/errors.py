@@ -68,8 +68,10 @@ class ImportFormatError(TrajlogError, ValueError):
 
     Attributes: ``file``, ``line`` (1-based, None for a whole-document format),
     ``offset`` (byte offset of the bad record or of the point where parsing
-    failed), ``reason``, and ``valid`` -- how many records before it were
-    valid (nothing of the session they belong to was written).
+    failed), ``reason``, ``valid`` -- how many records before it were
+    valid (nothing of the session they belong to was written) -- and
+    ``torn``: the file ends inside its very first record (a write cut off
+    before anything usable), not damage.
     """
 
     file: str
@@ -77,11 +79,12 @@ class ImportFormatError(TrajlogError, ValueError):
     offset: int | None
     reason: str
     valid: int
+    torn: bool
 
     def __init__(self, file: str, reason: str, *, line: int | None = None,
-                 offset: int | None = None, valid: int = 0) -> None:
-        self.file, self.line, self.offset, self.reason, self.valid = (
-            str(file), line, offset, reason, valid)
+                 offset: int | None = None, valid: int = 0, torn: bool = False) -> None:
+        self.file, self.line, self.offset, self.reason, self.valid, self.torn = (
+            str(file), line, offset, reason, valid, torn)
         where = [str(file)]
         if line is not None:
             where.append(f"line {line}")

@@ -138,7 +138,6 @@ class Loader:
     def _write_rows(self, tx: Writer, ref: LogRef, rows: Iterator[Any],
                     check: ChainCheck | None, expect_last: int) -> int:
         """Append ``rows`` in batches inside ``tx``; the number written."""
-        writer = self._e.writer
         count = 0
         batch: list[Any] = []
         size = 0

@@ -2,13 +2,14 @@
 verifies without the database (FORMAT.md section 8).
 
 Layout: a SESSION_HEADER frame (outer seq 0; its ``ext`` is the session header
-as JSON), CHUNK frames (outer seqs 1..N, with TOMBSTONE frames among them), each holding a run of the session's
-own frames exactly as the store keeps them -- zstd-compressed when that pays --
-and a SEAL frame (outer seq N+1): first event seq, event count, the chain of
-the last event frame and the SHA-256 of every byte before it.  The outer
-frames have their own seq and chain seeded with the session key; the inner
-frames keep the session's seq and chain (a fork's start at its seed length,
-continuing its parent's chain, given in the header).
+as JSON), CHUNK frames (outer seqs 1..N, with TOMBSTONE frames among them),
+each holding a run of the session's own frames exactly as the store keeps
+them -- zstd-compressed when that pays -- and a SEAL frame (outer seq N+1):
+first event seq, event count, the chain of the last event frame and the
+SHA-256 of every byte before it.  The outer frames have their own seq and
+chain, seeded with the session key; the inner frames keep the session's seq
+and chain (a fork's start at its seed length, continuing its parent's chain,
+given in the header).
 
 A frame erased under a tombstone is exported as the store keeps it: its
 header, and a payload of zeros; a TOMBSTONE frame just before its CHUNK names
@@ -31,8 +32,8 @@ from typing import Any, BinaryIO
 
 import zstandard
 
-from .._format import HEADER_SIZE, Cursor, FrameTable, FrameType, Status
 from .._format import FRAME_STRUCT as _FRAME
+from .._format import HEADER_SIZE, Cursor, FrameTable, FrameType, Status
 from ..errors import error_for
 from .chunks import step_over_blank
 from .frames import Verdict, checksum, encode, iter_frames, session_key
@@ -130,13 +131,16 @@ class TlogReader:
         self._buf = memoryview(buf)
         self._name = name
         if len(self._buf) < HEADER_SIZE + 48:
-            raise error_for(Status.TRUNCATED, reason=f"{name} is too short to be a .tlog",
-                            offset=0, corrupt=False)
+            raise error_for(Status.TRUNCATED, reason=f"{name} ends inside its header",
+                            offset=len(self._buf), corrupt=False)
         raw_uuid = bytes(self._buf[HEADER_SIZE + 8:HEADER_SIZE + 24])
         self.key = session_key(uuid_mod.UUID(bytes=raw_uuid))
         self._frames = iter_frames(self._buf, self.key, strict=False)
         first = next(self._frames, None)
-        if first is None or first.type != FrameType.SESSION_HEADER:
+        if first is None:  # (damage raised; this is a header cut short)
+            raise error_for(Status.TRUNCATED, reason=f"{name} ends inside its header",
+                            offset=len(self._buf), corrupt=False)
+        if first.type != FrameType.SESSION_HEADER:
             raise error_for(Status.BAD_FIELD, reason=f"{name} does not start with a "
                             "SESSION_HEADER frame", offset=0, corrupt=True)
         self.header = SessionHeaderPayload.unpack(first.payload)
@@ -277,10 +281,6 @@ def frame_bytes(raw: Any, table: FrameTable, lo: int, hi: int) -> memoryview:
     return memoryview(raw)[table.offset(lo):end]
 
 
-__all__ = ["EXPORT_FORMAT", "Run", "TlogReader", "TlogWriter", "event_chain", "frame_bytes",
-           "header_bytes", "header_chain", "payload_check"]
-
-
 def event_chain(payload: bytes, key: int, seq: int, prev_chain: int) -> tuple[int, int]:
     """``(payload check, chain)`` of the EVENT frame holding ``payload`` at
     ``seq`` after a frame whose chain is ``prev_chain`` -- what a JSONL export
@@ -306,3 +306,29 @@ def header_chain(header: bytes, key: int, seq: int, prev_chain: int) -> tuple[in
     if k.checksum(header[0:12] + header[16:32], prev_chain) != chain:
         return None
     return int.from_bytes(header[24:32], "little"), chain
+
+
+# A .jsonl.zst export ends with a zstd *skippable frame* (which zstdcat and
+# every zstd reader skip) holding the SHA-256 of the compressed bytes before
+# it: the seal line covers the decompressed text, this covers the file, so a
+# flipped bit that zstd itself would not notice is found too.
+_SKIPPABLE = 0x184D2A5E
+TRAILER_SIZE = 8 + 32
+
+
+def zst_trailer(digest: bytes) -> bytes:
+    """The skippable frame that ends a .jsonl.zst export."""
+    return _SKIPPABLE.to_bytes(4, "little") + (32).to_bytes(4, "little") + digest
+
+
+def trailer_digest(tail: bytes) -> bytes | None:
+    """The digest in a .jsonl.zst trailer (the file's last 40 bytes), or None."""
+    if len(tail) != TRAILER_SIZE or int.from_bytes(tail[:4], "little") != _SKIPPABLE or (
+            int.from_bytes(tail[4:8], "little") != 32):
+        return None
+    return tail[8:]
+
+
+__all__ = ["EXPORT_FORMAT", "TRAILER_SIZE", "Run", "TlogReader", "TlogWriter", "event_chain",
+           "frame_bytes", "header_bytes", "header_chain", "payload_check", "trailer_digest",
+           "zst_trailer"]

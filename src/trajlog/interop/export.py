@@ -9,7 +9,7 @@ a ``.tlog`` holds the blank frame the store holds (and its tombstone), a JSONL
 line the tombstone's replacement with the frame's header as proof.
 
 The JSONL layout (FORMAT.md section 8): a header line ``{"trajlog":
-"trajlog-export/1", "session": {...}, "seed_chain": n}``; one line per event
+"trajlog-export/1", "session": {...}, "seed_chain": "<16 hex>"}``; one line per event
 ``{"seq", "type", "time", "data", envelope fields..., "check", "chain"}``
 (``check`` and ``chain`` are the frame's payload check and chain, 16 hex
 digits; an erased event also has ``"erased": "<its 40 header bytes, hex>"``);
@@ -35,7 +35,7 @@ import msgspec
 import zstandard
 
 from ..api import Session, Store
-from ..codec.tlog import EXPORT_FORMAT, TlogWriter, header_bytes
+from ..codec.tlog import EXPORT_FORMAT, TlogWriter, header_bytes, zst_trailer
 from ..errors import InvalidArgumentError
 from ..events import ENVELOPE_FIELDS, SessionHeader
 
@@ -137,14 +137,18 @@ def _atomic(target: Path) -> Iterator[BinaryIO]:
 
 @contextlib.contextmanager
 def _maybe_zstd(out: BinaryIO, compress: bool) -> Iterator[BinaryIO]:
+    """``out``, or a zstd stream into it that ends with the trailer of
+    :func:`~trajlog.codec.tlog.zst_trailer` (the SHA-256 of the compressed bytes)."""
     if not compress:
         yield out
         return
-    writer = zstandard.ZstdCompressor(level=3).stream_writer(out, closefd=False)
-    try:
-        yield writer  # type: ignore[misc]
-    finally:
-        writer.close()
+    digest = hashlib.sha256()
+    hashing = _Hashing(out, digest)
+    writer: Any = zstandard.ZstdCompressor(level=3, write_checksum=True).stream_writer(
+        hashing, closefd=False)  # type: ignore[arg-type]
+    yield writer
+    writer.close()
+    out.write(zst_trailer(digest.digest()))
 
 
 def write_tlog(session: Session, out: BinaryIO, counter: _Counter | None = None) -> None:
@@ -176,7 +180,8 @@ def write_jsonl(session: Session, out: IO[bytes], counter: _Counter | None = Non
 
     header = session.header
     seed_chain = _seed_chain(session)
-    line({"trajlog": EXPORT_FORMAT, "session": header_dict(header), "seed_chain": seed_chain})
+    line({"trajlog": EXPORT_FORMAT, "session": header_dict(header),
+          "seed_chain": f"{seed_chain:016x}"})
     chain, count = seed_chain, 0
     for run in session.frames():
         erased = run.erased
@@ -199,7 +204,7 @@ def write_jsonl(session: Session, out: IO[bytes], counter: _Counter | None = Non
         if counter is not None:
             counter.add(len(run.headers))
     line({"seal": {"first_event_seq": header.seed_length, "event_count": count,
-                   "last_event_chain": chain, "sha256": digest.hexdigest()}})
+                   "last_event_chain": f"{chain:016x}", "sha256": digest.hexdigest()}})
 
 
 def write_zip(store: Store, root: Session, out: BinaryIO, counter: _Counter) -> list[str]:

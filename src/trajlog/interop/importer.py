@@ -149,7 +149,7 @@ def _items(mapped: MappedSession) -> Iterator[tuple[str, Any, int, dict[str, Any
     seed = mapped.seed_length
     index = -1
     ev: MappedEvent
-    for index, ev in enumerate(mapped.events):  # noqa: B007
+    for index, ev in enumerate(mapped.events):
         if ev.time is not None:
             last = ev.time
         env: dict[str, Any] = {}

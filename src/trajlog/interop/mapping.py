@@ -148,7 +148,7 @@ def epoch_ms(value: Any) -> int | None:
         seconds = float(value)
         if seconds > 1e11:  # already milliseconds
             return int(seconds)
-        return int(round(seconds * 1000)) if seconds >= 0 else None
+        return round(seconds * 1000) if seconds >= 0 else None
     if not isinstance(value, str) or not value:
         return None
     text = value.strip()
@@ -160,7 +160,7 @@ def epoch_ms(value: Any) -> int | None:
         return None
     if when.tzinfo is None:
         when = when.replace(tzinfo=_dt.timezone.utc)
-    ms = int(round(when.timestamp() * 1000))
+    ms = round(when.timestamp() * 1000)
     return ms if ms >= 0 else None
 
 

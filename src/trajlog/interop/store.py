@@ -8,6 +8,7 @@ from __future__ import annotations
 import os
 
 from ..api import store as api_store
+from ..api.lineage import DEFAULT_MAX_DEPTH
 from ..storage import Backend
 from .export import ExportReport
 from .export import Progress as ExportProgress
@@ -42,7 +43,7 @@ class Store(api_store.Store):
 
 def open(path: str = "trajlog.db", durability: str = "full", *,
          busy_timeout_ms: int = 10_000, lease_ttl_ms: int = api_store.LEASE_TTL_MS,
-         max_delegation_depth: int = api_store.DEFAULT_MAX_DEPTH,
+         max_delegation_depth: int = DEFAULT_MAX_DEPTH,
          backend: Backend | None = None, repack: bool = True) -> Store:
     """Open (creating if needed) the store at ``path`` (the arguments are those
     of :func:`trajlog.api.open`)."""

@@ -27,6 +27,7 @@ import os
 import uuid
 import zipfile
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
 
@@ -34,10 +35,17 @@ import msgspec
 import zstandard
 
 from ...codec import session_key
-from ...codec.stream import decode_events
 from ...codec.compression import Compressor
-from ...codec.tlog import EXPORT_FORMAT, TlogReader, event_chain, header_chain
-from ...errors import FormatError, ImportFormatError
+from ...codec.stream import decode_events
+from ...codec.tlog import (
+    EXPORT_FORMAT,
+    TRAILER_SIZE,
+    TlogReader,
+    event_chain,
+    header_chain,
+    trailer_digest,
+)
+from ...errors import FormatError, ImportFormatError, TornTailError
 from ...events import ENVELOPE_FIELDS, Event, encode_event
 from ..mapping import MappedEvent, MappedSession, Notes, Torn
 
@@ -73,8 +81,9 @@ def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
     if name.endswith(".zip"):
         yield from _read_zip(path, notes)
     elif name.endswith(".jsonl") or name.endswith(".jsonl.zst"):
+        trailer = _trailer(path) if name.endswith(".zst") else "ok"
         with _lines(path) as lines:
-            yield from _jsonl_sessions(iter(lines), os.fspath(path), notes)
+            yield from _jsonl_sessions(iter(lines), os.fspath(path), notes, trailer=trailer)
     else:
         yield from _read_tlog(path, notes)
 
@@ -87,13 +96,15 @@ def _read_tlog(path: Path, notes: Notes) -> Iterator[MappedSession]:
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            raise ImportFormatError(file, "an empty file", offset=0)
+            raise ImportFormatError(file, "an empty file (an export cut off before its "
+                                    "header)", offset=0, torn=True)
         buf = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         try:
             try:
                 reader = TlogReader(buf, name=file)
             except FormatError as exc:
-                raise ImportFormatError(file, str(exc), offset=exc.offset) from None
+                raise ImportFormatError(file, exc.reason, offset=exc.offset,
+                                        torn=isinstance(exc, TornTailError)) from None
             session = reader.session
             checks: dict[int, int] = {}
             state = {"erased": False}
@@ -161,6 +172,25 @@ def _session(header: dict[str, Any], events: Iterator[MappedEvent],
 # -- .jsonl / .jsonl.zst -----------------------------------------------------------------
 
 
+def _trailer(path: Path) -> str:
+    """``ok``, ``missing`` (cut off) or ``bad`` (damaged): the trailer of a
+    .jsonl.zst export against the SHA-256 of the bytes before it."""
+    size = path.stat().st_size
+    if size < TRAILER_SIZE:
+        return "missing"
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        left = size - TRAILER_SIZE
+        while left:
+            block = f.read(min(left, 1 << 20))
+            digest.update(block)
+            left -= len(block)
+        want = trailer_digest(f.read())
+    if want is None:
+        return "missing"
+    return "ok" if want == digest.digest() else "bad"
+
+
 @contextlib.contextmanager
 def _lines(path: Path | IO[bytes], compressed: bool | None = None) -> Iterator[IO[bytes]]:
     if isinstance(path, Path):
@@ -170,29 +200,35 @@ def _lines(path: Path | IO[bytes], compressed: bool | None = None) -> Iterator[I
                 yield raw
                 return
             with zstandard.ZstdDecompressor().stream_reader(raw) as z:
-                yield io.BufferedReader(z)  # type: ignore[arg-type]
+                yield io.BufferedReader(z)
         return
     with zstandard.ZstdDecompressor().stream_reader(path) as z:
-        yield io.BufferedReader(z)  # type: ignore[arg-type]
+        yield io.BufferedReader(z)
 
 
 def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
-                    parent_key: str | None = None) -> Iterator[MappedSession]:
+                    parent_key: str | None = None, trailer: str = "ok",
+                    ) -> Iterator[MappedSession]:
     digest = hashlib.sha256()
     try:
         first = next(lines)
     except StopIteration:
-        raise ImportFormatError(file, "an empty file", line=1, offset=0) from None
+        raise ImportFormatError(file, "an empty file (an export cut off before its header)",
+                                line=1, offset=0, torn=True) from None
     except zstandard.ZstdError as exc:
-        raise ImportFormatError(file, f"not a zstd stream ({exc})", offset=0) from None
+        raise ImportFormatError(file, f"the zstd stream is damaged in the header line "
+                                f"({exc})", line=1, offset=0) from None
+    if not first.endswith(b"\n"):
+        raise ImportFormatError(file, "the file ends inside its header line (an export cut "
+                                "off)", line=1, offset=len(first), torn=True)
     digest.update(first)
     head = _decode(first, file, 1, 0, 0)
     if not isinstance(head, dict) or head.get("trajlog") != EXPORT_FORMAT:
         raise ImportFormatError(file, f"the first line is not a {EXPORT_FORMAT} header",
                                 line=1, offset=0)
     header = head.get("session")
-    chain = head.get("seed_chain")
-    if not isinstance(header, dict) or type(chain) is not int:
+    seed_chain = _hex(head.get("seed_chain"))
+    if not isinstance(header, dict) or seed_chain is None:
         raise ImportFormatError(file, "the header line has no session or seed chain",
                                 line=1, offset=0)
     try:
@@ -203,7 +239,7 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
     checks: dict[int, int] = {}
 
     def events() -> Iterator[MappedEvent]:
-        nonlocal chain
+        chain = seed_chain
         seq = int(header.get("seed_length") or 0)
         offset, number, erased = len(first), 1, False
         sealed = False
@@ -229,7 +265,7 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                 ev, now = _event(rec, key, seq, chain, file, number, start)
                 if now is None:
                     erased = True
-                    chain = int(str(rec.get("chain")), 16)
+                    chain = _hex(rec.get("chain")) or 0
                 else:
                     chain = now
                     if not erased:
@@ -237,10 +273,16 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                 seq += 1
                 yield ev
         except zstandard.ZstdError as exc:
+            raise ImportFormatError(file, f"the zstd stream is damaged after line {number} "
+                                    f"({exc})", line=number + 1, valid=number - 1) from None
+        if trailer == "bad":
+            raise ImportFormatError(file, "the file's SHA-256 trailer does not match its "
+                                    "compressed bytes (the file was damaged)",
+                                    valid=number - 1)
+        if sealed and trailer == "missing":
             notes.torn.append(Torn(file, number, offset, 0))
-            notes.warn(f"{file}: the zstd stream ends early after line {number} ({exc}); "
-                       "the verified events before it were imported")
-            return
+            notes.warn(f"{file}: the export ends inside its trailer (an interrupted export); "
+                       "every event line verified and was imported")
         if not sealed:
             notes.torn.append(Torn(file, number, offset, 0))
             notes.warn(f"{file}: the export has no seal line (an interrupted export); its "
@@ -250,6 +292,16 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                        "replacements")
 
     yield _session(header, events(), _checker(checks, file), parent_key)
+
+
+def _hex(value: Any) -> int | None:
+    """A 64-bit value written as 16 hex digits, or None."""
+    if not isinstance(value, str) or len(value) != 16:
+        return None
+    try:
+        return int(value, 16)
+    except ValueError:
+        return None
 
 
 def _decode(raw: bytes, file: str, line: int, offset: int, valid: int) -> Any:
@@ -273,10 +325,12 @@ def _event(rec: dict[str, Any], key: int, seq: int, chain: int, file: str, line:
     if rec.get("seq") != seq:
         raise bad(f"expected seq {seq}, the line has {rec.get('seq')!r}")
     envelope = {name: rec[name] for name in ENVELOPE_FIELDS if rec.get(name) is not None}
+    check, want = _hex(rec.get("check")), _hex(rec.get("chain"))
+    if check is None or want is None:
+        raise bad("an event line without its check and chain (16 hex digits each)")
     try:
-        check, want = int(str(rec["check"]), 16), int(str(rec["chain"]), 16)
-        ev = Event(rec["type"], rec["time"], rec.get("data"),
-                   *[envelope.get(name) for name in ENVELOPE_FIELDS])
+        ev = Event(rec["type"], rec["time"], rec.get("data"), *[  # type: ignore[arg-type]
+            envelope.get(name) for name in ENVELOPE_FIELDS])
     except (KeyError, ValueError, TypeError) as exc:
         raise bad(f"an event line without {exc}") from None
     mapped = MappedEvent(ev.type, ev.data, ev.time, envelope=envelope or None, line=line)
@@ -306,7 +360,7 @@ def _check_seal(seal: Any, digest: str, header: dict[str, Any], next_seq: int, c
     first = int(header.get("seed_length") or 0)
     if not isinstance(seal, dict) or seal.get("sha256") != digest or seal.get(
             "first_event_seq") != first or seal.get("event_count") != next_seq - first or (
-            seal.get("last_event_chain") != chain):
+            _hex(seal.get("last_event_chain")) != chain):
         raise ImportFormatError(file, "the seal line disagrees with the lines before it "
                                 "(count, chain or SHA-256)", line=line, offset=offset,
                                 valid=line - 2)
@@ -344,8 +398,44 @@ def _read_zip(path: Path, notes: Notes) -> Iterator[MappedSession]:
                 raise ImportFormatError(member, "listed in the manifest, missing from the "
                                         "zip") from None
             # (zipfile checks the member's CRC as it is read)
-            with data, _lines(data) as lines:  # type: ignore[arg-type]
+            with data, _lines(data) as lines:
                 yield from _jsonl_sessions(iter(lines), member, notes)
 
 
-__all__ = ["NAME", "read", "sniff"]
+
+
+@dataclass(frozen=True, slots=True)
+class FileVerdict:
+    """What :func:`verify_file` found in an export, without any store:
+    ``verdict`` is ``clean`` (complete, every check passed), ``torn`` (it
+    ends before its seal, as an interrupted export does: ``events`` verified
+    before the cut) or ``corrupt`` (``reason``, at ``line`` / ``offset``)."""
+
+    path: str
+    verdict: str
+    sessions: int
+    events: int
+    reason: str = ""
+    line: int | None = None
+    offset: int | None = None
+
+
+def verify_file(path: str | os.PathLike[str]) -> FileVerdict:
+    """Verify a trajlog export (``.tlog``, ``.jsonl``, ``.jsonl.zst``, ``.zip``)
+    on its own: every frame or line, the chain, the seal."""
+    where = Path(os.fspath(path))
+    notes = Notes()
+    sessions = events = 0
+    try:
+        for mapped in read(where, notes):
+            sessions += 1
+            for _ in mapped.events:
+                events += 1
+    except ImportFormatError as exc:
+        return FileVerdict(os.fspath(where), "torn" if exc.torn else "corrupt", sessions,
+                           events, exc.reason, exc.line, exc.offset)
+    return FileVerdict(os.fspath(where), "torn" if notes.torn else "clean", sessions, events,
+                       "; ".join(notes.warnings) if notes.torn else "")
+
+
+__all__ = ["NAME", "FileVerdict", "read", "sniff", "verify_file"]
