@@ -44,6 +44,7 @@ from ...codec.tlog import (
     event_chain,
     header_chain,
     trailer_digest,
+    zst_trailer,
 )
 from ...errors import FormatError, ImportFormatError, TornTailError
 from ...events import ENVELOPE_FIELDS, Event, encode_event
@@ -52,6 +53,7 @@ from ..mapping import MappedEvent, MappedSession, Notes, Torn
 NAME = "trajlog"
 _JSON = msgspec.json.Decoder()
 _MAGIC = b"\xa7\xf1\x01"  # a SESSION_HEADER frame
+_HEX = frozenset("0123456789abcdef")  # (lowercase only: one spelling per value)
 
 
 def sniff(path: Path) -> bool:
@@ -82,6 +84,10 @@ def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
         yield from _read_zip(path, notes)
     elif name.endswith(".jsonl") or name.endswith(".jsonl.zst"):
         trailer = _trailer(path) if name.endswith(".zst") else "ok"
+        if trailer == "bad":
+            raise ImportFormatError(os.fspath(path), "the file's SHA-256 trailer does not "
+                                    "match its compressed bytes (the file was damaged)",
+                                    offset=path.stat().st_size - TRAILER_SIZE)
         with _lines(path) as lines:
             yield from _jsonl_sessions(iter(lines), os.fspath(path), notes, trailer=trailer)
     else:
@@ -173,22 +179,50 @@ def _session(header: dict[str, Any], events: Iterator[MappedEvent],
 
 
 def _trailer(path: Path) -> str:
-    """``ok``, ``missing`` (cut off) or ``bad`` (damaged): the trailer of a
-    .jsonl.zst export against the SHA-256 of the bytes before it."""
+    """The trailer of a .jsonl.zst export: ``ok``; ``bad`` (the bytes before
+    it are not the ones it hashed: damage); ``missing`` (the file ends where
+    the zstd frame does, or inside the trailer: cut off); or ``damaged`` (the
+    trailer itself was hit)."""
     size = path.stat().st_size
-    if size < TRAILER_SIZE:
-        return "missing"
     digest = hashlib.sha256()
     with open(path, "rb") as f:
-        left = size - TRAILER_SIZE
+        left = max(0, size - TRAILER_SIZE)
         while left:
             block = f.read(min(left, 1 << 20))
             digest.update(block)
             left -= len(block)
         want = trailer_digest(f.read())
-    if want is None:
+    if want is not None:
+        return "ok" if want == digest.digest() else "bad"
+    extra = _after_frame(path)
+    if extra is None or 0 <= extra < TRAILER_SIZE and _trailer_prefix(path, extra):
         return "missing"
-    return "ok" if want == digest.digest() else "bad"
+    return "damaged"
+
+
+def _after_frame(path: Path) -> int | None:
+    """Bytes after the end of the file's zstd frame (None: it does not end)."""
+    d = zstandard.ZstdDecompressor().decompressobj()
+    with open(path, "rb") as f:
+        try:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                d.decompress(block)
+                if d.eof:
+                    return len(d.unused_data) + len(f.read())
+        except zstandard.ZstdError:
+            return -1
+    return None
+
+
+def _trailer_prefix(path: Path, extra: int) -> bool:
+    """Whether the last ``extra`` bytes (< 40) are the start of a trailer."""
+    if not extra:
+        return True
+    with open(path, "rb") as f:
+        f.seek(-extra, os.SEEK_END)
+        tail = f.read()
+    head = zst_trailer(bytes(32))[:8]
+    return tail[:8] == head[:len(tail[:8])]
 
 
 @contextlib.contextmanager
@@ -251,6 +285,10 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                     raise ImportFormatError(file, "a line after the seal", line=number,
                                             offset=start, valid=number - 2)
                 if not raw.endswith(b"\n"):
+                    if _terminator_damaged(raw):
+                        raise ImportFormatError(file, "the last line's newline is damaged",
+                                                line=number, offset=offset - 1,
+                                                valid=number - 2)
                     notes.torn.append(Torn(file, number, start, len(raw)))
                     notes.warn(f"{file}: line {number} is incomplete (an interrupted "
                                f"export); the {number - 2} events before it were imported")
@@ -275,9 +313,8 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
         except zstandard.ZstdError as exc:
             raise ImportFormatError(file, f"the zstd stream is damaged after line {number} "
                                     f"({exc})", line=number + 1, valid=number - 1) from None
-        if trailer == "bad":
-            raise ImportFormatError(file, "the file's SHA-256 trailer does not match its "
-                                    "compressed bytes (the file was damaged)",
+        if sealed and trailer == "damaged":
+            raise ImportFormatError(file, "the file's SHA-256 trailer is damaged",
                                     valid=number - 1)
         if sealed and trailer == "missing":
             notes.torn.append(Torn(file, number, offset, 0))
@@ -294,14 +331,22 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
     yield _session(header, events(), _checker(checks, file), parent_key)
 
 
+def _terminator_damaged(raw: bytes) -> bool:
+    """A last line without its newline is a cut-off write -- unless everything
+    but its last byte is a whole JSON value: then that byte replaced the
+    newline (a write never ends in a byte that is not in the line)."""
+    try:
+        _JSON.decode(raw[:-1])
+    except msgspec.DecodeError:
+        return False
+    return True
+
+
 def _hex(value: Any) -> int | None:
     """A 64-bit value written as 16 hex digits, or None."""
-    if not isinstance(value, str) or len(value) != 16:
+    if not isinstance(value, str) or len(value) != 16 or not _HEX.issuperset(value):
         return None
-    try:
-        return int(value, 16)
-    except ValueError:
-        return None
+    return int(value, 16)
 
 
 def _decode(raw: bytes, file: str, line: int, offset: int, valid: int) -> Any:
