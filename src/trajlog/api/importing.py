@@ -142,6 +142,11 @@ class Loader:
         batch: list[Any] = []
         size = 0
         for row in rows:
+            if row.check and batch:
+                # a compaction or status mark is checked against the log as
+                # written before its batch: write what it refers to first
+                count += self._flush(tx, ref, batch, check, expect_last + count)
+                batch, size = [], 0
             batch.append(row)
             size += len(row.payload)
             if len(batch) >= BATCH_EVENTS or size >= BATCH_BYTES:

@@ -167,7 +167,8 @@ def epoch_ms(value: Any) -> int | None:
 def jsonl_records(path: str | os.PathLike[str], notes: Notes,
                   ) -> Iterator[tuple[int, int, Any]]:
     """``(line number, byte offset, parsed value)`` of each non-blank line of
-    a JSONL file, read in bounded memory.
+    a JSONL file, read in bounded memory (each blank line is noted as
+    skipped).
 
     A last line that does not parse and has no newline after it is a torn
     tail (the writer was cut off): it is noted in ``notes.torn`` and not
@@ -186,6 +187,8 @@ def jsonl_records(path: str | os.PathLike[str], notes: Notes,
             offset += len(raw)
             body = raw.strip()
             if not body:
+                if raw.endswith(b"\n") or f.read(1):
+                    notes.skip(name, number, start, "blank", "a blank line")
                 continue
             try:
                 value = decode(body)
