@@ -203,28 +203,16 @@ def test_erased_payloads_stay_erased_in_every_export(tmp_path: Path) -> None:
 
 
 def test_export_refuses_a_damaged_store_and_leaves_no_file(tmp_path: Path) -> None:
-    import apsw
-    db = tmp_path / "a.db"
-    with trajlog.open(str(db)) as a:
+    from tamper import flip_frame_bits
+    db = str(tmp_path / "a.db")
+    with trajlog.open(db) as a:
         s = a.create_session()
         s.append_batch([("note/x", {"i": i}) for i in range(5)])
-        sid = s.id
-    con = apsw.Connection(str(db))
-    con.execute("PRAGMA writable_schema=ON")
-    (body,) = con.execute("SELECT body FROM chunks LIMIT 1").fetchone()
-    damaged = bytearray(body)
-    damaged[60] ^= 4
-    con.execute("DROP TRIGGER IF EXISTS chunks_no_update")
-    triggers = [n for (n,) in con.execute(
-        "SELECT name FROM sqlite_master WHERE type='trigger' AND tbl_name='chunks'")]
-    for name in triggers:
-        con.execute(f"DROP TRIGGER {name}")
-    con.execute("UPDATE chunks SET body=?", (bytes(damaged),))
-    con.close()
-    with pytest.raises((CorruptionError, trajlog.errors.StoreError)):
-        with trajlog.open(str(db)) as a:
-            a.export(sid, tmp_path / "out.tlog")
-    assert not list(tmp_path.glob("*out.tlog*"))
+        flip_frame_bits(a, s._sid, 2, -9, 0xFF)
+        for fmt in FORMATS:
+            with pytest.raises(CorruptionError, match="seq=2"):
+                a.export(s.id, tmp_path / f"out.{fmt}")
+    assert not list(tmp_path.glob("*out.*"))
 
 
 def test_bad_requests_are_typed(tmp_path: Path) -> None:

@@ -14,7 +14,7 @@ import time
 import weakref
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, Self
 
 from ..codec.compression import Compressor
 from ..errors import InvalidArgumentError, StoreClosedError, TrajlogError
@@ -135,7 +135,7 @@ class Store:
         finally:
             self._finalizer()
 
-    def __enter__(self) -> Store:
+    def __enter__(self) -> Self:
         return self
 
     def __exit__(self, *exc: object) -> None:

@@ -9,8 +9,9 @@ import sys
 from collections.abc import Sequence
 
 from .._version import __version__
-from ..api import open as trajlog_open
 from ..errors import TrajlogError
+from ..interop.store import open as trajlog_open
+from . import interop
 from .demo import demo, summary
 from .forget import add_commands, run
 
@@ -27,23 +28,29 @@ def main(argv: Sequence[str] | None = None) -> int:
     p = sub.add_parser("show", help="print a session's events")
     p.add_argument("session")
     p.add_argument("--db", default="trajlog.db")
-    p = sub.add_parser("verify", help="verify every frame and the chain of sessions")
-    p.add_argument("session", nargs="?", help="one session (default: all)")
+    p = sub.add_parser("verify", help="verify every frame and the chain of sessions, or an "
+                       "export file on its own")
+    p.add_argument("session", nargs="?", help="one session, or an export file (.tlog, "
+                   ".jsonl, .jsonl.zst, .zip); default: every session")
     p.add_argument("--db", default="trajlog.db")
     add_commands(sub)
+    interop.add_commands(sub)
     args = parser.parse_args(argv)
     if args.command == "demo":
         return demo(args.db)
-    if args.command in ("memory", "erase", "retention"):
-        if not os.path.exists(args.db):
+    if args.command == "verify" and args.session and interop.is_export(args.session):
+        return interop.verify_export(args.session)
+    if args.command in ("memory", "erase", "retention", "export", "import"):
+        if args.command != "import" and not os.path.exists(args.db):
             print(f"trajlog: no store at {args.db} (give one with --db)", file=sys.stderr)
             return 2
         try:
             with trajlog_open(args.db) as store:
+                if args.command in ("export", "import"):
+                    return interop.run(args, store)
                 return run(args, store)
         except TrajlogError as exc:
-            print(f"trajlog: {type(exc).__name__}: {exc}", file=sys.stderr)
-            return 1
+            return interop.failed(exc)
     with trajlog_open(args.db) as store:
         if args.command == "ls":
             for h in store.sessions(include_subagents=args.all):

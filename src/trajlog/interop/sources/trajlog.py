@@ -195,7 +195,7 @@ def _trailer(path: Path) -> str:
     if want is not None:
         return "ok" if want == digest.digest() else "bad"
     extra = _after_frame(path)
-    if extra is None or 0 <= extra < TRAILER_SIZE and _trailer_prefix(path, extra):
+    if extra is None or (0 <= extra < TRAILER_SIZE and _trailer_prefix(path, extra)):
         return "missing"
     return "damaged"
 
