@@ -281,12 +281,20 @@ def frame_bytes(raw: Any, table: FrameTable, lo: int, hi: int) -> memoryview:
     return memoryview(raw)[table.offset(lo):end]
 
 
-def event_chain(payload: bytes, key: int, seq: int, prev_chain: int) -> tuple[int, int]:
-    """``(payload check, chain)`` of the EVENT frame holding ``payload`` at
-    ``seq`` after a frame whose chain is ``prev_chain`` -- what a JSONL export
-    line says of its event, recomputed."""
-    blob, cursor = encode([payload], key, Cursor(0, seq, prev_chain))
-    return int.from_bytes(blob[24:32], "little"), cursor.chain
+def event_chains(payloads: list[bytes], key: int, seq: int, prev_chain: int,
+                 ) -> list[tuple[int, int]]:
+    """``(payload check, chain)`` of each EVENT frame holding ``payloads`` from
+    ``seq`` on, after a frame whose chain is ``prev_chain`` -- what the lines of
+    a JSONL export say of their events, recomputed (one kernel call)."""
+    blob, _ = encode(payloads, key, Cursor(0, seq, prev_chain))
+    out = []
+    at = 0
+    for payload in payloads:
+        out.append((int.from_bytes(blob[at + 24:at + 32], "little"),
+                    int.from_bytes(blob[at + 32:at + 40], "little")))
+        n = len(payload)
+        at += HEADER_SIZE + n + (-n & 7)
+    return out
 
 
 def header_chain(header: bytes, key: int, seq: int, prev_chain: int) -> tuple[int, int] | None:
@@ -329,6 +337,6 @@ def trailer_digest(tail: bytes) -> bytes | None:
     return tail[8:]
 
 
-__all__ = ["EXPORT_FORMAT", "TRAILER_SIZE", "Run", "TlogReader", "TlogWriter", "event_chain",
+__all__ = ["EXPORT_FORMAT", "TRAILER_SIZE", "Run", "TlogReader", "TlogWriter", "event_chains",
            "frame_bytes", "header_bytes", "header_chain", "payload_check", "trailer_digest",
            "zst_trailer"]

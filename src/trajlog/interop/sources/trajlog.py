@@ -41,7 +41,7 @@ from ...codec.tlog import (
     EXPORT_FORMAT,
     TRAILER_SIZE,
     TlogReader,
-    event_chain,
+    event_chains,
     header_chain,
     trailer_digest,
     zst_trailer,
@@ -273,9 +273,9 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
     checks: dict[int, int] = {}
 
     def events() -> Iterator[MappedEvent]:
-        chain = seed_chain
         seq = int(header.get("seed_length") or 0)
-        offset, number, erased = len(first), 1, False
+        batch = _Batch(key, seq, seed_chain, file, checks)
+        offset, number = len(first), 1
         sealed = False
         try:
             for raw in lines:
@@ -285,6 +285,7 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                     raise ImportFormatError(file, "a line after the seal", line=number,
                                             offset=start, valid=number - 2)
                 if not raw.endswith(b"\n"):
+                    yield from batch.flush()
                     if _terminator_damaged(raw):
                         raise ImportFormatError(file, "the last line's newline is damaged",
                                                 line=number, offset=offset - 1,
@@ -295,21 +296,16 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                     return
                 rec = _decode(raw, file, number, start, number - 2)
                 if "seal" in rec:
-                    _check_seal(rec["seal"], digest.hexdigest(), header, seq, chain, file,
-                                number, start)
+                    yield from batch.flush()
+                    _check_seal(rec["seal"], digest.hexdigest(), header, batch.seq,
+                                batch.chain, file, number, start)
                     sealed = True
                     continue
                 digest.update(raw)
-                ev, now = _event(rec, key, seq, chain, file, number, start)
-                if now is None:
-                    erased = True
-                    chain = _hex(rec.get("chain")) or 0
-                else:
-                    chain = now
-                    if not erased:
-                        checks[seq] = chain
-                seq += 1
-                yield ev
+                batch.add(rec, number, start)
+                if len(batch.pending) >= 1000:
+                    yield from batch.flush()
+            yield from batch.flush()
         except zstandard.ZstdError as exc:
             raise ImportFormatError(file, f"the zstd stream is damaged after line {number} "
                                     f"({exc})", line=number + 1, valid=number - 1) from None
@@ -324,7 +320,7 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
             notes.torn.append(Torn(file, number, offset, 0))
             notes.warn(f"{file}: the export has no seal line (an interrupted export); its "
                        f"{number - 1} verified events were imported")
-        if erased:
+        if batch.erased:
             notes.warn(f"{file}: erased events were imported as their tombstones' "
                        "replacements")
 
@@ -361,43 +357,91 @@ def _decode(raw: bytes, file: str, line: int, offset: int, valid: int) -> Any:
     return value
 
 
-def _event(rec: dict[str, Any], key: int, seq: int, chain: int, file: str, line: int,
-           offset: int) -> tuple[MappedEvent, int | None]:
-    """The event of one line, its checks recomputed; the new chain (None for an
-    erased event, whose header line proves the chain instead)."""
-    def bad(why: str) -> ImportFormatError:
-        return ImportFormatError(file, why, line=line, offset=offset, valid=line - 2)
-    if rec.get("seq") != seq:
-        raise bad(f"expected seq {seq}, the line has {rec.get('seq')!r}")
-    envelope = {name: rec[name] for name in ENVELOPE_FIELDS if rec.get(name) is not None}
-    check, want = _hex(rec.get("check")), _hex(rec.get("chain"))
-    if check is None or want is None:
-        raise bad("an event line without its check and chain (16 hex digits each)")
-    try:
-        ev = Event(rec["type"], rec["time"], rec.get("data"), *[  # type: ignore[arg-type]
-            envelope.get(name) for name in ENVELOPE_FIELDS])
-    except (KeyError, ValueError, TypeError) as exc:
-        raise bad(f"an event line without {exc}") from None
-    mapped = MappedEvent(ev.type, ev.data, ev.time, envelope=envelope or None, line=line)
-    if "erased" in rec:
+class _Batch:
+    """Event lines verified a batch at a time (one kernel call per batch):
+    each line's event re-encoded, its payload check and chain recomputed from
+    the chain before it and compared with what the line says."""
+
+    def __init__(self, key: int, seq: int, chain: int, file: str,
+                 checks: dict[int, int]) -> None:
+        self.key, self.seq, self.chain, self.file = key, seq, chain, file
+        self.checks = checks   # seq -> chain, for the store's own chain check
+        self.pending: list[tuple[dict[str, Any], int, int]] = []
+        self.erased = False
+
+    def add(self, rec: dict[str, Any], line: int, offset: int) -> None:
+        self.pending.append((rec, line, offset))
+
+    def _bad(self, why: str, line: int, offset: int) -> ImportFormatError:
+        return ImportFormatError(self.file, why, line=line, offset=offset, valid=line - 2)
+
+    def flush(self) -> Iterator[MappedEvent]:
+        pending, self.pending = self.pending, []
+        run: list[tuple[MappedEvent, bytes, int, int, int, int]] = []
+        for rec, line, offset in pending:
+            seq = self.seq + len(run)
+            if rec.get("seq") != seq:
+                raise self._bad(f"expected seq {seq}, the line has {rec.get('seq')!r}", line,
+                                offset)
+            check, want = _hex(rec.get("check")), _hex(rec.get("chain"))
+            if check is None or want is None:
+                raise self._bad("an event line without its check and chain (16 hex digits "
+                                "each)", line, offset)
+            envelope = {name: rec[name] for name in ENVELOPE_FIELDS
+                        if rec.get(name) is not None}
+            try:
+                ev = Event(rec["type"], rec["time"], rec.get("data"), *[  # type: ignore[arg-type]
+                    envelope.get(name) for name in ENVELOPE_FIELDS])
+            except (KeyError, TypeError) as exc:
+                raise self._bad(f"an event line without {exc}", line, offset) from None
+            mapped = MappedEvent(ev.type, ev.data, ev.time, envelope=envelope or None,
+                                 line=line)
+            if "erased" in rec:
+                yield from self._verified(run)
+                run = []
+                self._erased(rec, check, want, line, offset)
+                yield mapped
+                continue
+            try:
+                payload = encode_event(ev)
+            except (TypeError, ValueError, OverflowError) as exc:
+                raise self._bad(f"an event that cannot be encoded ({exc})", line,
+                                offset) from None
+            run.append((mapped, payload, check, want, line, offset))
+        yield from self._verified(run)
+
+    def _verified(self, run: list[tuple[MappedEvent, bytes, int, int, int, int]],
+                  ) -> Iterator[MappedEvent]:
+        if not run:
+            return
+        got = event_chains([r[1] for r in run], self.key, self.seq, self.chain)
+        for (_, _, check, want, line, offset), (got_check, got_chain) in zip(
+                run, got, strict=True):
+            if got_check != check:
+                raise self._bad("payload check mismatch: the line's event is not the "
+                                "exported one", line, offset)
+            if got_chain != want:
+                raise self._bad("chain mismatch: the line does not continue the lines "
+                                "before it", line, offset)
+        for i, (_, (_, got_chain)) in enumerate(zip(run, got, strict=True)):
+            if not self.erased:
+                self.checks[self.seq + i] = got_chain
+        self.seq += len(run)
+        self.chain = got[-1][1]
+        for r in run:
+            yield r[0]
+
+    def _erased(self, rec: dict[str, Any], check: int, want: int, line: int,
+                offset: int) -> None:
         try:
             header = bytes.fromhex(str(rec["erased"]))
         except ValueError:
-            raise bad("an erased event's header is not hex") from None
-        proof = header_chain(header, key, seq, chain)
-        if proof is None or proof != (check, want):
-            raise bad("an erased event's frame header does not verify")
-        return mapped, None
-    try:
-        payload = encode_event(ev)
-    except (TypeError, ValueError, OverflowError) as exc:
-        raise bad(f"an event that cannot be encoded ({exc})") from None
-    got_check, got_chain = event_chain(payload, key, seq, chain)
-    if got_check != check:
-        raise bad("payload check mismatch: the line's event is not the exported one")
-    if got_chain != want:
-        raise bad("chain mismatch: the line does not continue the lines before it")
-    return mapped, got_chain
+            raise self._bad("an erased event's header is not hex", line, offset) from None
+        if header_chain(header, self.key, self.seq, self.chain) != (check, want):
+            raise self._bad("an erased event's frame header does not verify", line, offset)
+        self.erased = True
+        self.seq += 1
+        self.chain = want
 
 
 def _check_seal(seal: Any, digest: str, header: dict[str, Any], next_seq: int, chain: int,
