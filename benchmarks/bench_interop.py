@@ -41,10 +41,10 @@ import orjson
 
 sys.path.insert(0, str(Path(__file__).parent))
 
-import trajlog  # noqa: E402
-from trajlog.interop.mapping import Notes  # noqa: E402
-from trajlog.interop.sources import module  # noqa: E402
-from workload import events as workload_events  # noqa: E402
+import trajlog
+from trajlog.interop.mapping import Notes
+from trajlog.interop.sources import module
+from workload import events as workload_events
 
 REAL = Path(__file__).parent.parent / "tests" / "realdata"
 SOURCES = {
@@ -155,13 +155,13 @@ def real_files(work: Path, k: int) -> dict[str, Any]:
             source = module("claude_code")
             decode = msgspec.json.Decoder().decode
 
-            def decoding() -> None:
+            def decoding(files: list[Path] = files, decode: Any = decode) -> None:
                 for f in files:
                     for line in f.read_bytes().splitlines():
                         if line.strip():
                             decode(line)
 
-            def mapping() -> None:
+            def mapping(files: list[Path] = files, source: Any = source) -> None:
                 for f in files:
                     for mapped in source.read(f, Notes()):
                         for _ in mapped.events:
@@ -195,7 +195,7 @@ def synthetic(work: Path, n: int, k: int) -> dict[str, Any]:
         s.append_batch(evs[i:i + 5000])
     del evs
     paths = {fmt: root / f"s.{fmt}" for fmt in ("tlog", "jsonl", "jsonl.zst")}
-    for fmt, p in paths.items():
+    for p in paths.values():
         store.export(s.id, p)
     lines = paths["jsonl"].read_bytes().splitlines()
     fresh = Fresh(root)
