@@ -15,6 +15,7 @@ import pytest
 import zstandard
 
 import trajlog
+from trajlog.api.importing import SessionSpec
 from trajlog.errors import (
     CorruptionError,
     ImportConflictError,
@@ -102,11 +103,16 @@ def test_import_extends_a_session_that_grew_and_refuses_a_different_one(
         # the same id holding other events: refused, nothing written
         b.session(s.id).append("note/x", {"other": True})
         before = _frames(b, s.id)
+        a.session(s.id).append("note/x", {"i": 15})
+        a.export(s.id, tmp_path / "third.jsonl")
+        report = b.import_path(tmp_path / "third.jsonl")
+        (conflict,) = report.conflicts
+        assert conflict.session_id == s.id and "different event at seq 15" in conflict.reason
+        assert report.events == 0 and _frames(b, s.id) == before
+        # the low-level call raises
         with pytest.raises(ImportConflictError, match="different event at seq 15"):
-            a.session(s.id).append("note/x", {"i": 15})
-            a.export(s.id, tmp_path / "third.jsonl")
-            b.import_path(tmp_path / "third.jsonl")
-        assert _frames(b, s.id) == before
+            b.load_session(SessionSpec(s.id), [(e.type, e.data, e.time, {})
+                                               for e in a.session(s.id).events()])
 
 
 @pytest.mark.parametrize("fmt", ["tlog", "jsonl", "jsonl.zst"])

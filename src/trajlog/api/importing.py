@@ -1,18 +1,24 @@
 """Bulk loading of whole sessions: what an import writes.
 
-One session is one transaction: its header and every event, appended batch by
-batch inside it (bounded memory, whatever the session's size), so a failure
-anywhere -- a refused event, a checksum that disagrees with the source, a
-crash -- leaves no session behind.  Loading a session the store already holds
-under the same id compares, event by event, what is stored with what is
-offered: the same events write nothing; more events (the source grew, e.g. a
-live agent's file) are appended in one transaction; different events are an
-:class:`ImportConflictError` and write nothing.
+One session is all or nothing: its header and every event, appended batch by
+batch (bounded memory, whatever the session's size) inside one transaction
+-- or, in a :class:`Bulk` load, inside one savepoint of a transaction shared
+with the sessions around it (one commit, one fsync, for many small
+sessions; still all or nothing per session).  A failure anywhere -- a refused
+event, a checksum that disagrees with the source, a crash -- leaves nothing
+of that session behind.
+
+Loading a session the store already holds under the same id compares, event
+by event, what is stored with what is offered: the same events write nothing;
+more events (the source grew, e.g. a live agent's file) are appended; a
+different event is an :class:`ImportConflictError` and writes nothing.
 """
 
 from __future__ import annotations
 
+import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
+from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -24,6 +30,9 @@ from .session import Engines
 
 BATCH_EVENTS = 1000
 BATCH_BYTES = 1 << 20
+#: a Bulk load commits after this many sessions, or this many seconds
+BULK_SESSIONS = 512
+BULK_SECONDS = 0.25
 
 #: ``(type, data, time, envelope)``; envelope: source, causal_parent, ...
 Item = tuple[str, Any, int, Mapping[str, Any]]
@@ -63,55 +72,62 @@ class Loader:
     def __init__(self, engines: Engines) -> None:
         self._e = engines
 
-    def exists(self, session_id: str) -> bool:
-        try:
-            self._e.reading.ref_by_id(session_id)
-        except SessionNotFoundError:
-            return False
-        return True
-
     def load(self, spec: SessionSpec, items: Iterable[Item],
              check: ChainCheck | None = None) -> Loaded:
         """Create the session of ``spec`` holding ``items``, or bring the
-        stored one up to them (module docstring).  ``check`` sees the chain
-        after every batch (an import of a trajlog export compares it with the
-        source's)."""
+        stored one up to them, in one transaction (module docstring).
+        ``check`` sees the chain after every batch (an import of a trajlog
+        export compares it with the source's)."""
+        writer = self._e.writer
+        with writer.transaction() as tx:
+            return self.load_in(tx, spec, items, check)
+
+    def bulk(self) -> Bulk:
+        """A :class:`Bulk` load: many sessions, few commits."""
+        return Bulk(self)
+
+    def load_in(self, tx: Writer, spec: SessionSpec, items: Iterable[Item],
+                check: ChainCheck | None) -> Loaded:
+        """:meth:`load` inside the open transaction ``tx``."""
         reading = self._e.reading
         try:
-            ref = reading.ref_by_id(spec.session_id)
+            ref = reading.ref_by_id(spec.session_id, tx)
         except SessionNotFoundError:
-            return self._create(spec, iter(items), check)
-        return self._extend(ref, iter(items), check)
+            return self._create(tx, spec, iter(items), check)
+        return self._extend(tx, ref, iter(items), check)
 
-    def _create(self, spec: SessionSpec, items: Iterator[Item],
+    def _create(self, tx: Writer, spec: SessionSpec, items: Iterator[Item],
                 check: ChainCheck | None) -> Loaded:
         writer = self._e.writer
-        parent = (self._e.reading.ref_by_id(spec.parent_id) if spec.parent_id is not None
+        parent = (self._e.reading.ref_by_id(spec.parent_id, tx) if spec.parent_id is not None
                   else None)
         count = 0
 
         def fill(tx: Writer, ref: LogRef) -> None:
             nonlocal count
-            count = self._write(tx, ref, items, check)
+            prepare = writer.prepare
+            rows = (prepare(t, d, tm, dict(env) if env else {}) for t, d, tm, env in items)
+            count = self._write_rows(tx, ref, rows, check, expect_last=ref.seed - 1)
 
         ref = writer.create(cwd=spec.cwd, agent_preset=spec.agent_preset,
                             metadata=spec.metadata, session_id=spec.session_id, parent=parent,
                             seed_length=spec.seed_length, origin=spec.origin,
                             delegation_depth=spec.delegation_depth,
-                            created_ms=spec.created_ms, fill=fill)
+                            created_ms=spec.created_ms, fill=fill, tx=tx)
         return Loaded(ref.header, True, count, 0)
 
-    def _extend(self, ref: LogRef, items: Iterator[Item], check: ChainCheck | None) -> Loaded:
+    def _extend(self, tx: Writer, ref: LogRef, items: Iterator[Item],
+                check: ChainCheck | None) -> Loaded:
         """Compare the stored events with ``items``; append what is new."""
         writer = self._e.writer
         kept = 0
-        pending: list[Any] = []
-        stored = iter(self._e.reading.events(ref, ref.seed, None))
+        first = None
+        stored = iter(self._e.reading.events(ref, ref.seed, None, reader=tx))
         for item in items:
             row = writer.prepare(item[0], item[1], item[2], dict(item[3]))
             have = next(stored, None)
             if have is None:
-                pending.append(row)
+                first = row
                 break
             if encode_event(have) != row.payload:
                 raise ImportConflictError(
@@ -119,21 +135,12 @@ class Loader:
                     f"{have.seq} ({have.type!r}; the import has {item[0]!r}); nothing was "
                     "written")
             kept += 1
-        if not pending:
+        if first is None:
             return Loaded(ref.header, False, 0, kept)
-        first = pending[0]
-        with writer.transaction() as tx:
-            # the head must still be where the comparison ended
-            rest = _chain_rows(first, (writer.prepare(t, d, tm, dict(env))
-                                       for t, d, tm, env in items))
-            count = self._write_rows(tx, ref, rest, check, expect_last=ref.seed + kept - 1)
+        rest = _chain_rows(first, (writer.prepare(t, d, tm, dict(env))
+                                   for t, d, tm, env in items))
+        count = self._write_rows(tx, ref, rest, check, expect_last=ref.seed + kept - 1)
         return Loaded(ref.header, False, count, kept)
-
-    def _write(self, tx: Writer, ref: LogRef, items: Iterator[Item],
-               check: ChainCheck | None) -> int:
-        prepare = self._e.writer.prepare
-        rows = (prepare(t, d, tm, dict(env) if env else {}) for t, d, tm, env in items)
-        return self._write_rows(tx, ref, rows, check, expect_last=ref.seed - 1)
 
     def _write_rows(self, tx: Writer, ref: LogRef, rows: Iterator[Any],
                     check: ChainCheck | None, expect_last: int) -> int:
@@ -166,9 +173,84 @@ class Loader:
         return len(batch)
 
 
+class Bulk:
+    """Sessions loaded in shared transactions, one savepoint each: a session
+    that fails is rolled back alone (and its error raised); the others of the
+    transaction stay.  The transaction commits every :data:`BULK_SESSIONS`
+    sessions or :data:`BULK_SECONDS` (so other writers wait at most that
+    long), and at :meth:`close`.  A session is durable once the commit after
+    it returned: :meth:`load` reports it, :meth:`close` (or
+    :meth:`commit`) makes it so."""
+
+    def __init__(self, loader: Loader) -> None:
+        self._loader = loader
+        self._writer = loader._e.writer
+        self._cm: AbstractContextManager[Writer] | None = None
+        self._tx: Writer | None = None
+        self._sessions = 0
+        self._since = 0.0
+        #: sessions loaded since the last commit (lost if that commit fails)
+        self.pending: list[Loaded] = []
+
+    def load(self, spec: SessionSpec, items: Iterable[Item],
+             check: ChainCheck | None = None) -> Loaded:
+        if self._tx is None:
+            self._cm = self._writer.transaction()
+            self._tx = self._cm.__enter__()
+            self._sessions, self._since = 0, time.monotonic()
+        tx = self._tx
+        try:
+            with tx.savepoint():
+                loaded = self._loader.load_in(tx, spec, items, check)
+        except BaseException:
+            self._forget_failed(spec)
+            if not tx.in_transaction():   # the failure ended the transaction itself
+                self._abandon()
+            raise
+        self.pending.append(loaded)
+        self._sessions += 1
+        if self._sessions >= BULK_SESSIONS or time.monotonic() - self._since > BULK_SECONDS:
+            self.commit()
+        return loaded
+
+    def _forget_failed(self, spec: SessionSpec) -> None:
+        # its cached write state may hold the rolled-back events
+        try:
+            ref = self._loader._e.reading.ref_by_id(spec.session_id, self._tx)
+        except SessionNotFoundError:
+            self._writer.forget(None)
+            return
+        self._writer.forget(ref.sid)
+
+    def _abandon(self) -> None:
+        cm, self._cm, self._tx = self._cm, None, None
+        assert cm is not None
+        self.pending = []
+        cm.__exit__(RuntimeError, RuntimeError("abandoned"), None)
+
+    def commit(self) -> None:
+        """Commit what was loaded so far."""
+        cm, self._cm, self._tx = self._cm, None, None
+        if cm is not None:
+            cm.__exit__(None, None, None)
+        self.pending = []
+
+    def close(self) -> None:
+        self.commit()
+
+    def __enter__(self) -> Bulk:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        if exc[0] is not None and self._tx is not None and not self._tx.in_transaction():
+            self._abandon()
+            return
+        self.commit()
+
+
 def _chain_rows(first: Any, rest: Iterator[Any]) -> Iterator[Any]:
     yield first
     yield from rest
 
 
-__all__ = ["BATCH_EVENTS", "ChainCheck", "Item", "Loaded", "Loader", "SessionSpec"]
+__all__ = ["BATCH_EVENTS", "Bulk", "ChainCheck", "Item", "Loaded", "Loader", "SessionSpec"]

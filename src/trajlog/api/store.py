@@ -26,7 +26,7 @@ from ..projections.engine import StateCache
 from ..storage import Backend, SQLiteBackend
 from .forget import Forgetting
 from .handles import Options
-from .importing import ChainCheck, Item, Loaded, Loader, SessionSpec
+from .importing import Bulk, ChainCheck, Item, Loaded, Loader, SessionSpec
 from .leases import new_writer_id, writer_closed, writer_opened
 from .lineage import DEFAULT_MAX_DEPTH, Lineage
 from .reading import LogReader, VerifyReport
@@ -283,6 +283,14 @@ class Store:
         if self._e.backend.closed:
             raise StoreClosedError("the store is closed")
         return self._loader.load(spec, items, check)
+
+    def bulk_loader(self) -> Bulk:
+        """Load many sessions with few commits: each session all or nothing
+        (a savepoint), a commit every few hundred sessions or a quarter
+        second, and at the end (:class:`~trajlog.api.importing.Bulk`)."""
+        if self._e.backend.closed:
+            raise StoreClosedError("the store is closed")
+        return self._loader.bulk()
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:
         """Headers of the store's sessions, oldest first; subagent sessions

@@ -472,13 +472,15 @@ class WriteEngine:
                parent_events: Sequence[tuple[str, Any, Mapping[str, Any]]] = (),
                created_ms: int | None = None,
                fill: Callable[[Writer, LogRef], None] | None = None,
+               tx: Writer | None = None,
                ) -> LogRef:
         """Create a session, and append its ``initial`` events -- and
         ``parent_events`` to the parent -- in the same transaction (a
         subagent's task, its sandbox snapshot, a background job's answer).
         ``created_ms`` is the header's creation time (an import keeps the
         source's); ``fill(tx, ref)`` appends more in that transaction (an
-        import's events, batch by batch: all of them or no session)."""
+        import's events, batch by batch: all of them or no session).  With
+        ``tx``, all of it happens inside that open transaction."""
         if not isinstance(cwd, str) or not cwd:
             raise TypeError("cwd must be a non-empty str")
         if agent_preset is not None and not isinstance(agent_preset, str):
@@ -500,7 +502,7 @@ class WriteEngine:
         if parent is None or not seed_length:
             seed_chain = key
         else:
-            seed_chain = self._reading.chain_at(parent, seed_length - 1)
+            seed_chain = self._reading.chain_at(parent, seed_length - 1, tx)
         try:
             blob = encode_metadata(meta)
         except (UnicodeEncodeError, OverflowError, TypeError) as exc:
@@ -516,7 +518,7 @@ class WriteEngine:
                          blob, header_check(header, key))
         rows = [self.prepare(t, d, None, dict(env)) for t, d, env in initial]
         up = [self.prepare(t, d, None, dict(env)) for t, d, env in parent_events]
-        with self.transaction() as tx:
+        def write(tx: Writer) -> LogRef:
             sid = tx.insert_session(row, seed_length - 1, seed_chain)
             ref = LogRef(sid, key, header, parent, seed_chain)
             if rows:
@@ -525,7 +527,16 @@ class WriteEngine:
                 self.apply(tx, parent, up)
             if fill is not None:
                 fill(tx, ref)
-        return ref
+            return ref
+        if tx is not None:
+            return write(tx)
+        with self.transaction() as opened:
+            return write(opened)
+
+    def forget(self, sid: int | None) -> None:
+        """Drop the cached state of ``sid`` (None: of every session) -- its
+        writes were rolled back."""
+        self._forget_key(sid)
 
 
 def _returned(rows: list[Row], events: list[Event]) -> list[Event]:

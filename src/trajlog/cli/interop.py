@@ -117,7 +117,9 @@ def run(args: argparse.Namespace, store: Store) -> int:
     kinds = Counter(u.kind for u in imported.unmapped)
     out.write(f"\n{imported.format}: {len(imported.created)} created, "
               f"{sum(s.status == 'extended' for s in imported.sessions)} extended, "
-              f"{len(imported.skipped)} unchanged; {imported.events:,} events written; "
+              f"{len(imported.skipped)} unchanged"
+              + (f", {len(imported.conflicts)} in conflict" if imported.conflicts else "")
+              + f"; {imported.events:,} events written; "
               f"{len(imported.unmapped)} records without an event"
               + (f" ({', '.join(f'{k} {n}' for k, n in kinds.most_common())})" if kinds else "")
               + "\n")
@@ -130,7 +132,9 @@ def run(args: argparse.Namespace, store: Store) -> int:
                   f"({torn.size} bytes not imported)\n")
     for warning in imported.warnings:
         out.write(f"  warning: {warning}\n")
-    return 0
+    for conflict in imported.conflicts:
+        out.write(f"  conflict: {conflict.reason}\n")
+    return 1 if imported.conflicts else 0
 
 
 def verify_export(path: str) -> int:

@@ -19,7 +19,12 @@ from typing import Any
 
 from ..api import Store
 from ..api.importing import SessionSpec
-from ..errors import ImportFormatError, InvalidArgumentError, TrajlogError
+from ..errors import (
+    ImportConflictError,
+    ImportFormatError,
+    InvalidArgumentError,
+    TrajlogError,
+)
 from .mapping import MappedEvent, MappedSession, Notes, Torn, Unmapped
 from .sources import FORMATS, module
 
@@ -30,7 +35,8 @@ Progress = Callable[[int, int], None]
 @dataclass
 class SessionResult:
     """One session of an import: ``status`` is ``created``, ``extended``
-    (new events appended to a session stored before) or ``unchanged``."""
+    (new events appended to a session stored before), ``unchanged``, or
+    ``conflict`` (stored with other events; nothing written; ``reason``)."""
 
     session_id: str
     key: str
@@ -38,6 +44,7 @@ class SessionResult:
     events: int
     kept: int
     parent: str | None = None
+    reason: str = ""
 
 
 @dataclass
@@ -61,6 +68,11 @@ class ImportReport:
     @property
     def created(self) -> list[str]:
         return [s.session_id for s in self.sessions if s.status == "created"]
+
+    @property
+    def conflicts(self) -> list[SessionResult]:
+        """Sessions stored with other events than the source's (nothing written)."""
+        return [s for s in self.sessions if s.status == "conflict"]
 
     @property
     def skipped(self) -> list[str]:
@@ -113,31 +125,54 @@ def _finish(report: ImportReport, notes: Notes) -> ImportReport:
 def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Notes,
                     report: ImportReport | None = None,
                     progress: Progress | None = None) -> ImportReport:
-    """Write ``sessions`` into ``store`` (one transaction each)."""
+    """Write ``sessions`` into ``store``: each all or nothing, many per commit
+    (:meth:`Store.bulk_loader`).  A session already stored with other events
+    is reported (status ``conflict``) and the import goes on; any other error
+    stops it, after committing the sessions before it."""
     if report is None:
         report = ImportReport("mapped", "")
     ids: dict[str, str] = {}
-    for mapped in sessions:
-        parent_id = None
-        if mapped.parent is not None:
-            parent_id = ids.get(mapped.parent)
-            if parent_id is None:
-                notes.warn(f"session {mapped.key}: its parent {mapped.parent} is not in this "
-                           "import; imported without a parent")
-        spec = SessionSpec(
-            session_id=mapped.id, cwd=mapped.cwd or ".", agent_preset=mapped.agent_preset,
-            metadata=mapped.metadata, created_ms=mapped.created_ms, parent_id=parent_id,
-            seed_length=mapped.seed_length if parent_id is not None else 0,
-            origin=mapped.origin if parent_id is not None else None,
-            delegation_depth=mapped.delegation_depth if parent_id is not None else 0)
-        loaded = store.load_session(spec, _items(mapped), mapped.check)
-        ids[mapped.key] = loaded.header.id
-        status = ("created" if loaded.created else "extended" if loaded.appended
-                  else "unchanged")
-        report.sessions.append(SessionResult(loaded.header.id, mapped.key, status,
-                                             loaded.appended, loaded.kept, parent_id))
-        if progress is not None:
-            progress(len(report.sessions), report.events)
+    bulk = store.bulk_loader()
+    uncommitted: list[SessionResult] = []
+    try:
+        for mapped in sessions:
+            parent_id = None
+            if mapped.parent is not None:
+                parent_id = ids.get(mapped.parent)
+                if parent_id is None:
+                    notes.warn(f"session {mapped.key}: its parent {mapped.parent} is not in "
+                               "this import; imported without a parent")
+            spec = SessionSpec(
+                session_id=mapped.id, cwd=mapped.cwd or ".", agent_preset=mapped.agent_preset,
+                metadata=mapped.metadata, created_ms=mapped.created_ms, parent_id=parent_id,
+                seed_length=mapped.seed_length if parent_id is not None else 0,
+                origin=mapped.origin if parent_id is not None else None,
+                delegation_depth=mapped.delegation_depth if parent_id is not None else 0)
+            try:
+                loaded = bulk.load(spec, _items(mapped), mapped.check)
+            except ImportConflictError as exc:
+                report.sessions.append(SessionResult(spec.session_id, mapped.key, "conflict",
+                                                     0, 0, parent_id, str(exc)))
+                continue
+            ids[mapped.key] = loaded.header.id
+            status = ("created" if loaded.created else "extended" if loaded.appended
+                      else "unchanged")
+            result = SessionResult(loaded.header.id, mapped.key, status, loaded.appended,
+                                   loaded.kept, parent_id)
+            report.sessions.append(result)
+            uncommitted = [] if not bulk.pending else [*uncommitted, result]
+            if progress is not None:
+                progress(len(report.sessions), report.events)
+    except BaseException:
+        try:
+            bulk.close()   # the sessions before the failure stay
+        except TrajlogError:
+            # that commit failed too: the sessions it held are not stored
+            report.sessions = [s for s in report.sessions if s not in uncommitted]
+            notes.warn(f"{len(uncommitted)} session(s) before the failure were rolled back "
+                       "with it")
+        raise
+    bulk.close()
     return report
 
 
