@@ -23,9 +23,10 @@ from ..errors import (
     ImportConflictError,
     ImportFormatError,
     InvalidArgumentError,
+    SessionNotFoundError,
     TrajlogError,
 )
-from .mapping import MappedEvent, MappedSession, Notes, Torn, Unmapped
+from .mapping import MappedEvent, MappedSession, Notes, Torn, Unmapped, stable_id
 from .sources import FORMATS, module
 
 #: progress(sessions done, events written so far)
@@ -138,10 +139,10 @@ def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Note
         for mapped in sessions:
             parent_id = None
             if mapped.parent is not None:
-                parent_id = ids.get(mapped.parent)
+                parent_id = ids.get(mapped.parent) or _stored_parent(store, mapped)
                 if parent_id is None:
-                    notes.warn(f"session {mapped.key}: its parent {mapped.parent} is not in "
-                               "this import; imported without a parent")
+                    notes.warn(f"session {mapped.key}: its parent {mapped.parent} is neither "
+                               "in this import nor in the store; imported without a parent")
             spec = SessionSpec(
                 session_id=mapped.id, cwd=mapped.cwd or ".", agent_preset=mapped.agent_preset,
                 metadata=mapped.metadata, created_ms=mapped.created_ms, parent_id=parent_id,
@@ -174,6 +175,16 @@ def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Note
         raise
     bulk.close()
     return report
+
+
+def _stored_parent(store: Store, mapped: MappedSession) -> str | None:
+    """The id of ``mapped``'s parent if the store holds it (imported before)."""
+    assert mapped.parent is not None
+    candidate = mapped.parent_id or stable_id(mapped.parent)
+    try:
+        return store.session(candidate).id
+    except SessionNotFoundError:
+        return None
 
 
 def _items(mapped: MappedSession) -> Iterator[tuple[str, Any, int, dict[str, Any]]]:

@@ -71,6 +71,9 @@ class MappedSession:
     agent_preset: str | None = None
     metadata: dict[str, Any] = field(default_factory=dict)
     parent: str | None = None
+    #: the parent's trajlog id when the source names it (a trajlog export);
+    #: else it is the id of ``parent`` in this import, or ``stable_id(parent)``
+    parent_id: str | None = None
     origin: str | None = None
     delegation_depth: int = 0
     seed_length: int = 0

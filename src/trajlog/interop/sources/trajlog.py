@@ -171,6 +171,7 @@ def _session(header: dict[str, Any], events: Iterator[MappedEvent],
         agent_preset=header.get("agent_preset"),
         metadata=metadata if isinstance(metadata, dict) else {},
         parent=parent_key or (f"trajlog:{parent}" if parent else None),
+        parent_id=str(parent) if parent else None,
         origin=header.get("origin"), delegation_depth=int(header.get("delegation_depth") or 0),
         seed_length=int(header.get("seed_length") or 0), check=check)
 
