@@ -380,3 +380,31 @@ def test_a_sessions_folder(tmp_path: Path) -> None:
     sessions, _ = _mapped(tmp_path / "sessions")
     assert [(s.id, s.parent) for s, _ in sessions] == [(parent, None),
                                                       (child, f"codex:{parent}")]
+
+
+def test_a_rollout_that_ends_mid_turn_is_closed_by_trajlogs_own_closers(
+        tmp_path: Path) -> None:
+    """Codex died in the middle of a turn, a shell call requested and never
+    answered: with close=True the import appends trajlog's recovery closers
+    (as store.load() does after a crash); without it the log stays as found."""
+    path = _write(tmp_path / "died.jsonl", [
+        _meta("00000000-0000-4000-8000-0000000000dd"),
+        _line("event_msg", {"type": "task_started", "turn_id": "t1"}),
+        _line("response_item", {"type": "message", "role": "user",
+                                "content": [{"type": "input_text", "text": "list files"}]}),
+        _line("response_item", {"type": "function_call", "name": "shell", "call_id": "k9",
+                                "arguments": "{\"command\": [\"ls\"]}"})])
+    with trajlog.open(str(tmp_path / "open.db")) as store:
+        report = store.import_path(path)
+        (sid,) = report.created
+        assert report.closed == [] and store.session(sid).inspect()[0].closers
+    with trajlog.open(str(tmp_path / "closed.db")) as store:
+        report = store.import_path(path, close=True)
+        (sid,) = report.created
+        assert report.closed == [sid]
+        s = store.session(sid)
+        tail = [(e.type, e.data.get("status"), e.data.get("call_id")) for e in s.events()][-2:]
+        assert tail == [("tool/result", "TOOL_NOT_STARTED", "k9"), ("turn/end", None, None)]
+        assert s.inspect()[0].closers == ()
+        again = store.import_path(path, close=True)
+        assert again.skipped == [sid] and again.closed == [] and again.events == 0

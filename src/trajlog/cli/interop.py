@@ -33,6 +33,9 @@ def add_commands(sub: Any) -> None:
     p.add_argument("--db", default="trajlog.db")
     p.add_argument("--unmapped", action="store_true",
                    help="list every record that gave no event, and why")
+    p.add_argument("--close", action="store_true",
+                   help="close what a source left open (a turn, a tool call) with trajlog's "
+                        "recovery, as load() does")
 
 
 class Bar:
@@ -105,7 +108,7 @@ def run(args: argparse.Namespace, store: Store) -> int:
         return 0
     bar = Bar(f"import {os.path.basename(args.path)}")
     try:
-        imported = store.import_path(args.path, format=args.format,
+        imported = store.import_path(args.path, format=args.format, close=args.close,
                                      progress=lambda n, events: bar.update(events))
     finally:
         bar.close()
@@ -132,6 +135,8 @@ def run(args: argparse.Namespace, store: Store) -> int:
                   f"({torn.size} bytes not imported)\n")
     for warning in imported.warnings:
         out.write(f"  warning: {warning}\n")
+    for sid in imported.closed:
+        out.write(f"  closed: {sid} was left open by its source; recovery closed it\n")
     for conflict in imported.conflicts:
         out.write(f"  conflict: {conflict.reason}\n")
     return 1 if imported.conflicts else 0

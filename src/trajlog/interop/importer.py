@@ -60,6 +60,8 @@ class ImportReport:
     unmapped: list[Unmapped] = field(default_factory=list)
     warnings: list[str] = field(default_factory=list)
     torn: list[Torn] = field(default_factory=list)
+    #: sessions left open by their source and closed by recovery (close=True)
+    closed: list[str] = field(default_factory=list)
 
     @property
     def events(self) -> int:
@@ -91,13 +93,19 @@ def detect(path: Path) -> str:
 
 
 def import_path(store: Store, path: str | os.PathLike[str], *, format: str = "auto",
-                progress: Progress | None = None) -> ImportReport:
+                progress: Progress | None = None, close: bool = False) -> ImportReport:
     """Import everything ``path`` holds into ``store`` (see the module
     docstring).  ``format``: ``"auto"`` or a format name (``trajlog``,
     ``claude-code``, ``codex``, ``inspect-ai``, ``openhands``, ``swe-agent``,
     ``aider``).  A bad record raises :class:`ImportFormatError` (file, line,
     offset); the sessions finished before it stay, and the error's
-    ``report`` says which."""
+    ``report`` says which.
+
+    ``close=True``: a session the source left open (a rollout that ends
+    mid-turn, a tool call with no result) is then made whole by trajlog's own
+    recovery (:meth:`Store.load`: synthetic closers, appended after the
+    imported events; listed in ``report.closed``).  A later import of the
+    grown source then conflicts where the closers are."""
     where = Path(os.fspath(path)).expanduser()
     if not where.exists():
         raise InvalidArgumentError(f"{where}: no such file or folder")
@@ -115,6 +123,12 @@ def import_path(store: Store, path: str | os.PathLike[str], *, format: str = "au
         _finish(report, notes)
         exc.report = report  # type: ignore[attr-defined]
         raise
+    if close:
+        for result in report.sessions:
+            if result.status in ("created", "extended"):
+                before = store.session(result.session_id).last_seq
+                if store.load(result.session_id).last_seq != before:
+                    report.closed.append(result.session_id)
     return _finish(report, notes)
 
 

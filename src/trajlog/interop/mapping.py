@@ -275,6 +275,48 @@ class CallBook:
         return [*self.requested, *self.started]
 
 
-__all__ = ["NAMESPACE", "CallBook", "MappedEvent", "MappedSession", "Notes", "Torn",
+class AliasedCalls(CallBook):
+    """A :class:`CallBook` for sources that reuse call ids: a reused source id
+    gets a fresh one (``<id>#2``, ``#3``...: :meth:`fresh`), :meth:`ask`
+    requests it under both names, and :meth:`resolve` finds the oldest open
+    call the source knows by its id -- the one a result answers."""
+
+    def __init__(self) -> None:
+        super().__init__()
+        self.alias: dict[str, list[str]] = {}   # source id -> its open calls
+        self.source: dict[str, str] = {}
+        self.names: dict[str, str] = {}
+
+    def fresh(self, source_id: str, taken: set[str]) -> str:
+        call_id, n = source_id, 1
+        while self.used(call_id) or call_id in taken:
+            n += 1
+            call_id = f"{source_id}#{n}"
+        return call_id
+
+    def ask(self, source_id: str, call_id: str, name: str, index: int) -> None:
+        self.request(call_id, index)
+        self.alias.setdefault(source_id, []).append(call_id)
+        self.source[call_id], self.names[call_id] = source_id, name
+
+    def resolve(self, source_id: Any) -> str | None:
+        """The oldest open call the source knows as ``source_id``."""
+        ids = self.alias.get(source_id) if isinstance(source_id, str) else None
+        return ids[0] if ids else None
+
+    def is_open(self, call_id: Any) -> bool:
+        return call_id in self.requested or call_id in self.started
+
+    def finish(self, call_id: str) -> int | None:
+        index = super().finish(call_id)
+        if index is not None:
+            self.names.pop(call_id, None)
+            ids = self.alias.get(self.source.pop(call_id, call_id), [])
+            if call_id in ids:
+                ids.remove(call_id)
+        return index
+
+
+__all__ = ["NAMESPACE", "AliasedCalls", "CallBook", "MappedEvent", "MappedSession", "Notes", "Torn",
            "Unmapped", "epoch_ms", "json_document", "jsonl_records", "stable_id",
            "uuid_or_stable"]

@@ -33,12 +33,15 @@ class Store(api_store.Store):
         return _export(self, session_id, path, format=format, progress=progress)
 
     def import_path(self, path: str | os.PathLike[str], *, format: str = "auto",
-                    progress: ImportProgress | None = None) -> ImportReport:
+                    progress: ImportProgress | None = None, close: bool = False,
+                    ) -> ImportReport:
         """Import a trajlog export, or another agent's sessions (Claude Code,
         Codex, Inspect AI, OpenHands, SWE-agent, aider), from a file or a
         folder.  One transaction per session; importing the same file again
-        writes nothing.  See :mod:`trajlog.interop.importer`."""
-        return import_path(self, path, format=format, progress=progress)
+        writes nothing; ``close=True`` closes what a source left open (a
+        rollout that ends mid-turn) with trajlog's own recovery.  See
+        :mod:`trajlog.interop.importer`."""
+        return import_path(self, path, format=format, progress=progress, close=close)
 
 
 def open(path: str = "trajlog.db", durability: str = "full", *,

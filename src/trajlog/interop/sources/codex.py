@@ -37,7 +37,7 @@ from typing import Any
 
 from ...errors import ImportFormatError
 from ..mapping import (
-    CallBook,
+    AliasedCalls,
     MappedEvent,
     MappedSession,
     Notes,
@@ -237,42 +237,6 @@ def _without(payload: dict[str, Any], *keys: str) -> dict[str, Any]:
     return {k: v for k, v in payload.items() if k not in keys}  # what is not mapped
 
 
-class _Calls(CallBook):
-    """The call book, with a reused source id renamed ``<id>#2``."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.alias: dict[str, list[str]] = {}   # source id -> its open calls
-        self.source: dict[str, str] = {}
-        self.names: dict[str, str] = {}
-
-    def fresh(self, source_id: str, taken: set[str]) -> str:
-        call_id, n = source_id, 1
-        while self.used(call_id) or call_id in taken:
-            n += 1
-            call_id = f"{source_id}#{n}"
-        return call_id
-
-    def ask(self, source_id: str, call_id: str, name: str, index: int) -> None:
-        self.request(call_id, index)
-        self.alias.setdefault(source_id, []).append(call_id)
-        self.source[call_id], self.names[call_id] = source_id, name
-
-    def resolve(self, source_id: Any) -> str | None:
-        """The oldest open call the source knows as ``source_id``."""
-        ids = self.alias.get(source_id) if isinstance(source_id, str) else None
-        return ids[0] if ids else None
-
-    def finish(self, call_id: str) -> int | None:
-        index = super().finish(call_id)
-        if index is not None:
-            self.names.pop(call_id, None)
-            ids = self.alias.get(self.source.pop(call_id, call_id), [])
-            if call_id in ids:
-                ids.remove(call_id)
-        return index
-
-
 @dataclass
 class _Group:
     """The assistant side of one model response, until something else comes."""
@@ -292,7 +256,7 @@ class _Thread:
     def __init__(self, lines: _Lines, notes: Notes, key: str, header: _Rec | None) -> None:
         self.lines, self.notes, self.key, self.header = lines, notes, key, header
         self.where = os.path.basename(lines.name)
-        self.calls = _Calls()
+        self.calls = AliasedCalls()
         self.n = 0
         self.out: list[MappedEvent] = []
         self.group: _Group | None = None
