@@ -258,3 +258,18 @@ def test_import_streams_in_bounded_memory(tmp_path: Path) -> None:
     (small, _), (big, big_size) = peaks[6_000], peaks[18_000]
     assert big < 1.3 * small, peaks      # 3x the events, about the same peak
     assert big < 8_000_000 < 1.2 * big_size, peaks   # a few MB, whatever the file
+
+
+def test_a_fork_without_its_parent_is_refused_with_a_hint(tmp_path: Path) -> None:
+    with trajlog.open(str(tmp_path / "a.db")) as a, trajlog.open(str(tmp_path / "b.db")) as b:
+        root = _tree(a, extra=3)
+        fork = next(h for h in a.sessions(include_subagents=True) if h.seed_length)
+        a.export(fork.id, tmp_path / "fork.jsonl")
+        with pytest.raises(ImportFormatError, match="import it first"):
+            b.import_path(tmp_path / "fork.jsonl")
+        assert b.sessions(include_subagents=True) == []
+        a.export(root.id, tmp_path / "root.tlog")
+        b.import_path(tmp_path / "root.tlog")
+        assert b.import_path(tmp_path / "fork.jsonl").created == [fork.id]
+        assert _frames(b, fork.id) == _frames(a, fork.id)
+

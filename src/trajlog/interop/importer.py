@@ -154,6 +154,11 @@ def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Note
             parent_id = None
             if mapped.parent is not None:
                 parent_id = ids.get(mapped.parent) or _stored_parent(store, mapped)
+                if parent_id is None and mapped.seed_length:
+                    raise ImportFormatError(
+                        mapped.key, f"a fork of {mapped.parent} at seq {mapped.seed_length}, "
+                        "which is neither in this import nor in the store: import it first "
+                        "(or the .zip of its tree)")
                 if parent_id is None:
                     notes.warn(f"session {mapped.key}: its parent {mapped.parent} is neither "
                                "in this import nor in the store; imported without a parent")
