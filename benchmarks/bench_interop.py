@@ -6,10 +6,11 @@
    same files (for the JSON-document formats: of the whole document).  For
    Claude Code the stages are timed apart too, to show where the time goes:
    JSON decoding alone (msgspec), decoding and mapping (``read()``: the
-   importer without the store), and the whole import with durability FULL
-   and NORMAL.  Target: Claude Code import >= 0.5x the orjson rate.
-2. Exports of the imported Claude Code sessions: .tlog and .jsonl.zst.
-3. A synthetic session of N events (default 1,000,000; the DESIGN.md
+   importer without the store), the store alone (the same sessions mapped
+   beforehand, written with the importer's bulk loader), and the whole
+   import with durability FULL and NORMAL.  Target: Claude Code import >= 0.5x the orjson rate.
+   (aider's Markdown has no JSON: its baseline splits and decodes the lines.)
+2. A synthetic session of N events (default 1,000,000; the DESIGN.md
    workload of benchmarks/workload.py): export to .tlog, .jsonl, .jsonl.zst;
    import of the .jsonl.zst and .tlog into a fresh store; orjson over the
    .jsonl's lines.
@@ -42,6 +43,7 @@ import orjson
 sys.path.insert(0, str(Path(__file__).parent))
 
 import trajlog
+from trajlog.interop.importer import import_sessions
 from trajlog.interop.mapping import Notes
 from trajlog.interop.sources import module
 from workload import events as workload_events
@@ -89,22 +91,24 @@ class Fresh:
 
 
 def orjson_lines(files: list[Path]) -> Callable[[], int]:
-    blobs = [f.read_bytes() for f in files]
+    """The baseline: ``orjson.loads`` of every line of a JSONL file, of the
+    whole document of a JSON file; for aider's Markdown (no JSON to parse),
+    splitting the file into lines and decoding them as UTF-8."""
+    blobs = [(f.suffix, f.read_bytes()) for f in files]
 
     def run() -> int:
         n = 0
-        for blob in blobs:
-            if blob.lstrip()[:1] in (b"[", b"{") and not blob.rstrip().endswith(b"}\n{"):
-                try:
-                    orjson.loads(blob)
-                    n += 1
-                    continue
-                except orjson.JSONDecodeError:
-                    pass
-            for line in blob.splitlines():
-                if line.strip():
-                    orjson.loads(line)
-                    n += 1
+        for suffix, blob in blobs:
+            if suffix == ".jsonl":
+                for line in blob.splitlines():
+                    if line.strip():
+                        orjson.loads(line)
+                        n += 1
+            elif suffix == ".md":
+                n += len(blob.decode("utf-8").splitlines())
+            else:
+                orjson.loads(blob)
+                n += 1
         return n
     return run
 
@@ -170,6 +174,25 @@ def real_files(work: Path, k: int) -> dict[str, Any]:
             pairs["msgspec decode"] = (None, decoding)
             pairs["decode + map"] = (None, mapping)
             pairs["import (normal)"] = importing(normal, files, fmt)
+            # the write path alone: the same sessions, mapped beforehand
+            premapped = []
+            for f in files:
+                for mapped in source.read(f, Notes()):
+                    premapped.append((mapped, list(mapped.events)))
+            only = Fresh(work / fmt)
+            target: dict[str, trajlog.Store] = {}
+
+            def store_prepare(target: dict[str, Any] = target, only: Fresh = only) -> None:
+                target["store"] = only.prepare()
+
+            def store_only(premapped: list[Any] = premapped,
+                           target: dict[str, Any] = target) -> None:
+                sessions = []
+                for mapped, mapped_events in premapped:
+                    mapped.events = iter(mapped_events)
+                    sessions.append(mapped)
+                import_sessions(target["store"], sessions, Notes())
+            pairs["store only (pre-mapped)"] = (store_prepare, store_only)
         times = timed_with_prepare(pairs, k)
         base = times["orjson"]
         row: dict[str, Any] = {"files": len(files), "bytes": size, "events": events}

@@ -22,6 +22,7 @@ from trajlog.errors import (
     ImportFormatError,
     InvalidArgumentError,
 )
+from trajlog.interop.export import ZIP_MARK, _seal_zip
 from trajlog.interop.sources.trajlog import verify_file
 
 FORMATS = ("tlog", "jsonl", "jsonl.zst", "zip")
@@ -175,9 +176,12 @@ def test_a_damaged_line_fails_its_session_only_and_says_where(tmp_path: Path) ->
         lines[1] = lines[1].replace(b'"forked"', b'"forged"')
         members[last] = zstandard.ZstdCompressor().compress(b"".join(lines))
         bad = tmp_path / "bad.zip"
-        with zipfile.ZipFile(bad, "w") as zf:
+        with zipfile.ZipFile(bad, "w") as zf:   # re-zipped and re-sealed, as a tool could
             for name, blob in members.items():
                 zf.writestr(name, blob)
+            zf.comment = ZIP_MARK + bytes(64)
+        with open(bad, "r+b") as f:
+            _seal_zip(f)
         with pytest.raises(ImportFormatError) as caught:
             b.import_path(bad)
         assert caught.value.line == 2 and "payload check" in caught.value.reason

@@ -135,6 +135,11 @@ class Loader:
                     f"{have.seq} ({have.type!r}; the import has {item[0]!r}); nothing was "
                     "written")
             kept += 1
+            if check is not None and kept % BATCH_EVENTS == 0:
+                check(have.seq, self._e.reading.chain_at(ref, have.seq, tx))
+        if check is not None and kept:
+            seq = ref.seed + kept - 1
+            check(seq, self._e.reading.chain_at(ref, seq, tx))
         if first is None:
             return Loaded(ref.header, False, 0, kept)
         rest = _chain_rows(first, (writer.prepare(t, d, tm, dict(env))
@@ -191,6 +196,8 @@ class Bulk:
         self._since = 0.0
         #: sessions loaded since the last commit (lost if that commit fails)
         self.pending: list[Loaded] = []
+        #: sessions reported loaded whose transaction then failed (not stored)
+        self.lost: list[Loaded] = []
 
     def load(self, spec: SessionSpec, items: Iterable[Item],
              check: ChainCheck | None = None) -> Loaded:
@@ -225,15 +232,21 @@ class Bulk:
     def _abandon(self) -> None:
         cm, self._cm, self._tx = self._cm, None, None
         assert cm is not None
+        self.lost.extend(self.pending)
         self.pending = []
         cm.__exit__(RuntimeError, RuntimeError("abandoned"), None)
 
     def commit(self) -> None:
-        """Commit what was loaded so far."""
+        """Commit what was loaded so far.  If the commit fails, the sessions
+        it held are moved to :attr:`lost` and the error is raised."""
         cm, self._cm, self._tx = self._cm, None, None
+        pending, self.pending = self.pending, []
         if cm is not None:
-            cm.__exit__(None, None, None)
-        self.pending = []
+            try:
+                cm.__exit__(None, None, None)
+            except BaseException:
+                self.lost.extend(pending)
+                raise
 
     def close(self) -> None:
         self.commit()

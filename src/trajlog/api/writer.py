@@ -144,6 +144,7 @@ class WriteEngine:
                 yield tx
         except BaseException:
             self._states.clear()
+            self._prefix.clear()   # (a rolled-back fork's sid may be reused)
             raise
 
     def _lease_changed(self, sid: int) -> None:
@@ -537,6 +538,7 @@ class WriteEngine:
         """Drop the cached state of ``sid`` (None: of every session) -- its
         writes were rolled back."""
         self._forget_key(sid)
+        self._prefix.clear()
 
 
 def _returned(rows: list[Row], events: list[Event]) -> list[Event]:

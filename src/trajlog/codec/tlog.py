@@ -33,8 +33,8 @@ from typing import Any, BinaryIO
 import zstandard
 
 from .._format import FRAME_STRUCT as _FRAME
-from .._format import HEADER_SIZE, Cursor, FrameTable, FrameType, Status
-from ..errors import error_for
+from .._format import HEADER_SIZE, MAX_STORED, Cursor, FrameTable, FrameType, Status
+from ..errors import PayloadTooLargeError, error_for
 from .chunks import step_over_blank
 from .frames import Verdict, checksum, encode, iter_frames, session_key
 from .frames import _kernel as kernel_of
@@ -102,7 +102,12 @@ class TlogWriter:
             self._write(json.dumps(note, separators=(",", ":")).encode(), FrameType.TOMBSTONE)
         raw = bytes(frames)
         packed = self._zstd.compress(raw)
-        if len(packed) < len(raw) - (len(raw) >> 4):
+        if len(packed) < len(raw) - (len(raw) >> 4) or len(raw) > MAX_STORED:
+            if len(packed) > MAX_STORED:
+                raise PayloadTooLargeError(
+                    f"seq {first_seq} does not fit in a .tlog CHUNK ({len(raw)} bytes, "
+                    f"{len(packed)} compressed; the limit is {MAX_STORED}): export it as "
+                    ".jsonl.zst")
             self._write(packed, FrameType.CHUNK, FLAG_ZSTD, len(raw))
         else:
             self._write(raw, FrameType.CHUNK)
@@ -154,6 +159,9 @@ class TlogReader:
         self.ext: dict[str, Any] = ext
         session = ext.get("session")
         self.session: dict[str, Any] = session if isinstance(session, dict) else {}
+        if self.session.get("id") != str(self.header.session_uuid):
+            raise error_for(Status.BAD_FIELD, reason=f"{name}: the header's session id is not "
+                            "the SESSION_HEADER's UUID", offset=0, corrupt=True)
         seed = self.session.get("seed_length", 0)
         chain = ext.get("seed_chain")
         if type(seed) is not int or type(chain) is not int or not 0 <= chain < 2**64:
@@ -273,6 +281,13 @@ def header_bytes(frames: Any, offset: int) -> bytes:
     return bytes(memoryview(frames)[offset:offset + HEADER_SIZE])
 
 
+def stored_payload(frames: Any, offset: int) -> bytes:
+    """The stored payload of the (verified) frame at ``offset`` of ``frames``."""
+    view = memoryview(frames)
+    stored = int.from_bytes(view[offset + 4:offset + 8], "little")
+    return bytes(view[offset + HEADER_SIZE:offset + HEADER_SIZE + stored])
+
+
 def frame_bytes(raw: Any, table: FrameTable, lo: int, hi: int) -> memoryview:
     """The bytes of frames ``lo .. hi - 1`` of a verified ``table`` over ``raw``."""
     last = hi - 1
@@ -338,5 +353,5 @@ def trailer_digest(tail: bytes) -> bytes | None:
 
 
 __all__ = ["EXPORT_FORMAT", "TRAILER_SIZE", "Run", "TlogReader", "TlogWriter", "event_chains",
-           "frame_bytes", "header_bytes", "header_chain", "payload_check", "trailer_digest",
-           "zst_trailer"]
+           "frame_bytes", "header_bytes", "header_chain", "payload_check", "stored_payload",
+           "trailer_digest", "zst_trailer"]

@@ -19,12 +19,14 @@ and a last line ``{"seal": {"first_event_seq", "event_count",
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import io
 import json
 import os
 import tempfile
+import uuid
 import zipfile
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
@@ -35,11 +37,21 @@ import msgspec
 import zstandard
 
 from ..api import Session, Store
-from ..codec.tlog import EXPORT_FORMAT, TlogWriter, header_bytes, zst_trailer
+from ..codec import checksum, session_key
+from ..codec.records import header_check
+from ..codec.tlog import (
+    EXPORT_FORMAT,
+    TlogWriter,
+    header_bytes,
+    stored_payload,
+    zst_trailer,
+)
 from ..errors import InvalidArgumentError
 from ..events import ENVELOPE_FIELDS, SessionHeader
 
 FORMATS = ("tlog", "jsonl", "jsonl.zst", "zip")
+#: a .zip export's comment: this, then the hex SHA-256 of every byte before it
+ZIP_MARK = b"trajlog-sha256:"
 _JSON = msgspec.json.Encoder()
 #: progress(events written so far)
 Progress = Callable[[int], None]
@@ -124,11 +136,19 @@ def _atomic(target: Path) -> Iterator[BinaryIO]:
     target.parent.mkdir(parents=True, exist_ok=True)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".part", dir=target.parent)
     try:
-        with os.fdopen(fd, "wb") as out:
+        with os.fdopen(fd, "w+b") as out:
             yield out
             out.flush()
+            umask = os.umask(0)
+            os.umask(umask)
+            os.fchmod(out.fileno(), 0o666 & ~umask)   # (mkstemp makes it 0600)
             os.fsync(out.fileno())
         os.replace(tmp, target)
+        folder = os.open(target.parent, os.O_RDONLY)
+        try:
+            os.fsync(folder)   # the rename itself survives a power loss
+        finally:
+            os.close(folder)
     except BaseException:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
@@ -180,8 +200,10 @@ def write_jsonl(session: Session, out: IO[bytes], counter: _Counter | None = Non
 
     header = session.header
     seed_chain = _seed_chain(session)
+    key = session_key(uuid.UUID(header.id))
     line({"trajlog": EXPORT_FORMAT, "session": header_dict(header),
-          "seed_chain": f"{seed_chain:016x}"})
+          "seed_chain": f"{seed_chain:016x}",
+          "header_check": f"{header_check(header, key):016x}"})
     chain, count = seed_chain, 0
     for run in session.frames():
         erased = run.erased
@@ -194,8 +216,16 @@ def write_jsonl(session: Session, out: IO[bytes], counter: _Counter | None = Non
                     rec[name] = value
             rec["check"] = f"{h.payload_check:016x}"
             rec["chain"] = f"{h.chain:016x}"
+            at = h.offset - run.headers[0].offset
             if ev.seq in erased:
-                rec["erased"] = header_bytes(run.frames, h.offset - run.headers[0].offset).hex()
+                # the frame's header proves the chain; the replacement gets a check
+                rec["erased"] = header_bytes(run.frames, at).hex()
+                rec["replacement_check"] = f"{checksum(erased[ev.seq], key ^ ev.seq):016x}"
+            elif h.flags:
+                # stored compressed on its own (trajlog 0.1): the check covers the
+                # stored bytes, which the line carries
+                rec["frame"] = header_bytes(run.frames, at).hex()
+                rec["stored"] = base64.b64encode(stored_payload(run.frames, at)).decode()
             blob = encode(rec) + b"\n"
             digest.update(blob)
             out.write(blob)
@@ -235,7 +265,25 @@ def write_zip(store: Store, root: Session, out: BinaryIO, counter: _Counter) -> 
                             "events": counter.events - before, "sha256": digest.hexdigest()})
         manifest = {"trajlog": EXPORT_FORMAT, "root": root.id, "sessions": entries}
         zf.writestr("manifest.json", json.dumps(manifest, indent=1))
+        zf.comment = ZIP_MARK + bytes(64)   # a placeholder, the size of the digest
+    _seal_zip(out)
     return [s.id for s in order]
+
+
+def _seal_zip(out: BinaryIO) -> None:
+    """Write into the zip's comment (its last 64 bytes) the SHA-256 of every
+    byte before them: the zip's own CRCs leave header fields uncovered."""
+    out.flush()
+    size = out.seek(0, os.SEEK_END)
+    out.seek(0)
+    digest = hashlib.sha256()
+    left = size - 64
+    while left:
+        block = out.read(min(left, 1 << 20))
+        digest.update(block)
+        left -= len(block)
+    out.seek(size - 64)
+    out.write(digest.hexdigest().encode())
 
 
 class _Hashing(io.RawIOBase):

@@ -11,6 +11,7 @@ grew (a live agent's file) gets only its new events appended.
 
 from __future__ import annotations
 
+import contextlib
 import os
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
@@ -148,7 +149,6 @@ def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Note
         report = ImportReport("mapped", "")
     ids: dict[str, str] = {}
     bulk = store.bulk_loader()
-    uncommitted: list[SessionResult] = []
     try:
         for mapped in sessions:
             parent_id = None
@@ -177,23 +177,28 @@ def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Note
             ids[mapped.key] = loaded.header.id
             status = ("created" if loaded.created else "extended" if loaded.appended
                       else "unchanged")
-            result = SessionResult(loaded.header.id, mapped.key, status, loaded.appended,
-                                   loaded.kept, parent_id)
-            report.sessions.append(result)
-            uncommitted = [] if not bulk.pending else [*uncommitted, result]
+            report.sessions.append(SessionResult(loaded.header.id, mapped.key, status,
+                                                 loaded.appended, loaded.kept, parent_id))
             if progress is not None:
                 progress(len(report.sessions), report.events)
+        bulk.close()
     except BaseException:
-        try:
-            bulk.close()   # the sessions before the failure stay
-        except TrajlogError:
-            # that commit failed too: the sessions it held are not stored
-            report.sessions = [s for s in report.sessions if s not in uncommitted]
-            notes.warn(f"{len(uncommitted)} session(s) before the failure were rolled back "
-                       "with it")
+        # the sessions before the failure stay -- unless their commit fails too
+        with contextlib.suppress(TrajlogError):
+            bulk.close()
+        _drop_lost(report, bulk.lost, notes)
         raise
-    bulk.close()
+    _drop_lost(report, bulk.lost, notes)
     return report
+
+
+def _drop_lost(report: ImportReport, lost: list[Any], notes: Notes) -> None:
+    """Take the sessions whose transaction failed out of the report."""
+    if not lost:
+        return
+    gone = {loaded.header.id for loaded in lost}
+    report.sessions = [s for s in report.sessions if s.session_id not in gone]
+    notes.warn(f"{len(gone)} session(s) loaded before the failure were rolled back with it")
 
 
 def _stored_parent(store: Store, mapped: MappedSession) -> str | None:

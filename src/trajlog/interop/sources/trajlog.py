@@ -18,6 +18,7 @@ imported frames differ from the source's; the import says so in a warning.
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import hashlib
 import io
@@ -30,12 +31,14 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import IO, Any
+from zlib import error as zlib_error
 
 import msgspec
 import zstandard
 
-from ...codec import session_key
+from ...codec import checksum, session_key
 from ...codec.compression import Compressor
+from ...codec.records import header_check
 from ...codec.stream import decode_events
 from ...codec.tlog import (
     EXPORT_FORMAT,
@@ -46,14 +49,20 @@ from ...codec.tlog import (
     trailer_digest,
     zst_trailer,
 )
-from ...errors import FormatError, ImportFormatError, TornTailError
-from ...events import ENVELOPE_FIELDS, Event, encode_event
+from ...errors import FormatError, ImportFormatError, TornTailError, TrajlogError
+from ...events import ENVELOPE_FIELDS, Event, SessionHeader, decode_event, encode_event
+from ..export import ZIP_MARK
 from ..mapping import MappedEvent, MappedSession, Notes, Torn
 
 NAME = "trajlog"
 _JSON = msgspec.json.Decoder()
 _MAGIC = b"\xa7\xf1\x01"  # a SESSION_HEADER frame
 _HEX = frozenset("0123456789abcdef")  # (lowercase only: one spelling per value)
+#: the longest line read (a longer one is damage: no event frame is that big)
+LINE_LIMIT = 128 << 20
+_PACKED = ("{file}: seq {seq} on were stored by trajlog 0.1 (payloads compressed frame by "
+           "frame); they are imported re-encoded, so from seq {seq} on the frames differ "
+           "from the source's (each event was verified against its stored checksum)")
 
 
 def sniff(path: Path) -> bool:
@@ -70,7 +79,7 @@ def sniff(path: Path) -> bool:
                     return _manifest(zf, path).get("trajlog") == EXPORT_FORMAT
         if name.endswith(".jsonl") or name.endswith(".jsonl.zst"):
             with _lines(path) as lines:
-                first = next(iter(lines), b"")
+                first = lines.readline(LINE_LIMIT)
             return bool(first) and _JSON.decode(first).get("trajlog") == EXPORT_FORMAT
     except (OSError, ValueError, zipfile.BadZipFile, zstandard.ZstdError, AttributeError,
             msgspec.DecodeError, ImportFormatError):
@@ -89,7 +98,8 @@ def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
                                     "match its compressed bytes (the file was damaged)",
                                     offset=path.stat().st_size - TRAILER_SIZE)
         with _lines(path) as lines:
-            yield from _jsonl_sessions(iter(lines), os.fspath(path), notes, trailer=trailer)
+            yield from _jsonl_sessions(_bounded(lines), os.fspath(path), notes,
+                                       trailer=trailer)
     else:
         yield from _read_tlog(path, notes)
 
@@ -113,7 +123,7 @@ def _read_tlog(path: Path, notes: Notes) -> Iterator[MappedSession]:
                                         torn=isinstance(exc, TornTailError)) from None
             session = reader.session
             checks: dict[int, int] = {}
-            state = {"erased": False}
+            state = {"erased": False, "packed": False}
 
             def events() -> Iterator[MappedEvent]:
                 compressor = Compressor()
@@ -121,10 +131,14 @@ def _read_tlog(path: Path, notes: Notes) -> Iterator[MappedSession]:
                     for run in reader.runs():
                         for ev in decode_events(run.raw, run.table, 0, len(run.table),
                                                 compressor, session.get("id")):
+                            i = ev.seq - run.table.seq(0)
                             if ev.seq in run.erased:
                                 state["erased"] = True
-                            elif not state["erased"]:
-                                checks[ev.seq] = run.table.chain(ev.seq - run.table.seq(0))
+                            elif run.table.flags(i) and not state["packed"]:
+                                state["packed"] = True
+                                notes.warn(_PACKED.format(file=file, seq=ev.seq))
+                            if not state["erased"] and not state["packed"]:
+                                checks[ev.seq] = run.table.chain(i)
                             yield _mapped(ev)
                 except FormatError as exc:
                     raise ImportFormatError(file, str(exc), offset=exc.offset,
@@ -206,10 +220,12 @@ def _after_frame(path: Path) -> int | None:
     d = zstandard.ZstdDecompressor().decompressobj()
     with open(path, "rb") as f:
         try:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                d.decompress(block)
+            # small pieces: what one piece decompresses to stays small, whatever
+            # the stream (zstd blocks are at most 128 KiB, RLE ones 4 bytes)
+            for piece in iter(lambda: f.read(256), b""):
+                d.decompress(piece)
                 if d.eof:
-                    return len(d.unused_data) + len(f.read())
+                    return len(d.unused_data) + len(f.read(TRAILER_SIZE + 1))
         except zstandard.ZstdError:
             return -1
     return None
@@ -241,6 +257,12 @@ def _lines(path: Path | IO[bytes], compressed: bool | None = None) -> Iterator[I
         yield io.BufferedReader(z)
 
 
+def _bounded(stream: IO[bytes]) -> Iterator[bytes]:
+    """The lines of ``stream``, none longer than :data:`LINE_LIMIT` (a longer
+    one comes out cut there, without its newline)."""
+    return iter(lambda: stream.readline(LINE_LIMIT), b"")
+
+
 def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                     parent_key: str | None = None, trailer: str = "ok",
                     ) -> Iterator[MappedSession]:
@@ -250,8 +272,8 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
     except StopIteration:
         raise ImportFormatError(file, "an empty file (an export cut off before its header)",
                                 line=1, offset=0, torn=True) from None
-    except zstandard.ZstdError as exc:
-        raise ImportFormatError(file, f"the zstd stream is damaged in the header line "
+    except (zstandard.ZstdError, zipfile.BadZipFile) as exc:
+        raise ImportFormatError(file, f"the stream is damaged in the header line "
                                 f"({exc})", line=1, offset=0) from None
     if not first.endswith(b"\n"):
         raise ImportFormatError(file, "the file ends inside its header line (an export cut "
@@ -271,11 +293,14 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
     except ValueError:
         raise ImportFormatError(file, "the header's session id is not a UUID", line=1,
                                 offset=0) from None
+    if _hex(head.get("header_check")) != _header_check(header, key):
+        raise ImportFormatError(file, "the header line does not match its header_check",
+                                line=1, offset=0)
     checks: dict[int, int] = {}
 
     def events() -> Iterator[MappedEvent]:
         seq = int(header.get("seed_length") or 0)
-        batch = _Batch(key, seq, seed_chain, file, checks)
+        batch = _Batch(key, seq, seed_chain, file, checks, notes)
         offset, number = len(first), 1
         sealed = False
         try:
@@ -286,6 +311,9 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                     raise ImportFormatError(file, "a line after the seal", line=number,
                                             offset=start, valid=number - 2)
                 if not raw.endswith(b"\n"):
+                    if len(raw) >= LINE_LIMIT:
+                        raise ImportFormatError(file, f"a line longer than {LINE_LIMIT} bytes",
+                                                line=number, offset=start, valid=number - 2)
                     yield from batch.flush()
                     if _terminator_damaged(raw):
                         raise ImportFormatError(file, "the last line's newline is damaged",
@@ -307,8 +335,8 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                 if len(batch.pending) >= 1000:
                     yield from batch.flush()
             yield from batch.flush()
-        except zstandard.ZstdError as exc:
-            raise ImportFormatError(file, f"the zstd stream is damaged after line {number} "
+        except (zstandard.ZstdError, zipfile.BadZipFile) as exc:
+            raise ImportFormatError(file, f"the stream is damaged after line {number} "
                                     f"({exc})", line=number + 1, valid=number - 1) from None
         if sealed and trailer == "damaged":
             raise ImportFormatError(file, "the file's SHA-256 trailer is damaged",
@@ -326,6 +354,19 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                        "replacements")
 
     yield _session(header, events(), _checker(checks, file), parent_key)
+
+
+def _header_check(header: dict[str, Any], key: int) -> int | None:
+    """The store's header check of a header line's session, or None if the
+    session does not have the fields of a header."""
+    try:
+        value = SessionHeader(header["id"], header["cwd"], header["parent_session"],
+                              header["seed_length"], header["origin"],
+                              header["delegation_depth"], header["agent_preset"],
+                              header["created_at"], header["metadata"])
+        return header_check(value, key)
+    except (KeyError, TypeError, ValueError, OverflowError):
+        return None
 
 
 def _terminator_damaged(raw: bytes) -> bool:
@@ -364,11 +405,12 @@ class _Batch:
     the chain before it and compared with what the line says."""
 
     def __init__(self, key: int, seq: int, chain: int, file: str,
-                 checks: dict[int, int]) -> None:
+                 checks: dict[int, int], notes: Notes) -> None:
         self.key, self.seq, self.chain, self.file = key, seq, chain, file
         self.checks = checks   # seq -> chain, for the store's own chain check
+        self.notes = notes
         self.pending: list[tuple[dict[str, Any], int, int]] = []
-        self.erased = False
+        self.erased = self.packed = False
 
     def add(self, rec: dict[str, Any], line: int, offset: int) -> None:
         self.pending.append((rec, line, offset))
@@ -397,17 +439,17 @@ class _Batch:
                 raise self._bad(f"an event line without {exc}", line, offset) from None
             mapped = MappedEvent(ev.type, ev.data, ev.time, envelope=envelope or None,
                                  line=line)
-            if "erased" in rec:
-                yield from self._verified(run)
-                run = []
-                self._erased(rec, check, want, line, offset)
-                yield mapped
-                continue
             try:
                 payload = encode_event(ev)
             except (TypeError, ValueError, OverflowError) as exc:
                 raise self._bad(f"an event that cannot be encoded ({exc})", line,
                                 offset) from None
+            if "erased" in rec or "frame" in rec:
+                yield from self._verified(run)
+                run = []
+                self._by_header(rec, payload, ev, check, want, line, offset)
+                yield mapped
+                continue
             run.append((mapped, payload, check, want, line, offset))
         yield from self._verified(run)
 
@@ -425,22 +467,49 @@ class _Batch:
                 raise self._bad("chain mismatch: the line does not continue the lines "
                                 "before it", line, offset)
         for i, (_, (_, got_chain)) in enumerate(zip(run, got, strict=True)):
-            if not self.erased:
+            if not self.erased and not self.packed:
                 self.checks[self.seq + i] = got_chain
         self.seq += len(run)
         self.chain = got[-1][1]
         for r in run:
             yield r[0]
 
-    def _erased(self, rec: dict[str, Any], check: int, want: int, line: int,
-                offset: int) -> None:
+    def _by_header(self, rec: dict[str, Any], payload: bytes, ev: Event, check: int,
+                   want: int, line: int, offset: int) -> None:
+        """A line whose frame cannot be re-encoded from it: an erased event
+        (``erased``: its header; ``replacement_check`` covers what the line
+        says instead), or one stored compressed on its own by trajlog 0.1
+        (``frame``: its header, ``stored``: its stored payload, which must
+        hold the line's event).  The header proves the chain either way."""
+        field = "erased" if "erased" in rec else "frame"
         try:
-            header = bytes.fromhex(str(rec["erased"]))
+            header = bytes.fromhex(str(rec[field]))
         except ValueError:
-            raise self._bad("an erased event's header is not hex", line, offset) from None
+            raise self._bad(f"the {field} header is not hex", line, offset) from None
         if header_chain(header, self.key, self.seq, self.chain) != (check, want):
-            raise self._bad("an erased event's frame header does not verify", line, offset)
-        self.erased = True
+            raise self._bad(f"the line's frame header ({field}) does not verify", line, offset)
+        if field == "erased":
+            # the replacement as the store encodes it (memory.records.replacement_event)
+            replacement = msgspec.msgpack.encode(ev)
+            if _hex(rec.get("replacement_check")) != checksum(replacement, self.key ^ self.seq):
+                raise self._bad("an erased event's replacement does not match its check",
+                                line, offset)
+            self.erased = True
+        else:
+            try:
+                stored = base64.b64decode(str(rec.get("stored")), validate=True)
+                raw_len = int.from_bytes(header[8:12], "little")
+                original = decode_event(Compressor().decompress(stored, raw_len), self.seq)
+            except (ValueError, TrajlogError, msgspec.DecodeError):
+                raise self._bad("a compressed frame's stored payload does not decode",
+                                line, offset) from None
+            if checksum(stored, self.key ^ self.seq) != check or (
+                    encode_event(original) != payload):
+                raise self._bad("a compressed frame's stored payload is not the line's event",
+                                line, offset)
+            if not self.packed:
+                self.packed = True
+                self.notes.warn(_PACKED.format(file=self.file, seq=self.seq))
         self.seq += 1
         self.chain = want
 
@@ -459,11 +528,40 @@ def _check_seal(seal: Any, digest: str, header: dict[str, Any], next_seq: int, c
 # -- .zip ------------------------------------------------------------------------------
 
 
+def _zip_digest_ok(path: Path) -> bool:
+    """Whether the zip ends with its comment ``ZIP_MARK`` + the hex SHA-256
+    of every byte before the digest (what the exporter writes)."""
+    size = path.stat().st_size
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        left = max(0, size - 64)
+        while left:
+            block = f.read(min(left, 1 << 20))
+            digest.update(block)
+            left -= len(block)
+        tail = f.read()
+        f.seek(max(0, size - 64 - len(ZIP_MARK)))
+        mark = f.read(len(ZIP_MARK))
+    return mark == ZIP_MARK and tail == digest.hexdigest().encode()
+
+
+def _zip_cut(path: Path) -> bool:
+    """A zip that does not open is torn when its bytes are the start of a zip
+    (a local file header) and it has no end record: written, then cut."""
+    with open(path, "rb") as f:
+        head = f.read(4)
+        f.seek(max(0, path.stat().st_size - 65_558))
+        tail = f.read()
+    return head == b"PK\x03\x04" and b"PK\x05\x06" not in tail
+
+
 def _manifest(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
     try:
         value = json.loads(zf.read("manifest.json"))
     except KeyError:
         raise ImportFormatError(os.fspath(path), "the zip has no manifest.json") from None
+    except (zipfile.BadZipFile, zlib_error, ValueError) as exc:
+        raise ImportFormatError(os.fspath(path), f"manifest.json is damaged ({exc})") from None
     if not isinstance(value, dict):
         raise ImportFormatError(os.fspath(path), "manifest.json is not an object")
     return value
@@ -471,9 +569,17 @@ def _manifest(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
 
 def _read_zip(path: Path, notes: Notes) -> Iterator[MappedSession]:
     file = os.fspath(path)
+    if not _zip_digest_ok(path):
+        # what the exporter wrote ends with its digest: without it, a cut file
+        # (no end record) is torn; anything else was damaged
+        torn = _zip_cut(path)
+        raise ImportFormatError(file, "the zip ends before its end record (an interrupted "
+                                "export)" if torn else "the zip's SHA-256 (its comment) does "
+                                "not match its bytes (the file was damaged)",
+                                offset=path.stat().st_size, torn=torn)
     try:
         zf = zipfile.ZipFile(path)
-    except zipfile.BadZipFile as exc:
+    except (zipfile.BadZipFile, ValueError, NotImplementedError, OSError) as exc:
         raise ImportFormatError(file, f"not a complete zip ({exc})",
                                 offset=path.stat().st_size) from None
     with zf:
@@ -487,9 +593,11 @@ def _read_zip(path: Path, notes: Notes) -> Iterator[MappedSession]:
             except KeyError:
                 raise ImportFormatError(member, "listed in the manifest, missing from the "
                                         "zip") from None
-            # (zipfile checks the member's CRC as it is read)
+            except (zipfile.BadZipFile, zlib_error, ValueError, NotImplementedError) as exc:
+                raise ImportFormatError(member, f"the zip entry is damaged ({exc})") from None
+            # (zipfile checks the member's CRC as it is read: a mismatch is damage)
             with data, _lines(data) as lines:
-                yield from _jsonl_sessions(iter(lines), member, notes)
+                yield from _jsonl_sessions(_bounded(lines), member, notes)
 
 
 
