@@ -34,6 +34,9 @@ from ..errors import ImportFormatError
 NAMESPACE = uuid.UUID("3f1f6f5e-9b0c-4d1e-8a55-0c2f3e7a9b14")
 
 _JSON = msgspec.json.Decoder()
+#: the longest line read from a JSONL file: an event's payload is at most
+#: 16 MiB, so a longer line cannot be stored whatever it holds
+LINE_LIMIT = 128 << 20
 
 
 @dataclass(slots=True)
@@ -184,10 +187,13 @@ def jsonl_records(path: str | os.PathLike[str], notes: Notes,
     with open(path, "rb") as f:
         offset = 0
         number = 0
-        for raw in f:
+        for raw in iter(lambda: f.readline(LINE_LIMIT), b""):
             number += 1
             start = offset
             offset += len(raw)
+            if len(raw) >= LINE_LIMIT and not raw.endswith(b"\n"):
+                raise ImportFormatError(name, f"a line longer than {LINE_LIMIT} bytes",
+                                        line=number, offset=start, valid=valid)
             body = raw.strip()
             if not body:
                 if raw.endswith(b"\n") or f.read(1):
