@@ -16,7 +16,7 @@ import pytest
 
 import trajlog
 from trajlog.errors import StoreError
-from trajlog.interop.sources import trajlog as trajlog_source
+from trajlog.interop.sources import trajlog_jsonl
 from trajlog.interop.sources.trajlog import verify_file
 
 DATA = Path(__file__).resolve().parent.parent / "data"
@@ -77,7 +77,7 @@ def test_an_over_long_line_is_refused(tmp_path: Path, monkeypatch: pytest.Monkey
         s = a.create_session()
         s.append("note/x", {"text": "y" * 5000})
         a.export(s.id, tmp_path / "s.jsonl")
-    monkeypatch.setattr(trajlog_source, "LINE_LIMIT", 2000)
+    monkeypatch.setattr(trajlog_jsonl, "LINE_LIMIT", 2000)
     verdict = verify_file(tmp_path / "s.jsonl")
     assert verdict.verdict == "corrupt" and "longer than 2000 bytes" in verdict.reason
     assert verdict.line == 2
