@@ -117,15 +117,32 @@ soak:  ## the long property runs: damage (5,000 cases), races (10,000 reads), cr
 bench:  ## every benchmark, quick mode
 	for b in benchmarks/bench_*.py; do $(PYTHON) $$b --quick || exit 1; done
 
-sdist-roundtrip:  ## build an sdist, install it in a fresh venv, run the tests against it
+# The sdist must hold every tracked file of the package, the C core, the tests
+# and their data (checked against git), build and install from scratch, and
+# pass the tests that read that data and exercise the installed package; the
+# whole suite already ran three times (test-c, test-python, sanitize).
+SDIST_TESTS := tests/test_vectors.py tests/test_api_surface.py tests/test_architecture.py \
+	tests/test_migration.py tests/test_cli.py tests/test_store.py \
+	tests/interop/test_export.py tests/interop/test_realdata.py
+
+sdist-roundtrip:  ## build an sdist, check it holds every tracked file, install it, run tests
 	rm -rf $(BUILD)/sdist && mkdir -p $(BUILD)/sdist
 	$(PYTHON) -m build --version >/dev/null 2>&1 || $(PIP) install --quiet build
 	$(PYTHON) -m build --sdist --outdir $(BUILD)/sdist .
+	if git rev-parse --git-dir >/dev/null 2>&1; then \
+		tar tzf $(BUILD)/sdist/trajlog-*.tar.gz | sed 's|^[^/]*/||' | grep -v '/$$' \
+			| sort > $(BUILD)/sdist/packed.txt; \
+		git ls-files src csrc tests fuzz benchmarks FORMAT.md README.md Makefile \
+			pyproject.toml setup.py | sort > $(BUILD)/sdist/tracked.txt; \
+		comm -23 $(BUILD)/sdist/tracked.txt $(BUILD)/sdist/packed.txt > $(BUILD)/sdist/missing.txt; \
+		if [ -s $(BUILD)/sdist/missing.txt ]; then echo "missing from the sdist:"; \
+			cat $(BUILD)/sdist/missing.txt; exit 1; fi; \
+		echo "sdist: every tracked file is in it"; fi
 	$(PYTHON) -m venv $(BUILD)/sdist/venv
 	$(BUILD)/sdist/venv/bin/pip install --quiet "$$(ls $(BUILD)/sdist/trajlog-*.tar.gz)[test]"
 	cd $(BUILD)/sdist && tar xzf trajlog-*.tar.gz && cd trajlog-*/ && \
-		TRAJLOG_REQUIRE_C=1 $(LIGHT) ../venv/bin/python -m pytest -q \
-		-p no:cacheprovider -x tests
+		TRAJLOG_REQUIRE_C=1 ../venv/bin/python -m pytest -q -p no:cacheprovider -x \
+		$(SDIST_TESTS)
 
 ci: test sanitize fuzz-regress lint sdist-roundtrip  ## everything .ci/run checks
 
