@@ -239,6 +239,23 @@ def _error_offset(message: str, size: int) -> int | None:
     return int(digits) if digits.isdigit() else None
 
 
+def parsed_json(value: Any) -> Any:
+    """A string holding a JSON object, parsed (sources that nest JSON in
+    strings: tool arguments, outputs); anything else as it is."""
+    if isinstance(value, str) and value[:1] == "{":
+        try:
+            return _JSON.decode(value)
+        except msgspec.DecodeError:
+            return value
+    return value
+
+
+def without(record: dict[str, Any], *keys: str) -> dict[str, Any]:
+    """``record`` less ``keys`` (what an event keeps of a source record that
+    it did not map)."""
+    return {k: v for k, v in record.items() if k not in keys}
+
+
 class CallBook:
     """The tool-call lifecycle of one mapped session, as the store enforces it:
     an ``assistant/message`` *requests* calls (``tool_calls``), a ``tool/call``
@@ -324,5 +341,5 @@ class AliasedCalls(CallBook):
 
 
 __all__ = ["NAMESPACE", "AliasedCalls", "CallBook", "MappedEvent", "MappedSession", "Notes", "Torn",
-           "Unmapped", "epoch_ms", "json_document", "jsonl_records", "stable_id",
-           "uuid_or_stable"]
+           "Unmapped", "epoch_ms", "json_document", "jsonl_records", "parsed_json", "stable_id",
+           "uuid_or_stable", "without"]

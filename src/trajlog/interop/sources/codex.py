@@ -43,8 +43,10 @@ from ..mapping import (
     Notes,
     epoch_ms,
     jsonl_records,
+    parsed_json,
     stable_id,
     uuid_or_stable,
+    without,
 )
 
 NAME = "codex"
@@ -198,16 +200,6 @@ def _type_name(name: Any, default: str) -> str:
     return f"codex/{text}"[:128]
 
 
-def _parsed(value: Any) -> Any:
-    """A JSON-object string parsed; anything else as it is."""
-    if isinstance(value, str) and value[:1] == "{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def _text_of(content: Any) -> str:
     if isinstance(content, list):
         return "\n".join(p["text"] for p in content
@@ -224,17 +216,13 @@ def _injected(content: Any) -> str | None:
 def _is_error(payload: dict[str, Any]) -> bool:
     if payload.get("success") is False or payload.get("status") in ("failed", "incomplete"):
         return True
-    output = _parsed(payload.get("output"))
+    output = parsed_json(payload.get("output"))
     if not isinstance(output, dict):
         return False
     meta = output.get("metadata")
     code = meta.get("exit_code") if isinstance(meta, dict) else None
     return output.get("success") is False or (
         isinstance(code, int) and not isinstance(code, bool) and code != 0)
-
-
-def _without(payload: dict[str, Any], *keys: str) -> dict[str, Any]:
-    return {k: v for k, v in payload.items() if k not in keys}  # what is not mapped
 
 
 @dataclass
@@ -360,7 +348,7 @@ class _Thread:
             data["meta"], data["meta_kind"] = True, injected
         if role != "user":
             data["role"] = role
-        data["codex"] = _without(item, "content", "role")
+        data["codex"] = without(item, "content", "role")
         self.emit("user/message", data, rec, "system" if injected else "user")
 
     def _call(self, rec: _Rec, item: dict[str, Any], itype: str) -> None:
@@ -374,7 +362,7 @@ class _Thread:
         name = item.get("name") if isinstance(item.get("name"), str) and item.get("name") \
             else _CALL_NAMES.get(itype, itype[:-5] if itype.endswith("_call") else itype)
         arguments = (item.get("input") if itype == "custom_tool_call" else
-                     _parsed(item.get("arguments")) if itype == "function_call" else
+                     parsed_json(item.get("arguments")) if itype == "function_call" else
                      {"revised_prompt": item.get("revised_prompt")}
                      if itype == "image_generation_call" else
                      next((item[k] for k in ("arguments", "action", "input") if k in item),
@@ -402,11 +390,11 @@ class _Thread:
             data["reasoning"] = "\n\n".join(summary)
         raw: dict[str, Any] = {"lines": group.lines}
         if group.message is not None:
-            raw["message"] = _without(group.message, "content", "role")
+            raw["message"] = without(group.message, "content", "role")
         if group.reasoning:
             raw["reasoning"] = group.reasoning
         if group.calls:
-            raw["calls"] = [_without(c[3], "arguments", "input", "result") for c in group.calls]
+            raw["calls"] = [without(c[3], "arguments", "input", "result") for c in group.calls]
         data["codex"] = raw
         index = self.emit("assistant/message", data, group, "model")
         for call_id, source_id, call, _item in group.calls:
@@ -437,12 +425,12 @@ class _Thread:
             self.calls.start(call_id, self.emit("tool/call", {"call_id": call_id,
                                                               "name": name}, rec, name))
         cause = self.calls.finish(call_id)
-        output = item["output"] if "output" in item else _without(
+        output = item["output"] if "output" in item else without(
             item, "type", "call_id", "id", "internal_chat_message_metadata_passthrough",
             "metadata")
         self.emit("tool/result", {"call_id": call_id, "output": output,
                                   "is_error": _is_error(item),
-                                  "codex": _without(item, "output", "call_id")}, rec, name, cause)
+                                  "codex": without(item, "output", "call_id")}, rec, name, cause)
 
     # -- events, turns, compaction ---------------------------------------------------
 
@@ -485,7 +473,7 @@ class _Thread:
         self.emit("compaction/apply", {"op": "surface-replace", "from_seq": 0,
                                        "to_seq": self.n - 1, "summary": summary,
                                        "replacement_history": history,
-                                       "codex": _without(payload, "replacement_history")},
+                                       "codex": without(payload, "replacement_history")},
                   rec, "system")
 
 

@@ -38,8 +38,10 @@ from ..mapping import (
     epoch_ms,
     json_document,
     jsonl_records,
+    parsed_json,
     stable_id,
     uuid_or_stable,
+    without,
 )
 
 NAME = "openhands"
@@ -205,19 +207,6 @@ def _dict(value: Any) -> dict[str, Any]:
     return value if isinstance(value, dict) else {}
 
 
-def _without(value: dict[str, Any], *keys: str) -> dict[str, Any]:
-    return {k: v for k, v in value.items() if k not in keys}
-
-
-def _parsed(value: Any) -> Any:
-    if isinstance(value, str) and value[:1] == "{":
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
-    return value
-
-
 def _text(content: Any) -> Any:
     """V1 content parts as the text they hold (kept as parts unless all text)."""
     if isinstance(content, list) and all(isinstance(p, dict) and p.get("type") == "text"
@@ -320,7 +309,7 @@ class _Mapper:
         elif action == "message" and source in ("user", "agent"):
             content = args.get("content", rec.get("message", ""))
             data = {"content": content if isinstance(content, (str, list)) else str(content),
-                    "openhands": _without(rec, "args"), "args": _without(args, "content")}
+                    "openhands": without(rec, "args"), "args": without(args, "content")}
             self.emit("user/message" if source == "user" else "assistant/message", data,
                       rec, line, "user" if source == "user" else "model")
         elif action == "think" and source == "agent":
@@ -348,9 +337,9 @@ class _Mapper:
                 return
         else:
             call_id = self.v0_message(rec, resp, rid, source_id, name, args, line)
-        meta = {**_without(tcm, "model_response"), "model_response_id": rid}
+        meta = {**without(tcm, "model_response"), "model_response_id": rid}
         data = {"call_id": call_id, "name": name, "arguments": args, "openhands": {
-            **_without(rec, "args", "tool_call_metadata"), "tool_call_metadata": meta}}
+            **without(rec, "args", "tool_call_metadata"), "tool_call_metadata": meta}}
         self.calls.start(call_id, self.emit("tool/call", data, rec, line, name))
         self.action_calls[_key(rec.get("id"))] = call_id
 
@@ -362,7 +351,7 @@ class _Mapper:
         message = _dict(_dict(choices[0]).get("message")) if isinstance(choices, list) \
             and choices else {}
         calls = [(c["id"], {"name": str(_dict(c.get("function")).get("name") or "tool"),
-                            "arguments": _parsed(_dict(c.get("function")).get("arguments"))})
+                            "arguments": parsed_json(_dict(c.get("function")).get("arguments"))})
                  for c in message.get("tool_calls") or []
                  if isinstance(c, dict) and isinstance(c.get("id"), str)]
         if rid is not None and rid in self.responses:   # a late call of a response
@@ -410,9 +399,9 @@ class _Mapper:
                                 f"{self.key}; kept as openhands/observation.{obs}")
             self.carry(_type("observation.", obs), rec, line)
             return
-        rest = _without(rec, "content", "tool_call_metadata")
+        rest = without(rec, "content", "tool_call_metadata")
         if isinstance(tcm, dict):
-            rest["tool_call_metadata"] = {**_without(tcm, "model_response"), "model_response_id":
+            rest["tool_call_metadata"] = {**without(tcm, "model_response"), "model_response_id":
                                           _dict(tcm.get("model_response")).get("id")}
         self.result(call_id, {"call_id": call_id, "output": rec.get("content", rec.get(
             "message")), "is_error": obs == "error" or rec.get("success") is False,
@@ -438,8 +427,8 @@ class _Mapper:
             data: dict[str, Any] = {"content": content}
             if role == "assistant" and msg.get("reasoning_content"):
                 data["reasoning"] = msg["reasoning_content"]
-            data["openhands"] = {**_without(rec, "llm_message"),
-                                 "llm_message": _without(msg, "content")}
+            data["openhands"] = {**without(rec, "llm_message"),
+                                 "llm_message": without(msg, "content")}
             self.emit(f"{role}/message", data, rec, line, "user" if role == "user" else "model")
         elif kind in _V1_RESULTS:
             self.v1_result(rec, line, str(kind))
@@ -463,7 +452,7 @@ class _Mapper:
             name = rec["tool_name"] if isinstance(rec.get("tool_name"), str) else \
                 str(tc.get("name") or "tool")
             calls.append((s, {"id": call_id, "name": name,
-                              "arguments": _parsed(tc.get("arguments")),
+                              "arguments": parsed_json(tc.get("arguments")),
                               **({"source_id": s} if call_id != s else {})}))
         records = [r for _, r in pending]
         text = "".join(t for r in records if isinstance(t := _text(r.get("thought")), str))
@@ -479,7 +468,7 @@ class _Mapper:
         for s, c in calls:
             self.calls.ask(s, c["id"], c["name"], index)
         for (_s, c), (line, rec) in zip(calls, pending, strict=True):
-            rest = _without(rec, "action", "thought", "reasoning_content", "thinking_blocks",
+            rest = without(rec, "action", "thought", "reasoning_content", "thinking_blocks",
                             "responses_reasoning_item")
             self.calls.start(c["id"], self.emit("tool/call", {
                 "call_id": c["id"], "name": c["name"], "arguments": rec.get("action"),
@@ -504,12 +493,12 @@ class _Mapper:
         if kind == "ObservationEvent":
             obs = _dict(rec.get("observation"))
             data.update(output=_text(obs.get("content")), is_error=obs.get("is_error") is True,
-                        openhands={**_without(rec, "observation"),
-                                   "observation": _without(obs, "content")})
+                        openhands={**without(rec, "observation"),
+                                   "observation": without(obs, "content")})
         else:
             field = "error" if kind == "AgentErrorEvent" else "rejection_reason"
             data.update(output=rec.get(field), is_error=True,
-                        openhands=_without(rec, field))
+                        openhands=without(rec, field))
             if kind == "UserRejectObservation":
                 data["rejected"] = True
         self.result(call_id, data, rec, line)
