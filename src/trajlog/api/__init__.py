@@ -14,7 +14,8 @@ from .lineage import SessionTree
 from .reading import VerifyReport
 from .repair import BalancedView
 from .session import Session
-from .store import DURABILITY, Store, open
+from .stats import SessionStats, StoreStats
+from .store import DURABILITY, Store, migrate, open
 
-__all__ = ["DURABILITY", "BalancedView", "Session", "SessionHeader", "SessionTree", "Store",
-           "VerifyReport", "open"]
+__all__ = ["DURABILITY", "BalancedView", "Session", "SessionHeader", "SessionStats",
+           "SessionTree", "Store", "StoreStats", "VerifyReport", "migrate", "open"]

@@ -12,7 +12,7 @@ from __future__ import annotations
 import os
 import time
 import weakref
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
 from typing import Any, Self
 
@@ -24,6 +24,7 @@ from ..memory.audit import audit
 from ..memory.index import deploy_global, rebuild
 from ..projections.engine import StateCache
 from ..storage import Backend, SQLiteBackend
+from ..storage.sqlite import migrate as sqlite_migrate
 from .forget import Forgetting
 from .handles import Options
 from .importing import Bulk, ChainCheck, Item, Loaded, Loader, SessionSpec
@@ -33,10 +34,21 @@ from .reading import LogReader, VerifyReport
 from .repack import Repacker
 from .repair import Recovery
 from .session import Engines, Session
+from .stats import StoreStats, store_stats
 from .writer import WriteEngine
 
 DURABILITY = ("full", "normal")
 LEASE_TTL_MS = 30_000
+
+
+def migrate(path: str, *, progress: Callable[[int, int], None] | None = None) -> int:
+    """Bring the store at ``path`` to this trajlog's schema now (what
+    :func:`open` does on its own) and return the schema version it had;
+    ``progress(sessions done, total)`` while a trajlog 0.1 store's sessions
+    are rewritten.  A store that does not exist is an error, not created."""
+    if not os.path.exists(path):
+        raise InvalidArgumentError(f"no store at {path!r}")
+    return sqlite_migrate(os.fspath(path), progress=progress)
 
 
 def open(path: str = "trajlog.db", durability: str = "full", *,
@@ -291,6 +303,17 @@ class Store:
         if self._e.backend.closed:
             raise StoreClosedError("the store is closed")
         return self._loader.bulk()
+
+    def stats(self, session_ids: Iterable[str] | None = None, *, by_type: bool = True,
+              progress: Callable[[int], None] | None = None) -> StoreStats:
+        """Sessions, events, chunk rows, raw and stored bytes (the compression)
+        and, with ``by_type``, events by type -- of ``session_ids`` or of every
+        session; ``progress(sessions measured)`` as it goes."""
+        self._check_open()
+        ids = (list(session_ids) if session_ids is not None else
+               [h.id for h in self.sessions(include_subagents=True) if h.damage is None])
+        return store_stats((self.session(i) for i in ids), self.path, by_type=by_type,
+                           progress=progress)
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:
         """Headers of the store's sessions, oldest first; subagent sessions

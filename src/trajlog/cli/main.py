@@ -1,86 +1,147 @@
-"""The ``trajlog`` command line: ``trajlog demo`` and the inspection tools."""
+"""The ``trajlog`` command: one click group, the commands registered from
+the modules named after what they do, and one place that turns every error
+into a single line with a hint and an exit code (see :mod:`.app`)."""
 
 from __future__ import annotations
 
-import argparse
-import json
 import os
 import sys
 from collections.abc import Sequence
+from typing import Any
+
+import click
+from click.shell_completion import get_completion_class
 
 from .._version import __version__
 from ..errors import TrajlogError
-from ..interop.store import open as trajlog_open
-from . import interop
-from .demo import demo, summary
-from .forget import add_commands, run
+from . import interop, maintenance, memory, sessions, views
+from .app import (
+    EXIT_CODES,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_OK,
+    EXIT_USAGE,
+    App,
+    Failure,
+    one_line,
+    refused,
+)
+from .demo import demo as run_demo
+
+HELP = f"""Record, inspect, verify and view AI-agent session logs.
+
+Every command reads the store at --db (default ./trajlog.db, or the TRAJLOG_DB
+environment variable); a session is named by its id or a unique prefix of it.
+Read commands refuse a store that does not exist; 'import' and 'demo' create
+one.
+
+Start with 'trajlog demo', then 'trajlog ls'.
+
+{EXIT_CODES}
+"""
+
+
+@click.group(help=HELP, context_settings={"help_option_names": ["-h", "--help"],
+                                          "max_content_width": 100})
+@click.option("--db", envvar="TRAJLOG_DB", default="trajlog.db", show_default=True,
+              metavar="PATH", help="The store (env TRAJLOG_DB).")
+@click.version_option(__version__, prog_name="trajlog")
+@click.pass_context
+def cli(ctx: click.Context, db: str) -> None:
+    app = App(db)
+    ctx.obj = app
+    ctx.call_on_close(app.close)
+
+
+@cli.command("demo")
+@click.pass_obj
+def demo_command(app: App) -> int:
+    """Tour the product on the store at --db: record, crash and load, fork,
+    subagents, views, context, memory, erase, export, view; then print the
+    commands that explore what it made."""
+    return run_demo(app.db)
+
+
+@cli.command("completion")
+@click.argument("shell", type=click.Choice(["bash", "zsh", "fish"]))
+def completion(shell: str) -> None:
+    """Print the shell completion script for SHELL.
+
+    Load it with: eval "$(trajlog completion bash)" (or zsh; for fish:
+    trajlog completion fish | source). Session ids complete from the store.
+    """
+    cls = get_completion_class(shell)
+    assert cls is not None
+    click.echo(cls(cli, {}, "trajlog", "_TRAJLOG_COMPLETE").source())
+
+
+for module in (sessions, views, maintenance, interop, memory):
+    module.register(cli)
+
+
+def _set_db(ctx: click.Context, param: click.Parameter, value: str | None) -> None:
+    if value is not None:
+        ctx.find_object(App).db = value   # type: ignore[union-attr]
+
+
+def _db_everywhere(group: click.Group) -> None:
+    """``--db`` works after the command name too (``trajlog ls --db x.db``)."""
+    for command in group.commands.values():
+        if isinstance(command, click.Group):
+            _db_everywhere(command)
+        elif command.name != "completion":
+            command.params.append(click.Option(
+                ["--db"], metavar="PATH", expose_value=False, callback=_set_db,
+                help="The store (default: the one before the command, ./trajlog.db, or "
+                     "TRAJLOG_DB)."))
+
+
+_db_everywhere(cli)
+
+
+def _usage(exc: click.UsageError) -> str:
+    command = exc.ctx.command_path if exc.ctx is not None else "trajlog"
+    return (f"trajlog: error: {one_line(exc.format_message())} "
+            f"(hint: see '{command} --help')")
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="trajlog", description=__doc__)
-    parser.add_argument("--version", action="version", version=f"trajlog {__version__}")
-    sub = parser.add_subparsers(dest="command", required=True)
-    p = sub.add_parser("demo", help="record a session in a store, verify it, damage a log")
-    p.add_argument("--db", default="trajlog.db", help="store path (default ./trajlog.db)")
-    p = sub.add_parser("ls", help="list the sessions of a store")
-    p.add_argument("--db", default="trajlog.db")
-    p.add_argument("--all", action="store_true", help="include subagent sessions")
-    p = sub.add_parser("show", help="print a session's events")
-    p.add_argument("session")
-    p.add_argument("--db", default="trajlog.db")
-    p = sub.add_parser("verify", help="verify every frame and the chain of sessions, or an "
-                       "export file on its own")
-    p.add_argument("session", nargs="?", help="one session, or an export file (.tlog, "
-                   ".jsonl, .jsonl.zst, .zip); default: every session")
-    p.add_argument("--db", default="trajlog.db")
-    add_commands(sub)
-    interop.add_commands(sub)
-    args = parser.parse_args(argv)
-    if args.command == "demo":
-        return demo(args.db)
-    if args.command == "verify" and args.session and interop.is_export(args.session):
-        return interop.verify_export(args.session)
-    if args.command in ("memory", "erase", "retention", "export", "import"):
-        if args.command != "import" and not os.path.exists(args.db):
-            print(f"trajlog: no store at {args.db} (give one with --db)", file=sys.stderr)
-            return 2
-        try:
-            with trajlog_open(args.db) as store:
-                if args.command in ("export", "import"):
-                    return interop.run(args, store)
-                return run(args, store)
-        except TrajlogError as exc:
-            return interop.failed(exc)
-    with trajlog_open(args.db) as store:
-        if args.command == "ls":
-            for h in store.sessions(include_subagents=args.all):
-                print(f"{h.id}  {h.cwd}  {h.agent_preset or '-'}  "
-                      f"{json.dumps(dict(h.metadata))}")
-            return 0
-        if args.command == "show":
-            for ev in store.session(args.session).events():
-                print(f"{ev.seq:>6}  {ev.type:<20} {summary(ev.data, 100)}")
-            return 0
-        ids = [args.session] if args.session else [h.id for h in
-                                                   store.sessions(include_subagents=True)]
-        failed = 0
-        for sid in ids:
-            try:  # one session's damage never stops the others' verification
-                report = store.session(sid).verify()
-            except TrajlogError as exc:
-                failed += 1
-                print(f"{sid}  ERROR: {type(exc).__name__}: {exc}")
-                continue
-            failed += not report.ok
-            print(f"{sid}  {'ok' if report.ok else 'CORRUPT: ' + str(report.scan.error(sid))}")
-        if not args.session:   # and the memory versions and tombstones
-            audit = store.verify_memory()
-            print(f"memory  {'ok' if audit.ok else 'CORRUPT'} ({audit.items} items, "
-                  f"{audit.versions} versions, {audit.tombstones} tombstones)")
-            for defect in audit.defects:
-                print(f"memory  {defect}")
-            failed += not audit.ok
-        return 1 if failed else 0
+    """Run the command line; return its exit code (never raises)."""
+    args = list(sys.argv[1:] if argv is None else argv)
+    try:
+        result: Any = cli.main(args=args, prog_name="trajlog", standalone_mode=False)
+        return result if isinstance(result, int) else EXIT_OK
+    except click.exceptions.Exit as exc:
+        return exc.exit_code
+    except click.UsageError as exc:
+        click.echo(_usage(exc), err=True)
+        return EXIT_USAGE
+    except Failure as exc:
+        exc.show()
+        return exc.exit_code
+    except click.ClickException as exc:
+        click.echo(f"trajlog: error: {one_line(exc.format_message())}", err=True)
+        return exc.exit_code
+    except (click.exceptions.Abort, KeyboardInterrupt):
+        click.echo("trajlog: interrupted", err=True)
+        return EXIT_INTERRUPTED
+    except BrokenPipeError:   # `trajlog show ... | head`: the reader left
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return EXIT_OK
+    except TrajlogError as exc:
+        failure = refused(exc)
+        failure.show()
+        return failure.exit_code
+    except OSError as exc:
+        click.echo(f"trajlog: error: {one_line(str(exc))} (hint: check the path and its "
+                   "permissions)", err=True)
+        return 3
+    except Exception as exc:
+        if os.environ.get("TRAJLOG_DEBUG"):
+            raise
+        click.echo(f"trajlog: internal error: {type(exc).__name__}: {one_line(str(exc))} "
+                   "(hint: TRAJLOG_DEBUG=1 shows the traceback; please report it)", err=True)
+        return EXIT_INTERNAL
 
 
 if __name__ == "__main__":

@@ -350,9 +350,28 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     injection = session.append("context/injection", {
         "policy": policy.name, "policy_version": policy.version, "target_model": target_model,
         "selected": [it.seq for it in selected], "excluded": dict(sorted(counts.items())),
-        "summary_sha256": digest, "chars": used}, source="trajlog.context")
+        "excluded_seqs": _excluded_runs(excluded), "summary_sha256": digest, "chars": used},
+        source="trajlog.context")
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
                         dict(counts))
+
+
+EXCLUDED_RUNS = 1_000
+
+
+def _excluded_runs(excluded: list[Excluded]) -> dict[str, list[list[int]]]:
+    """Which seqs each reason excluded, as runs ``[first, last]`` of
+    consecutive seqs (so that a log of 100k messages cut by the recent-message
+    limit records a few runs, not 100k seqs); at most :data:`EXCLUDED_RUNS`
+    runs per reason are kept -- the count in ``excluded`` stays exact."""
+    runs: dict[str, list[list[int]]] = {}
+    for x in excluded:   # sorted by seq
+        mine = runs.setdefault(x.reason, [])
+        if mine and mine[-1][1] == x.seq - 1:
+            mine[-1][1] = x.seq
+        elif len(mine) < EXCLUDED_RUNS:
+            mine.append([x.seq, x.seq])
+    return dict(sorted(runs.items()))
 
 
 def _exclusion(ev: Event, category: str | None, policy: ContextPolicy, evidence: Evidence,

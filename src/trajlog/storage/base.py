@@ -220,6 +220,10 @@ class Reader(MemoryReader, Protocol):
         """The highest seq stored for the session's own log (-1 when none)."""
         ...
 
+    def chunk_sizes(self, sid: int) -> tuple[int, int, int]:
+        """``(rows, raw bytes, stored bytes)`` of the session's own chunk rows."""
+        ...
+
     def index_rows(self, sid: int, after: int, upto: int) -> list[IndexRow]:
         """The event index rows of seqs after ``after`` up to ``upto``, in order."""
         ...

@@ -20,7 +20,7 @@ are dropped, so the store is exactly the 0.1 store it was, and
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from typing import Any
 
@@ -74,7 +74,8 @@ def _table(conn: apsw.Connection, name: str) -> bool:
                              "name = ?", (name,)).fetchall()[0][0])
 
 
-def migrate(conn: apsw.Connection, path: str, *, check: bool = True) -> int:
+def migrate(conn: apsw.Connection, path: str, *, check: bool = True,
+            progress: Callable[[int, int], None] | None = None) -> int:
     """Bring the store on ``conn`` (the migration connection) to
     :data:`SCHEMA_VERSION`, then (``check``) refuse it if its schema is not
     exactly trajlog's; return the version it had."""
@@ -93,7 +94,7 @@ def migrate(conn: apsw.Connection, path: str, *, check: bool = True) -> int:
             _pragma(conn, "user_version", version)
         _pragma(conn, "application_id", APPLICATION_ID)
     if found < 4:
-        to_v4(conn)
+        to_v4(conn, progress)
     if found < 5:
         with _immediate(conn):
             if int(_pragma(conn, "user_version")) == 4:
@@ -205,8 +206,10 @@ def check_schema(conn: apsw.Connection, path: str) -> None:
         raise orphaned_rows(path, orphans)
 
 
-def to_v4(conn: apsw.Connection) -> None:
-    """Schema 3 -> 4 (see the module docstring); a no-op once done."""
+def to_v4(conn: apsw.Connection,
+          progress: Callable[[int, int], None] | None = None) -> None:
+    """Schema 3 -> 4 (see the module docstring); a no-op once done.
+    ``progress(sessions done, total)`` after each session."""
     with _immediate(conn):
         if int(_pragma(conn, "user_version")) != 3:
             return
@@ -214,12 +217,14 @@ def to_v4(conn: apsw.Connection) -> None:
             conn.execute(V4_TABLES)
     try:
         sids = [int(r[0]) for r in conn.execute("SELECT sid FROM sessions ORDER BY sid")]
-        for sid in sids:
+        for n, sid in enumerate(sids, 1):
             with _immediate(conn):
-                if conn.execute("SELECT 1 FROM migration_v4 WHERE sid = ?", (sid,)).fetchall():
-                    continue
-                frames = _copy_session(conn, sid)
-                conn.execute("INSERT INTO migration_v4 VALUES (?, ?)", (sid, frames))
+                if not conn.execute("SELECT 1 FROM migration_v4 WHERE sid = ?",
+                                    (sid,)).fetchall():
+                    frames = _copy_session(conn, sid)
+                    conn.execute("INSERT INTO migration_v4 VALUES (?, ?)", (sid, frames))
+            if progress is not None:
+                progress(n, len(sids))
         with _immediate(conn):
             if int(_pragma(conn, "user_version")) != 3:
                 return

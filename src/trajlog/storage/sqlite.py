@@ -21,7 +21,7 @@ import contextlib
 import threading
 import uuid
 import weakref
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from typing import Any
 
 import apsw
@@ -113,16 +113,18 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
     return conn
 
 
-def migrate(path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000) -> int:
+def migrate(path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000,
+            progress: Callable[[int, int], None] | None = None) -> int:
     """Bring the schema up to :data:`SCHEMA_VERSION` (:mod:`.migrate`); return
     the version found.  Runs on its own connection, every step in one
     ``BEGIN IMMEDIATE`` transaction, so concurrent openers serialize and a crash
-    leaves a store the next open resumes."""
+    leaves a store the next open resumes.  ``progress(sessions done, total)``
+    is called as the sessions of a trajlog 0.1 store are rewritten."""
     conn = open_connection(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
                            migrations=True)
     try:
         with translate():
-            return migrations.migrate(conn, path)
+            return migrations.migrate(conn, path, progress=progress)
     finally:
         conn.close()
 
@@ -185,6 +187,10 @@ class SQLiteReader(MemoryReads):
     def max_seq(self, sid: int) -> int:
         with translate():
             return st.max_seq(self.conn, sid)
+
+    def chunk_sizes(self, sid: int) -> tuple[int, int, int]:
+        with translate():
+            return st.chunk_sizes(self.conn, sid)
 
     def index_rows(self, sid: int, after: int, upto: int) -> list[IndexRow]:
         with translate():

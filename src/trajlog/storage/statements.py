@@ -369,6 +369,16 @@ def chunk_meta(conn: apsw.Connection, sid: int, after: int,
     return [(int(r[0]) & 0xFFFFFFFF, r[1], r[2]) for r in rows]
 
 
+def chunk_sizes(conn: apsw.Connection, sid: int) -> tuple[int, int, int]:
+    """``(rows, raw bytes, stored bytes)`` of the session's own chunk rows:
+    what ``trajlog stats`` reports as its size and compression."""
+    rows: list[Any] = conn.execute(
+        "SELECT count(*), coalesce(sum(raw_len), 0), coalesce(sum(length(body)), 0) "
+        "FROM chunks WHERE cid > ? AND cid <= ?",
+        (bound(sid, -1), bound(sid, 0xFFFFFFFF - 1))).fetchall()
+    return int(rows[0][0]), int(rows[0][1]), int(rows[0][2])
+
+
 @_readable("chunks")
 def max_seq(conn: apsw.Connection, sid: int) -> int:
     """The highest seq stored for a session's own log (-1 when none)."""
@@ -492,5 +502,5 @@ def drop_projection_states(conn: apsw.Connection, sid: int) -> int:
 
 
 __all__ = ["CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT", "MAX_SESSION_SEQ",
-           "chunk_at", "chunk_meta", "chunks", "head", "i64", "insert_chunks", "insert_index",
-           "insert_session", "lease", "now_ms", "rid", "set_lease", "u64"]
+           "chunk_at", "chunk_meta", "chunk_sizes", "chunks", "head", "i64", "insert_chunks",
+           "insert_index", "insert_session", "lease", "now_ms", "rid", "set_lease", "u64"]

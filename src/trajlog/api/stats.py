@@ -1,0 +1,90 @@
+"""Size and shape of a store: what ``trajlog stats`` reports.
+
+Counts come from the session heads and the chunk rows' recorded lengths (no
+decompression); the count of events by type reads each session's own events
+through the verified read path, so it is the one part that costs a scan.
+"""
+
+from __future__ import annotations
+
+import os
+from collections import Counter
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+
+from .session import Session
+
+
+@dataclass(frozen=True, slots=True)
+class SessionStats:
+    """One session: its own events (``inherited`` more are read from its
+    parent), its chunk rows and their raw (framed) and stored bytes."""
+
+    id: str
+    events: int
+    inherited: int
+    rows: int
+    raw_bytes: int
+    stored_bytes: int
+    by_type: dict[str, int] = field(default_factory=dict)
+
+
+@dataclass(frozen=True, slots=True)
+class StoreStats:
+    """Every session measured, and the database files' size on disk."""
+
+    sessions: list[SessionStats]
+    file_bytes: int
+
+    @property
+    def events(self) -> int:
+        return sum(s.events for s in self.sessions)
+
+    @property
+    def raw_bytes(self) -> int:
+        return sum(s.raw_bytes for s in self.sessions)
+
+    @property
+    def stored_bytes(self) -> int:
+        return sum(s.stored_bytes for s in self.sessions)
+
+    @property
+    def compression(self) -> float:
+        """Raw framed bytes per stored byte (1.0 when nothing is stored)."""
+        return self.raw_bytes / self.stored_bytes if self.stored_bytes else 1.0
+
+    @property
+    def by_type(self) -> dict[str, int]:
+        total: Counter[str] = Counter()
+        for s in self.sessions:
+            total.update(s.by_type)
+        return dict(total.most_common())
+
+
+def session_stats(session: Session, *, by_type: bool = True) -> SessionStats:
+    """Measure one session (``by_type`` reads its own events to count them)."""
+    ref = session._ref
+    rows, raw, stored = session._e.backend.reader().chunk_sizes(ref.sid)
+    last = session.last_seq
+    types: Counter[str] = Counter()
+    if by_type and last >= ref.seed:
+        types.update(ev.type for ev in session.events(ref.seed, lazy=True))
+    return SessionStats(session.id, last + 1 - ref.seed, ref.seed, rows, raw, stored,
+                        dict(types.most_common()))
+
+
+def store_stats(sessions: Iterable[Session], path: str, *, by_type: bool = True,
+                progress: Callable[[int], None] | None = None) -> StoreStats:
+    """Measure ``sessions`` of the store at ``path`` (its files' size: the
+    database, its WAL and shared-memory file)."""
+    out = []
+    for n, s in enumerate(sessions, 1):
+        out.append(session_stats(s, by_type=by_type))
+        if progress is not None:
+            progress(n)
+    size = sum(os.path.getsize(path + suffix) for suffix in ("", "-wal", "-shm")
+               if os.path.isfile(path + suffix))
+    return StoreStats(out, size)
+
+
+__all__ = ["SessionStats", "StoreStats", "session_stats", "store_stats"]

@@ -1,0 +1,137 @@
+"""Scoped memory and forgetting: ``memory ls|show|search``, ``erase`` and
+``retention``."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import sys
+import time
+from typing import Any
+
+import click
+
+from ..memory import Identity, MemoryItem
+from .app import App, fail, session_argument, summary
+
+
+def register(cli: click.Group) -> None:
+    cli.add_command(memory)
+    cli.add_command(erase)
+    cli.add_command(retention)
+
+
+def _identity(f: Any) -> Any:
+    for option in reversed((
+            click.option("--tenant", required=True, help="The tenant (every query is scoped)."),
+            click.option("--user", help="The user within the tenant."),
+            click.option("--session", "session_id", metavar="SESSION",
+                         help="The session (its session-scope items)."),
+            click.option("--type", "types", multiple=True,
+                         help="Only this type: policy, preference, fact, episode, trajectory "
+                              "(repeatable)."),
+            click.option("--json", "as_json", is_flag=True, help="One JSON object per item."))):
+        f = option(f)
+    return f
+
+
+def _line(app: App, item: MemoryItem, as_json: bool) -> None:
+    if as_json:
+        app.echo(json.dumps(dataclasses.asdict(item), default=str, ensure_ascii=False))
+        return
+    app.echo(f"{item.id}  v{item.version}  {item.scope:<7} {item.type:<10} {item.state:<11} "
+             f"{item.key or '-':<12} {summary(item.content, 70)}")
+
+
+def _view(app: App, tenant: str, user: str | None, session_id: str | None) -> Any:
+    sid = app.session(session_id).id if session_id else None
+    return app.store().memory(Identity(tenant, user=user, session=sid))
+
+
+@click.group()
+def memory() -> None:
+    """List, show and search scoped memory (as one identity sees it)."""
+
+
+@memory.command("ls")
+@_identity
+@click.option("--state", "states", multiple=True,
+              help="Only this state: provisional, active, quarantined, revoked (repeatable; "
+                   "default: all but revoked).")
+@click.pass_obj
+def memory_ls(app: App, tenant: str, user: str | None, session_id: str | None,
+              types: tuple[str, ...], as_json: bool, states: tuple[str, ...]) -> None:
+    """The items an identity may see."""
+    view = _view(app, tenant, user, session_id)
+    for item in view.list(types=list(types) or None,
+                          states=list(states) or ("provisional", "active", "quarantined")):
+        _line(app, item, as_json)
+
+
+@memory.command("show")
+@click.argument("item")
+@_identity
+@click.pass_obj
+def memory_show(app: App, item: str, tenant: str, user: str | None, session_id: str | None,
+                types: tuple[str, ...], as_json: bool) -> None:
+    """One item and every version of it."""
+    for version in _view(app, tenant, user, session_id).history(item):
+        _line(app, version, as_json)
+
+
+@memory.command("search")
+@click.argument("query")
+@click.option("--limit", type=click.IntRange(min=1), default=10, show_default=True)
+@_identity
+@click.pass_obj
+def memory_search(app: App, query: str, limit: int, tenant: str, user: str | None,
+                  session_id: str | None, types: tuple[str, ...], as_json: bool) -> None:
+    """Full-text search within an identity's scopes."""
+    view = _view(app, tenant, user, session_id)
+    for item in view.search(query, limit=limit, types=list(types) or None):
+        _line(app, item, as_json)
+
+
+@click.command()
+@session_argument()
+@click.argument("seqs", nargs=-1, required=True, type=click.IntRange(min=0), metavar="SEQ...")
+@click.option("--reason", required=True, help="Why (kept in the tombstone).")
+@click.option("--actor", help="Who asked (kept in the tombstone).")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def erase(app: App, session: str, seqs: tuple[int, ...], reason: str, actor: str | None,
+          yes: bool) -> None:
+    """Erase event payloads under a tombstone and purge every copy (caches,
+    full-text index, free pages, the WAL); the log still verifies."""
+    s = app.session(session)
+    if not yes and sys.stdin.isatty() and not click.confirm(
+            f"erase {len(seqs)} event payload(s) of {s.id}? This cannot be undone"):
+        fail("nothing erased", "pass --yes to skip the question")
+    report = app.store().erase(s.id, list(seqs), reason=reason, actor=actor)
+    for name, value in dataclasses.asdict(report).items():
+        app.echo(f"{name:<26} {value}")
+
+
+@click.command()
+@click.option("--apply", "apply_now", is_flag=True, help="Revoke and erase now.")
+@click.option("--now-ms", type=int, help="The time to apply them at (default: now).")
+@click.pass_obj
+def retention(app: App, apply_now: bool, now_ms: int | None) -> None:
+    """Show (or --apply) what the recorded retention policies remove."""
+    store = app.store()
+    now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
+    if not apply_now:
+        due_items, due_events = store.retention_plan(now)
+        for item_id, why in due_items:
+            app.echo(f"would revoke item {item_id}  ({why})")
+        for session_id, seqs, why in due_events:
+            app.echo(f"would erase {len(seqs)} event(s) of {session_id}  ({why})")
+        if not due_items and not due_events:
+            app.echo("nothing is due")
+        return
+    done = store.apply_retention(now)
+    app.echo(f"revoked {len(done.items_revoked)} item(s), erased {len(done.events_erased)} "
+             f"event payload(s), {len(done.purges)} purge(s)")
+
+
+__all__ = ["register"]

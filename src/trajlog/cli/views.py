@@ -1,0 +1,211 @@
+"""The readings of one log: ``chat`` (people), ``trajectory`` (debugging),
+``context`` (what a recorded build admitted and excluded, and why) and
+``view`` (all of them in one self-contained HTML page)."""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+import click
+import msgspec
+from rich.markup import escape
+from rich.tree import Tree
+
+from .. import projections
+from ..api import Session
+from ..projections.evidence import ref as source_ref
+from ..viewer import write_html
+from .app import App, duration, fail, session_argument, summary
+
+STATUS_STYLE = {"done": "green", "error": "red", "unknown": "yellow", "not_started": "yellow",
+                "running": "cyan", "requested": "cyan"}
+
+
+def register(cli: click.Group) -> None:
+    for command in (chat, trajectory, context, view):
+        cli.add_command(command)
+
+
+def _times(s: Session, seqs: set[int]) -> dict[int, int]:
+    """Event times of ``seqs`` (one verified pass over the log)."""
+    if not seqs:
+        return {}
+    out = {}
+    for ev in s.events(min(seqs), max(seqs), lazy=True):
+        if ev.seq in seqs:
+            out[ev.seq] = ev.time
+    return out
+
+
+@click.command()
+@session_argument()
+@click.option("--full", is_flag=True, help="Whole messages and tool outputs.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per bubble or card.")
+@click.pass_obj
+def chat(app: App, session: str, full: bool, as_json: bool) -> None:
+    """The conversation as people read it: bubbles and tool cards."""
+    s = app.session(session)
+    width = 10**9 if full else max(app.out.width - 12, 40)
+    for node in projections.chat(s):
+        if as_json:
+            app.json(msgspec.to_builtins(node))
+        elif node.kind == "message":
+            style = {"user": "bold blue", "assistant": "bold green"}.get(node.role or "", "bold")
+            app.out.print(f"[{style}]{escape(node.role or '?')}[/]  [dim]#{node.seq}[/]")
+            text = node.text or ""
+            app.out.print(escape(text if full else summary(text, width * 4)), soft_wrap=True)
+            app.out.print()
+        else:
+            style = STATUS_STYLE.get(node.status or "", "")
+            args = summary(node.arguments, 60)
+            app.out.print(f"  [bold]tool[/] {escape(node.name or '?')}({escape(args)})  "
+                          f"[{style}]{node.status}[/]  [dim]#{node.seq}"
+                          + (f"..{node.result_seq}" if node.result_seq is not None else "")
+                          + "[/]")
+            if node.output:
+                app.out.print("    " + escape(summary(node.output, width)), soft_wrap=True)
+            app.out.print()
+
+
+@click.command()
+@session_argument()
+@click.option("--json", "as_json", is_flag=True, help="The turn tree as JSON.")
+@click.pass_obj
+def trajectory(app: App, session: str, as_json: bool) -> None:
+    """Turns, steps, model requests and tool spans, with timings and errors."""
+    s = app.session(session)
+    turns = projections.trajectory(s)
+    if as_json:
+        app.json(msgspec.to_builtins(turns))
+        return
+    marks = {seq for t in turns for seq in (t.start_seq, t.end_seq) if seq is not None}
+    marks |= {seq for t in turns for st in t.steps for seq in (st.start_seq, st.end_seq)
+              if seq is not None}
+    times = _times(s, marks)
+
+    def span(a: int | None, b: int | None) -> str:
+        if a is None or b is None or a not in times or b not in times:
+            return "open" if b is None else "-"
+        return duration(times[b] - times[a])
+
+    root = Tree(f"[bold]{s.id}[/]  {len(turns)} turn(s), last seq {s.last_seq}")
+    for n, turn in enumerate(turns, 1):
+        state = ("[yellow]interrupted[/]" if turn.interrupted else
+                 "[cyan]open[/]" if turn.end_seq is None else span(turn.start_seq, turn.end_seq))
+        t = root.add(f"[bold]turn {n}[/]  seq {turn.start_seq}..{turn.end_seq or ''}  {state}")
+        for k, step in enumerate(turn.steps, 1):
+            errors = sum(bool(x.error) or x.status == "error" for x in step.tools)
+            st = t.add(f"step {k}  seq {step.start_seq}..{step.end_seq or ''}  "
+                       f"{span(step.start_seq, step.end_seq)}"
+                       + (f"  [red]{errors} error(s)[/]" if errors else ""))
+            for r in step.requests:
+                tokens = (f", {r.tokens_in} -> {r.tokens_out} tokens"
+                          if r.tokens_in is not None or r.tokens_out is not None else "")
+                st.add(f"[magenta]model[/] {escape(r.model or 'request')}  #{r.seq}  latency "
+                       f"{duration(r.latency_ms)}" + (f", first token {duration(r.ttft_ms)}"
+                                                      if r.ttft_ms is not None else "")
+                       + f"{tokens}, {r.tool_calls} tool call(s)")
+            for x in step.tools:
+                style = STATUS_STYLE.get(x.status, "")
+                st.add(f"[bold]tool[/] {escape(x.name or '?')} [{style}]{x.status}[/]  "
+                       f"#{x.requested_seq}..{x.result_seq if x.result_seq is not None else ''}"
+                       f"  {duration(x.duration_ms)}"
+                       + (f"  {escape(summary(x.result_summary, 60))}"
+                          if x.result_summary else ""))
+    app.out.print(root)
+
+
+def _ranges(runs: list[list[int]]) -> str:
+    return ", ".join(f"{a}" if a == b else f"{a}-{b}" for a, b in runs)
+
+
+@click.command()
+@session_argument()
+@click.option("--seq", type=click.IntRange(min=0), help="This context/injection event "
+              "(default: the last one).")
+@click.option("--list", "list_all", is_flag=True, help="List every recorded build.")
+@click.option("--json", "as_json", is_flag=True, help="The recorded build as JSON.")
+@click.pass_obj
+def context(app: App, session: str, seq: int | None, list_all: bool, as_json: bool) -> None:
+    """A recorded context build: what was included, what was excluded and why."""
+    s = app.session(session)
+    builds = [ev for ev in s.events() if ev.type == "context/injection"]
+    if not builds:
+        fail(f"session {s.id} records no context build",
+             "build one with trajlog.build_context(session)", code=3)
+    if list_all:
+        for ev in builds:
+            d = ev.data
+            app.echo(f"{ev.seq:>6}  policy {d.get('policy')} v{d.get('policy_version')}  "
+                     f"{len(d.get('selected', []))} included, "
+                     f"{sum(d.get('excluded', {}).values())} excluded, {d.get('chars')} chars")
+        return
+    chosen = builds[-1] if seq is None else next((e for e in builds if e.seq == seq), None)
+    if chosen is None:
+        fail(f"seq {seq} is not a context/injection of {s.id}", "see --list")
+    d = chosen.data
+    if as_json:
+        app.json({"seq": chosen.seq} | d)
+        return
+    app.out.print(f"[bold]context build at seq {chosen.seq}[/]: policy {d.get('policy')} "
+                  f"v{d.get('policy_version')}, target model {d.get('target_model')}, "
+                  f"{d.get('chars')} characters")
+    selected = d.get("selected", [])
+    app.out.print(f"\n[bold]included[/] ({len(selected)})")
+    wanted = set(selected)
+    for runs in d.get("excluded_seqs", {}).values():
+        for a, b in runs:
+            if b - a < 20:
+                wanted.update(range(a, b + 1))
+    events = {ev.seq: ev for ev in s.events(min(wanted), max(wanted))} if wanted else {}
+    for q in selected:
+        item = events.get(q)
+        if item is not None:
+            app.out.print(f"  {q:>6}  [green]{source_ref(item):<12}[/] {item.type:<20} "
+                          f"{escape(summary(item.data, 70))}")
+    app.out.print(f"\n[bold]excluded[/] ({sum(d.get('excluded', {}).values())})")
+    runs_by = d.get("excluded_seqs", {})
+    for reason, count in d.get("excluded", {}).items():
+        app.out.print(f"  [yellow]{reason}[/]  x{count}")
+        runs = runs_by.get(reason, [])
+        if any(b - a >= 20 for a, b in runs) or len(runs) > 12:
+            app.out.print(f"    seqs {_ranges(runs[:40])}" + (" ..." if len(runs) > 40 else ""))
+            continue
+        for a, b in runs:
+            for q in range(a, b + 1):
+                item = events.get(q)
+                if item is not None:
+                    app.out.print(f"    {q:>6}  {item.type:<20} "
+                                  f"{escape(summary(item.data, 60))}")
+
+
+@click.command()
+@session_argument()
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
+              help="The HTML file to write (default: trajlog-<id>.html here).")
+@click.pass_obj
+def view(app: App, session: str, output: str | None) -> None:
+    """Write one self-contained HTML page of a session and its subagents:
+    chat, trajectory and timeline, model history, context builds, goals,
+    the session tree, erased events as tombstones; search within the page.
+    It loads nothing from the network."""
+    s = app.session(session)
+    path = output or f"trajlog-{s.id[:8]}.html"
+    with app.err.status(f"rendering {s.id[:8]}", spinner="dots") if app.err.is_terminal \
+            else _nothing():
+        report: Any = write_html(app.store(), s.id, path)
+    app.echo(f"wrote {report.path}: {report.sessions} session(s), {report.events:,} events, "
+             f"{report.bytes:,} bytes")
+    app.echo(f"open it in a browser: file://{os.path.abspath(report.path)}")
+
+
+class _nothing:
+    def __enter__(self) -> None:
+        return None
+
+    def __exit__(self, *exc: object) -> None:
+        return None
+
+
+__all__ = ["register"]
