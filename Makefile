@@ -15,7 +15,7 @@ SAN_ENV = LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file
 	ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 BUILD := build
 
-.PHONY: help demo build install-test test test-c test-python sanitize cwarn symbols lint \
+.PHONY: help demo build install-test browser test test-c test-python sanitize cwarn symbols lint \
         c-tools format-check \
         fuzz-regress fuzz fuzz-atheris fuzz-api soak bench sdist-roundtrip ci clean
 
@@ -28,8 +28,18 @@ demo: build  ## install and run the demo on an embedded default database
 build:  ## install trajlog in editable mode, compiling the C core
 	$(PIP) install --quiet --disable-pip-version-check -e .
 
-install-test:  ## install trajlog and everything the tests need
+install-test: browser  ## install trajlog and everything the tests need
 	$(PIP) install --quiet --disable-pip-version-check -e '.[test,lint]'
+
+# The viewer's tests drive Debian's Chromium through its chromedriver (never a
+# downloaded browser build); installed here when missing.
+browser:  ## Chromium and chromedriver from Debian's packages, if they are missing
+	@if command -v chromium >/dev/null && command -v chromedriver >/dev/null; then :; else \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq chromium chromium-driver \
+			>/dev/null; fi
+	@chromium --version
 
 test: install-test  ## install, then run the whole suite under the C and the Python kernel
 	$(MAKE) test-c test-python
@@ -41,7 +51,7 @@ test-c:
 # and the race test (1,500 reads) run at full CI size once, under the C kernel;
 # the other runs of the suite use shorter loops (the soaks: make soak).
 LIGHT = TRAJLOG_CRASH_ITERATIONS=50 TRAJLOG_DAMAGE_CASES=60 TRAJLOG_CONCURRENCY_READS=500 \
-        TRAJLOG_GOLDEN=0
+        TRAJLOG_GOLDEN=0 TRAJLOG_BROWSER=0 TRAJLOG_CLI=quick
 
 test-python:
 	TRAJLOG_BACKEND=python $(LIGHT) $(PYTHON) -m pytest -q

@@ -53,11 +53,12 @@ def test_errors_are_one_line(tmp_path: Path) -> None:
     assert missing.returncode == 2 and "no store at" in missing.stderr
     run("import", str(WORKTREES), "--db", db, cwd=tmp_path)
     unknown = run("export", "zzzz", "-o", str(tmp_path / "x.tlog"), "--db", db, cwd=tmp_path)
-    assert unknown.returncode == 1 and "no session id starts with 'zzzz'" in unknown.stderr
+    assert unknown.returncode == 2 and "no session id starts with 'zzzz'" in unknown.stderr
     assert "Traceback" not in unknown.stderr
     bad = tmp_path / "bad.jsonl"
     bad.write_text('{"type":"user","uuid":"u1","sessionId":"s","message":{"content":"x"}}\n'
                    "not json\n{}\n")
     failed = run("import", str(bad), "--db", db, cwd=tmp_path)
-    assert failed.returncode == 1 and "ImportFormatError" in failed.stderr
+    assert failed.returncode == 3 and "ImportFormatError" in failed.stderr
     assert "line 2, byte 70" in failed.stderr and "Traceback" not in failed.stderr
+    assert failed.stderr.count("\n") == 1 and "(hint: " in failed.stderr

@@ -152,3 +152,34 @@ def test_an_event_too_big_for_a_raw_chunk_is_exported_compressed(tmp_path: Path)
         assert len(struct.pack(f"{len(floats)}d", *floats)) > 14_000_000
         a.export(s.id, tmp_path / "big.tlog")
     assert verify_file(tmp_path / "big.tlog").verdict == "clean"
+
+
+@pytest.mark.parametrize("suffix", [".jsonl", ".jsonl.zst", ".tlog", ".zip"])
+def test_an_export_with_erased_messages_and_results_imports(tmp_path: Path,
+                                                            suffix: str) -> None:
+    """Found by the CLI tests: an erased user/message's replacement has no
+    'content', and importing the export refused it (ValidationError)."""
+    with trajlog.open(str(tmp_path / "a.db")) as a:
+        s = a.create_session(cwd="/w")
+        with s.turn():
+            s.append("user/message", {"content": "my key is SECRET-ERASED-1"})
+            with s.step():
+                s.append("assistant/message", {"content": "reading", "tool_calls": [
+                    {"id": "c1", "name": "cat", "arguments": {}}]})
+                s.append("tool/call", {"call_id": "c1", "name": "cat", "arguments": {}})
+                s.append("tool/result", {"call_id": "c1", "output": "SECRET-ERASED-2"})
+        a.erase(s.id, [1, 4, 5], reason="secret", actor="human:a")
+        out = tmp_path / f"s{suffix}"
+        a.export(s.id, out)
+        sid = s.id
+    with trajlog.open(str(tmp_path / "b.db")) as b:
+        report = b.import_path(str(out))
+        assert [x.status for x in report.sessions] == ["created"]
+        got = b.session(sid)
+        assert got.verify().ok and got.last_seq == 7
+        for seq in (1, 4, 5):
+            assert "erased" in got.get(seq).data
+        assert got.get(5).data["call_id"] == "c1"
+        assert [n.status for n in trajlog.projections.chat(got) if n.kind == "tool"] == ["done"]
+    raw = b"".join(p.read_bytes() for p in tmp_path.glob("b.db*"))
+    assert b"SECRET-ERASED" not in raw

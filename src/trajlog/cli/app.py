@@ -73,6 +73,9 @@ class Failure(click.ClickException):
 
     def __init__(self, message: str, hint: str | None = None, code: int = EXIT_USAGE) -> None:
         super().__init__(message)
+        if hint is None:   # every error says where to look next
+            ctx = click.get_current_context(silent=True)
+            hint = f"see '{ctx.command_path if ctx else 'trajlog'} --help'"
         self.hint = hint
         self.exit_code = code
 

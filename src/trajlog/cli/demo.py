@@ -1,9 +1,14 @@
-"""``trajlog demo``: a realistic session recorded, crashed, recovered, forked
-and viewed, then a log damaged six ways and scanned."""
+"""``trajlog demo``: a tour of the product on one store -- a realistic session
+recorded, its host killed and the log loaded, forked, subagents spawned, its
+views and a context build, memory remembered and searched, a planted secret
+erased, the tree exported and verified, the HTML viewer written; then a log
+damaged six ways and scanned; last, the commands that explore what it made."""
 
 from __future__ import annotations
 
 import json
+import os
+import shlex
 import subprocess
 import sys
 import uuid
@@ -12,8 +17,11 @@ from typing import Any, TextIO
 from .. import codec, projections
 from .._version import __version__
 from ..api import Session, Store
-from ..api import open as trajlog_open
+from ..interop.sources.trajlog import verify_file
+from ..interop.store import open as trajlog_open
+from ..memory import Identity
 from ..projections.context import build_context
+from ..viewer import write_html
 
 
 def _demo_frames() -> tuple[bytes, int, list[bytes]]:
@@ -165,6 +173,18 @@ def _demo_lineage(store: Store, s: Session, write: Any) -> None:
 
 def _demo_views(s: Session, write: Any) -> None:
     """The chat view, the trajectory tree and a built context of one log."""
+    s.append("goal/change", {"revision": 1, "goal": {"objective": "valid tokens log in",
+                                                     "done_when": "tests pass"}},
+             source="human:alice")
+    s.compact(0, 17, "Turn 1 fixed the inverted expiry check in src/login.ts; 42 tests pass.")
+    s.append("goal/change", {"revision": 2, "goal": {"objective": "deploy the fix",
+                                                     "done_when": "deploy reports ok"}},
+             source="human:alice")
+    history = projections.model_history(s)
+    folded = next(m for m in history if m.role == "summary")
+    write(f"model history (for the model): {len(history)} messages; seq {folded.seq}.."
+          f"{folded.until} folded into a summary; goal revision "
+          f"{projections.goal(s).revision}\n")
     write("chat view (for people):\n")
     for node in projections.chat(s)[:8]:
         if node.kind == "message":
@@ -198,6 +218,62 @@ def _demo_views(s: Session, write: Any) -> None:
     write(f"  recorded as context/injection at seq {build.injection.seq}\n\n")
 
 
+SECRET = "sk-demo-4f9a1c2e8b7d"
+
+
+def _demo_memory_erase(store: Store, s: Session, write: Any) -> None:
+    """Scoped memory with provenance, then a secret pasted by the user erased
+    under a tombstone: the log still verifies and the bytes are gone."""
+    mem = store.memory(Identity("acme", user="alice", session=s.id))
+    item = mem.remember("user", "preference", {"value": "pytest", "text": "run tests with "
+                        "pytest"}, key="test_runner", source=(s.id, 1))
+    assert item is not None
+    hits = mem.search("pytest")
+    other = store.memory(Identity("globex", user="bob")).search("pytest")
+    write(f"memory: remembered {item.id[:8]} (user scope, from seq 1); alice's search finds "
+          f"{len(hits)}, another tenant's finds {len(other)}\n")
+    ev = s.append("user/message", {"content": f"my API key is {SECRET}, use it"},
+                  source="user", data_class="restricted")
+    report = store.erase(s.id, [ev.seq], reason="secret pasted by the user",
+                         actor="human:alice")
+    raw = b"".join(open(store.path + x, "rb").read() for x in ("", "-wal")
+                   if os.path.exists(store.path + x)) if store.path != ":memory:" else b""
+    write(f"erase seq {ev.seq}: tombstone {report.tombstone}, {report.frames_blanked} frame "
+          f"blanked; reads give {summary(s.get(ev.seq).data, 70)}; the secret is "
+          f"{'STILL' if SECRET.encode() in raw else 'no longer'} in the database files; "
+          f"verify: {'ok' if s.verify().ok else 'FAILED'}\n\n")
+
+
+def _demo_export_view(store: Any, s: Session, db: str, write: Any) -> tuple[str, str]:
+    """Export the session tree to a .zip that verifies on its own, and write
+    the HTML viewer page; returns their paths."""
+    base = os.path.splitext(db)[0] if db != ":memory:" else "trajlog"
+    zipped, page = f"{base}-tour.zip", f"{base}-tour.html"
+    report = store.export(s.id, zipped)
+    verdict = verify_file(zipped)
+    write(f"export: {zipped} holds {len(report.sessions)} sessions, {report.events} events, "
+          f"{report.bytes:,} bytes; verified on its own: {verdict.verdict}\n")
+    shown = write_html(store, s.id, page)
+    write(f"viewer: {page} ({shown.bytes:,} bytes, {shown.sessions} sessions, no network "
+          "needed): chat, trajectory, model history, context, goals, tree, tombstones\n\n")
+    return zipped, page
+
+
+def _explore(db: str, s: Session, zipped: str, page: str, write: Any) -> None:
+    sid = s.id[:8]
+    flag = "" if db == "trajlog.db" else f" --db {shlex.quote(db)}"
+    write("Explore what the tour made:\n")
+    for line in (f"trajlog{flag} ls --all", f"trajlog{flag} show {sid} --type tool/",
+                 f"trajlog{flag} chat {sid}", f"trajlog{flag} trajectory {sid}",
+                 f"trajlog{flag} context {sid}", f"trajlog{flag} tree {sid}",
+                 f"trajlog{flag} memory ls --tenant acme --user alice",
+                 f"trajlog{flag} verify", f"trajlog{flag} stats",
+                 f"trajlog{flag} tail -f {sid}      (and append from another process)",
+                 f"trajlog verify {shlex.quote(zipped)}",
+                 f"xdg-open {shlex.quote(page)}      (or open it in any browser)"):
+        write(f"  {line}\n")
+
+
 def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
     """Record a session in the store at ``db``, print it and its verify report;
     then encode, damage and scan a log to show the torn / corrupt verdicts."""
@@ -216,6 +292,8 @@ def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
         _demo_crash(store, s, write)
         _demo_lineage(store, s, write)
         _demo_views(s, write)
+        _demo_memory_erase(store, s, write)
+        zipped, page = _demo_export_view(store, s, db, write)
     log, key, payloads = _demo_frames()
     write(f"encoded {len(payloads)} events into {len(log)} bytes of frames "
           f"({sum(map(len, payloads))} payload bytes)\n\n")
@@ -230,7 +308,8 @@ def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
         if marked.verdict is codec.Verdict.CORRUPT:
             write(f"{'':<4}-> {marked.error('1b4e28ba')}\n")
     write("\nA defect after the watermark is a torn write and is dropped; at or below it,\n"
-          "it is corruption and is refused with its offset, seq and reason.\n")
+          "it is corruption and is refused with its offset, seq and reason.\n\n")
+    _explore(db, s, zipped, page, write)
     return 0
 
 
