@@ -359,9 +359,14 @@ def test_usage_errors_and_prefixes(tour):
     where = tour["dir"]
     assert "No such option" in one_line_error(run("ls", "--bogus", cwd=where), 2)
     assert "no session id starts with 'zz'" in one_line_error(run("show", "zz", cwd=where), 2)
-    shared = os.path.commonprefix([s["id"] for s in tour["sessions"]])
-    if shared:
-        assert "give more of the id" in one_line_error(run("show", shared, cwd=where), 2)
+    twins = where / "twins.db"
+    with trajlog.open(str(twins)) as st:
+        for tail in ("1", "2"):
+            st.create_session(session_id=f"abcdef00-0000-4000-8000-00000000000{tail}")
+    line = one_line_error(run("show", "abcdef", "--db", str(twins), cwd=where), 2)
+    assert "'abcdef' starts 2 session ids" in line and "give more of the id" in line
+    assert run("show", "abcdef00-0000-4000-8000-000000000002", "--db", str(twins),
+               cwd=where).returncode == 0
     for s in tour["sessions"]:
         assert run("show", s["id"][:12], "--to", "0", cwd=where).returncode == 0
     assert run("--version", cwd=where).stdout.startswith("trajlog, version ")

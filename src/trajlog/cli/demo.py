@@ -12,6 +12,7 @@ import shlex
 import subprocess
 import sys
 import uuid
+from pathlib import Path
 from typing import Any, TextIO
 
 from .. import codec, projections
@@ -236,7 +237,7 @@ def _demo_memory_erase(store: Store, s: Session, write: Any) -> None:
                   source="user", data_class="restricted")
     report = store.erase(s.id, [ev.seq], reason="secret pasted by the user",
                          actor="human:alice")
-    raw = b"".join(open(store.path + x, "rb").read() for x in ("", "-wal")
+    raw = b"".join(Path(store.path + x).read_bytes() for x in ("", "-wal")
                    if os.path.exists(store.path + x)) if store.path != ":memory:" else b""
     write(f"erase seq {ev.seq}: tombstone {report.tombstone}, {report.frames_blanked} frame "
           f"blanked; reads give {summary(s.get(ev.seq).data, 70)}; the secret is "
