@@ -388,3 +388,30 @@ def test_shell_completion_of_commands_and_session_ids(tour):
                          cwd=tour["dir"], capture_output=True, text=True, timeout=60,
                          env={**os.environ, **env}).stdout
     assert root in ids
+
+
+@whole_suite_only
+def test_progress_bars_draw_on_a_terminal_and_never_in_a_pipe(tour):
+    import pty
+    import select
+    master, slave = pty.openpty()
+    try:
+        done = subprocess.run([sys.executable, "-m", "trajlog", "verify"], cwd=tour["dir"],
+                              stdout=subprocess.PIPE, stderr=slave, text=True, timeout=120)
+    finally:
+        os.close(slave)
+    drawn = b""
+    while select.select([master], [], [], 0.5)[0]:
+        try:
+            chunk = os.read(master, 65536)
+        except OSError:
+            break
+        if not chunk:
+            break
+        drawn += chunk
+    os.close(master)
+    assert done.returncode == 0 and b"verifying" in drawn and b"/4" in drawn
+    # the report went to stdout (a pipe), whole, and nothing of it to the terminal
+    assert done.stdout.count(" ok ") == 5 and b" ok " not in drawn   # 4 sessions, memory
+    piped = run("verify", cwd=tour["dir"])
+    assert "verifying" not in piped.stderr and "\x1b[" not in piped.stderr + piped.stdout

@@ -146,7 +146,10 @@ class App:
         terminal; yields ``update(done)``."""
         bar = Progress(TextColumn("{task.description}"), BarColumn(), MofNCompleteColumn(),
                        TextColumn(unit), TimeRemainingColumn(), console=self.err,
-                       transient=True, disable=not self.err.is_terminal)
+                       transient=True, disable=not self.err.is_terminal,
+                       # stdout to a file or pipe stays stdout (rich would send it to
+                       # the bar's console); on the same terminal it prints above the bar
+                       redirect_stdout=sys.stdout.isatty(), redirect_stderr=False)
         with bar:
             task = bar.add_task(label, total=total)
 
