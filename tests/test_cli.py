@@ -259,7 +259,14 @@ with trajlog.open(sys.argv[1]) as st:
 """
 
 
-def test_inspect_load_and_fork(tmp_path):
+def test_inspect_load_and_fork(tour, tmp_path):
+    demo = tmp_path / "demo.db"
+    shutil.copy(tour["db"], demo)
+    root = tour["root"]
+    assert "balanced" in run("inspect", root[:8], "--db", str(demo), cwd=tmp_path).stdout
+    assert "nothing to close" in run("load", root[:8], "--db", str(demo), cwd=tmp_path).stdout
+    forked = run("fork", root[:8], "--at", "17", "--db", str(demo), cwd=tmp_path)
+    assert forked.returncode == 0 and "18 inherited event(s)" in forked.stderr
     db = tmp_path / "c.db"
     crashed = subprocess.run([sys.executable, "-c", _CRASH, str(db)], capture_output=True,
                              text=True, timeout=120)
