@@ -4,7 +4,8 @@
 ``write_html(store, session_id, path)`` writes it atomically and returns a
 :class:`ViewReport`.  :mod:`.document` builds the embedded data (every event
 once, views referring to events by seq), :mod:`.page` assembles the page from
-the assets in ``assets/`` (``viewer.html``, ``viewer.css``, ``viewer.js``).
+the assets in ``assets/`` (``viewer.html``, ``viewer.css``, and the script in
+three parts: ``data.js``, ``views.js``, ``shell.js``).
 """
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ is in the document holds only its own events (``base`` = its seed length) and
 reads its inherited prefix through ``inh``, the index of its parent -- as the
 store itself does.
 
-The shapes (short keys; the page's ``viewer.js`` is their only reader):
+The shapes (short keys; the page's script, ``assets/*.js``, is their only reader):
 
 * ``chat``: ``[0, seq, role]`` bubble, ``[2, seq, role]`` erased bubble,
   ``[1, seq, call_id, name, status, result_seq]`` tool card;

@@ -28,6 +28,9 @@ _JS = "/*__TRAJLOG_JS__*/"
 _TITLE = "__TRAJLOG_TITLE__"
 _BLOBS = "__TRAJLOG_BLOBS__"
 _BLOB_TAG = '<script type="application/x-trajlog-gzip" class="trajlog-blob">'
+# The viewer's script, by responsibility, in order: the body of the one
+# function viewer.html wraps around _JS, so the parts share its scope.
+_SCRIPTS = ("data.js", "views.js", "shell.js")
 # gzip level 6: a sixth smaller than level 1 for about twice the (threaded)
 # time -- the page's open time is mostly the browser reading its bytes.
 _LEVEL = 6
@@ -57,8 +60,8 @@ def _asset(name: str) -> str:
 @lru_cache(maxsize=1)
 def _template() -> tuple[bytes, bytes, bytes, bytes]:
     """The page cut around the title, the data and the blobs."""
-    page = _asset("viewer.html").replace(_CSS, _asset("viewer.css")).replace(
-        _JS, _asset("viewer.js"))
+    script = "\n".join(_asset(name) for name in _SCRIPTS)
+    page = _asset("viewer.html").replace(_CSS, _asset("viewer.css")).replace(_JS, script)
     head, rest = page.split(_TITLE, 1)
     mid, rest = rest.split(_DATA, 1)
     tail, end = rest.split(_BLOBS, 1)
