@@ -136,7 +136,7 @@ bench:  ## every benchmark, quick mode
 # whole suite already ran three times (test-c, test-python, sanitize).
 SDIST_TESTS := tests/test_vectors.py tests/test_api_surface.py tests/test_architecture.py \
 	tests/test_migration.py tests/test_cli.py tests/test_store.py \
-	tests/interop/test_export.py tests/interop/test_realdata.py
+	tests/interop/test_export.py tests/interop/test_realdata.py tests/viewer/test_document.py
 
 sdist-roundtrip:  ## build an sdist, check it holds every tracked file, install it, run tests
 	rm -rf $(BUILD)/sdist && mkdir -p $(BUILD)/sdist
@@ -154,7 +154,7 @@ sdist-roundtrip:  ## build an sdist, check it holds every tracked file, install 
 	$(PYTHON) -m venv $(BUILD)/sdist/venv
 	$(BUILD)/sdist/venv/bin/pip install --quiet "$$(ls $(BUILD)/sdist/trajlog-*.tar.gz)[test]"
 	cd $(BUILD)/sdist && tar xzf trajlog-*.tar.gz && cd trajlog-*/ && \
-		TRAJLOG_REQUIRE_C=1 ../venv/bin/python -m pytest -q -p no:cacheprovider -x \
+		TRAJLOG_REQUIRE_C=1 TRAJLOG_CLI=quick ../venv/bin/python -m pytest -q -p no:cacheprovider -x \
 		$(SDIST_TESTS)
 
 ci: test sanitize fuzz-regress lint sdist-roundtrip  ## everything .ci/run checks

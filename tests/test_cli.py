@@ -189,7 +189,8 @@ def test_chat_trajectory_context_and_tree(tour):
     traj = run("trajectory", sid, cwd=where).stdout
     assert "turn 1" in traj and "interrupted" in traj and "tool deploy unknown" in traj
     assert "2 error(s)" in traj
-    turns = json.loads(run("trajectory", sid, "--json", cwd=where).stdout)
+    turns = [json.loads(x) for x in run("trajectory", sid, "--json",
+                                        cwd=where).stdout.splitlines()]
     assert len(turns) == 3 and turns[1]["interrupted"] is True
     ctx = run("context", sid, cwd=where).stdout
     assert "included (" in ctx and "HUMAN-" in ctx

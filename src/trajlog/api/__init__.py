@@ -15,7 +15,7 @@ from .reading import VerifyReport
 from .repair import BalancedView
 from .session import Session
 from .stats import SessionStats, StoreStats
-from .store import DURABILITY, Store, migrate, open
+from .store import DURABILITY, Store, migrate, open, schema_of
 
 __all__ = ["DURABILITY", "BalancedView", "Session", "SessionHeader", "SessionStats",
-           "SessionTree", "Store", "StoreStats", "VerifyReport", "migrate", "open"]
+           "SessionTree", "Store", "StoreStats", "VerifyReport", "migrate", "open", "schema_of"]

@@ -12,6 +12,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
+from ..errors import TrajlogError
 from .session import Session
 
 
@@ -31,10 +32,13 @@ class SessionStats:
 
 @dataclass(frozen=True, slots=True)
 class StoreStats:
-    """Every session measured, and the database files' size on disk."""
+    """Every session measured, the database files' size on disk, and the
+    sessions that could not be measured (id -> why: a damaged header or
+    log), which the totals leave out."""
 
     sessions: list[SessionStats]
     file_bytes: int
+    damaged: dict[str, str] = field(default_factory=dict)
 
     @property
     def events(self) -> int:
@@ -73,18 +77,28 @@ def session_stats(session: Session, *, by_type: bool = True) -> SessionStats:
                         dict(types.most_common()))
 
 
-def store_stats(sessions: Iterable[Session], path: str, *, by_type: bool = True,
+def store_stats(sessions: Iterable[Callable[[], Session]], path: str, *,
+                by_type: bool = True,
                 progress: Callable[[int], None] | None = None) -> StoreStats:
-    """Measure ``sessions`` of the store at ``path`` (its files' size: the
-    database, its WAL and shared-memory file)."""
-    out = []
-    for n, s in enumerate(sessions, 1):
-        out.append(session_stats(s, by_type=by_type))
+    """Measure each session (given as a callable that opens it) of the store
+    at ``path``, each on its own: one that cannot be read is reported in
+    ``damaged`` and the others are still measured.  The files' size is the
+    database's, its WAL's and its shared-memory file's."""
+    out, damaged = [], {}
+    for n, opener in enumerate(sessions, 1):
+        try:
+            s = opener()
+            if s.header.damage is not None:
+                damaged[s.id] = f"damaged header: {s.header.damage}"
+            else:
+                out.append(session_stats(s, by_type=by_type))
+        except TrajlogError as exc:
+            damaged[getattr(opener, "session_id", str(n))] = f"{type(exc).__name__}: {exc}"
         if progress is not None:
             progress(n)
     size = sum(os.path.getsize(path + suffix) for suffix in ("", "-wal", "-shm")
                if os.path.isfile(path + suffix))
-    return StoreStats(out, size)
+    return StoreStats(out, size, damaged)
 
 
 __all__ = ["SessionStats", "StoreStats", "session_stats", "store_stats"]

@@ -24,7 +24,9 @@ from ..memory.audit import audit
 from ..memory.index import deploy_global, rebuild
 from ..projections.engine import StateCache
 from ..storage import Backend, SQLiteBackend
+from ..storage.schema import APPLICATION_ID
 from ..storage.sqlite import migrate as sqlite_migrate
+from ..storage.sqlite import probe as sqlite_probe
 from .forget import Forgetting
 from .handles import Options
 from .importing import Bulk, ChainCheck, Item, Loaded, Loader, SessionSpec
@@ -51,6 +53,19 @@ def migrate(path: str, *, progress: Callable[[int, int], None] | None = None) ->
     return sqlite_migrate(os.fspath(path), progress=progress)
 
 
+def schema_of(path: str) -> int | None:
+    """The schema version of the trajlog store at ``path`` (this trajlog
+    writes :data:`~trajlog.storage.schema.SCHEMA_VERSION`), or None for a file
+    that is not one (empty, or another program's database); read without
+    writing.  A path that does not exist is an error."""
+    if not os.path.isfile(path):
+        raise InvalidArgumentError(f"no store at {path!r}")
+    version, app, tables = sqlite_probe(os.fspath(path))
+    if app != APPLICATION_ID or (version == 0 and not tables):
+        return None
+    return version
+
+
 def open(path: str = "trajlog.db", durability: str = "full", *,
          busy_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS,
          max_delegation_depth: int = DEFAULT_MAX_DEPTH, backend: Backend | None = None,
@@ -70,6 +85,18 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
     return Store(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
                  lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth,
                  backend=backend, repack=repack)
+
+
+@dataclass(frozen=True, slots=True)
+class _Opener:
+    """Opens one session when called (so that :meth:`Store.stats` can report
+    a session it cannot open by its id)."""
+
+    store: Store
+    session_id: str
+
+    def __call__(self) -> Session:
+        return self.store.session(self.session_id)
 
 
 @dataclass(frozen=True, slots=True)
@@ -311,8 +338,8 @@ class Store:
         session; ``progress(sessions measured)`` as it goes."""
         self._check_open()
         ids = (list(session_ids) if session_ids is not None else
-               [h.id for h in self.sessions(include_subagents=True) if h.damage is None])
-        return store_stats((self.session(i) for i in ids), self.path, by_type=by_type,
+               [h.id for h in self.sessions(include_subagents=True)])
+        return store_stats([_Opener(self, i) for i in ids], self.path, by_type=by_type,
                            progress=progress)
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:

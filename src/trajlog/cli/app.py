@@ -16,6 +16,7 @@ Exit codes (``trajlog --help`` prints them too):
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import json
 import os
@@ -29,12 +30,14 @@ from typing import Any, NoReturn, TypeVar
 
 import click
 from rich.console import Console
+from rich.markup import escape
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeRemainingColumn
 
 from .. import errors
-from ..api import Session
+from ..api import Session, schema_of
 from ..interop.store import Store
 from ..interop.store import open as open_store
+from ..storage.schema import SCHEMA_VERSION
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -60,6 +63,8 @@ HINTS: dict[type[Exception], str] = {
                                 "another store with --db",
     errors.SchemaError: "this is not a trajlog store, or another program changed its schema",
     errors.StoreBusyError: "another process holds the database; retry",
+    errors.StoreDamagedError: "the database file itself is damaged: 'trajlog verify' reports "
+                              "it; restore a backup, or export the sessions that still read",
     errors.StoreError: "check the path, the disk and its permissions",
     errors.MemoryAccessError: "give the identity that owns it (--tenant, --user, --session)",
     errors.MemoryNotFoundError: "list the items with 'trajlog memory ls --tenant T'",
@@ -91,14 +96,36 @@ def one_line(text: str) -> str:
 
 
 def refused(exc: errors.TrajlogError) -> Failure:
-    """The :class:`Failure` for a typed trajlog error."""
+    """The :class:`Failure` for a typed trajlog error: a bad argument is a
+    usage error (2), anything else a refusal (3)."""
     hint = next((HINTS[k] for k in type(exc).__mro__ if k in HINTS), "see 'trajlog --help'")
-    code = EXIT_USAGE if isinstance(exc, errors.SessionNotFoundError) else EXIT_REFUSED
-    return Failure(f"{type(exc).__name__}: {exc}", hint, code)
+    usage = isinstance(exc, (errors.SessionNotFoundError, errors.InvalidArgumentError)) and \
+        not isinstance(exc, errors.SerializationError)
+    return Failure(f"{type(exc).__name__}: {exc}", hint, EXIT_USAGE if usage else EXIT_REFUSED)
+
+
+# C0 controls but tab and newline, DEL, and the C1 controls (a terminal obeys
+# ESC and CSI sequences): session content is untrusted, shown, never obeyed.
+_CONTROLS = re.compile("[\x00-\x08\x0b-\x1f\x7f-\x9f]")
+_C1 = re.compile("[\x80-\x9f]")
+
+
+def printable(text: str, newlines: bool = True) -> str:
+    """``text`` with control characters shown as ``\\xNN`` (and newlines as
+    ``\\n`` unless ``newlines``), so that stored content cannot drive the
+    terminal it is printed on."""
+    text = _CONTROLS.sub(lambda m: f"\\x{ord(m[0]):02x}", text)
+    return text if newlines else text.replace("\n", "\\n")
+
+
+def safe(text: Any) -> str:
+    """Untrusted text for rich: control characters shown, markup escaped."""
+    return escape(printable(str(text)))
 
 
 def _width() -> int:
-    return shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 160
+    # a pipe or a file gets whole lines: nothing cut to a terminal's width
+    return shutil.get_terminal_size((160, 24)).columns if sys.stdout.isatty() else 100_000
 
 
 @dataclass
@@ -115,11 +142,29 @@ class App:
         """The store at ``--db``; a read command (``create=False``) refuses a
         path that does not exist instead of making an empty store there."""
         if self._store is None:
-            if not create and not os.path.exists(self.db):
-                raise Failure(f"no store at {self.db}",
-                              "give one with --db or TRAJLOG_DB; 'trajlog demo' makes one")
+            if not create:
+                self._readable()
             self._store = open_store(self.db)
         return self._store
+
+    def _readable(self) -> None:
+        """Refuse, before opening, what a read must not change: no store, a
+        file that is not a store (opening would make one of it), a store of
+        an older schema (opening would migrate it)."""
+        if not os.path.exists(self.db):
+            raise Failure(f"no store at {self.db}",
+                          "give one with --db or TRAJLOG_DB; 'trajlog demo' makes one")
+        if os.path.isdir(self.db):
+            raise Failure(f"{self.db} is a directory", "give the store's file with --db")
+        version = schema_of(self.db)
+        if version is None:
+            raise Failure(f"{self.db} is not a trajlog store",
+                          "give a store with --db; 'trajlog import' or 'trajlog demo' make one")
+        if version < SCHEMA_VERSION:
+            raise Failure(f"{self.db} was written by an older trajlog (schema {version}; this "
+                          f"one reads {SCHEMA_VERSION})",
+                          f"run 'trajlog migrate --db {self.db}' first: it verifies and "
+                          "rewrites each session")
 
     def session(self, prefix: str) -> Session:
         """The session whose id starts with ``prefix`` (unique)."""
@@ -131,13 +176,23 @@ class App:
             self._store.close()
             self._store = None
 
+    def discard(self) -> None:
+        """Close and delete the store this invocation created (and left empty)."""
+        self.close()
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(FileNotFoundError):
+                os.remove(self.db + suffix)
+
     def echo(self, text: str = "") -> None:
         """Plain text to stdout, flushed (so ``tail -f | grep`` sees it now)."""
         sys.stdout.write(text + "\n")
         sys.stdout.flush()
 
     def json(self, value: Any) -> None:
-        self.echo(json.dumps(value, ensure_ascii=False, default=str))
+        """One JSON object on one line (C1 controls escaped as well: json
+        leaves them raw, and a terminal may obey them)."""
+        text = json.dumps(value, ensure_ascii=False, default=str)
+        self.echo(_C1.sub(lambda m: f"\\u{ord(m[0]):04x}", text))
 
     @contextmanager
     def progress(self, label: str, total: int | None = None,
@@ -205,7 +260,7 @@ def summary(data: Any, width: int = 60) -> str:
     """``data`` as compact JSON, cut to ``width`` characters."""
     text = data if isinstance(data, str) else json.dumps(data, separators=(",", ":"),
                                                           ensure_ascii=False, default=str)
-    text = text.replace("\n", "\\n")
+    text = printable(text, newlines=False)
     return text if len(text) <= width else text[: max(width - 3, 1)] + "..."
 
 

@@ -80,6 +80,7 @@ def import_command(app: App, path: str, format_: str, unmapped: bool, close: boo
     project, a Codex rollout, Inspect AI, OpenHands, SWE-agent, aider).
     Creates the store if needed; importing the same file again writes nothing.
     Exits 1 if a session met a stored session with other events."""
+    existed = os.path.exists(app.db)
     store = app.store(create=True)
     with app.progress(f"import {os.path.basename(path.rstrip('/'))}", unit="events") as update:
         try:
@@ -90,6 +91,8 @@ def import_command(app: App, path: str, format_: str, unmapped: bool, close: boo
             if report is not None and report.sessions:
                 app.err.print(f"{len(report.sessions)} session(s) before the error were "
                               "imported")
+            elif not existed and not store.sessions(include_subagents=True):
+                app.discard()   # the store this failed import made holds nothing
             raise
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name in ("session", "status", "events", "kept", "parent"):

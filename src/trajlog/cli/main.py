@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import click
+from click.exceptions import NoArgsIsHelpError
 from click.shell_completion import get_completion_class
 
 from .._version import __version__
@@ -59,6 +60,9 @@ def demo_command(app: App) -> int:
     """Tour the product on the store at --db: record, crash and load, fork,
     subagents, views, context, memory, erase, export, view; then print the
     commands that explore what it made."""
+    if app.db == ":memory:" or app.db.startswith("file:"):
+        raise Failure("the tour needs a store file (a second process crashes into it)",
+                      "give a path with --db, or none for ./trajlog.db")
     return run_demo(app.db)
 
 
@@ -85,15 +89,15 @@ def _set_db(ctx: click.Context, param: click.Parameter, value: str | None) -> No
 
 
 def _db_everywhere(group: click.Group) -> None:
-    """``--db`` works after the command name too (``trajlog ls --db x.db``)."""
+    """``--db`` works after the command name too (``trajlog ls --db x.db``,
+    ``trajlog memory --db x.db ls``)."""
     for command in group.commands.values():
+        command.params.append(click.Option(
+            ["--db"], metavar="PATH", expose_value=False, callback=_set_db,
+            help="The store (default: the one before the command, ./trajlog.db, or "
+                 "TRAJLOG_DB)."))
         if isinstance(command, click.Group):
             _db_everywhere(command)
-        elif command.name != "completion":
-            command.params.append(click.Option(
-                ["--db"], metavar="PATH", expose_value=False, callback=_set_db,
-                help="The store (default: the one before the command, ./trajlog.db, or "
-                     "TRAJLOG_DB)."))
 
 
 _db_everywhere(cli)
@@ -106,13 +110,23 @@ def _usage(exc: click.UsageError) -> str:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """Run the command line; return its exit code (never raises)."""
+    """Run the command line; return its exit code (raises only SystemExit,
+    and only for shell completion, whose protocol exits)."""
     args = list(sys.argv[1:] if argv is None else argv)
+    if os.environ.get("_TRAJLOG_COMPLETE"):
+        cli.main(args=args, prog_name="trajlog")
     try:
-        result: Any = cli.main(args=args, prog_name="trajlog", standalone_mode=False)
+        # not cli.main(): it turns a broken pipe into exit code 1 and prints
+        # usage errors on several lines; every outcome is mapped here instead
+        with cli.make_context("trajlog", args) as ctx:
+            result: Any = cli.invoke(ctx)
         return result if isinstance(result, int) else EXIT_OK
     except click.exceptions.Exit as exc:
         return exc.exit_code
+    except NoArgsIsHelpError as exc:   # `trajlog`, `trajlog memory`: the help
+        click.echo(exc.ctx.get_help() if exc.ctx is not None else cli.get_help(
+            click.Context(cli, info_name="trajlog")))
+        return EXIT_OK
     except click.UsageError as exc:
         click.echo(_usage(exc), err=True)
         return EXIT_USAGE

@@ -9,11 +9,11 @@ from typing import Any
 import click
 
 from ..api import migrate as migrate_store
-from ..errors import TrajlogError
+from ..errors import CorruptionError, SchemaError, StoreDamagedError, TrajlogError
 from ..events import Event
 from ..storage.schema import SCHEMA_VERSION
 from . import interop
-from .app import EXIT_DEFECT, EXIT_OK, App, fail, session_argument
+from .app import EXIT_DEFECT, EXIT_OK, EXIT_REFUSED, App, fail, safe, session_argument
 
 
 def register(cli: click.Group) -> None:
@@ -38,9 +38,20 @@ def verify(app: App, target: str | None, as_json: bool) -> int:
     one; exits 1 if anything is wrong."""
     if target and interop.is_export(target):
         return interop.verify_export(app, target, as_json)
-    store = app.store()
-    ids = ([app.session(target).id] if target else
-           [h.id for h in store.sessions(include_subagents=True)])
+    if target and target.lower().endswith(interop.EXPORT_SUFFIXES):
+        fail(f"no file {target}", "give the export's path")
+    try:
+        store = app.store()
+        ids = ([app.session(target).id] if target else
+               [h.id for h in store.sessions(include_subagents=True)])
+    except (StoreDamagedError, SchemaError, CorruptionError) as exc:
+        # the database itself is damaged: that is what verify is asked to find
+        what = f"{type(exc).__name__}: {exc}"
+        if as_json:
+            app.json({"store": app.db, "ok": False, "defect": what})
+        else:
+            app.echo(f"store  CORRUPT  {what}")
+        return EXIT_DEFECT
     defects = 0
     with app.progress("verifying", len(ids)) as update:
         for n, sid in enumerate(ids, 1):
@@ -138,14 +149,26 @@ def repack(app: App, session: str | None) -> None:
     """Merge small chunk rows into full compressed ones now (of one session or
     of all); frames and chain stay byte for byte."""
     store = app.store()
+    if session:
+        one = app.session(session)
+        if one.header.damage is not None:
+            fail(f"session {one.id} has a damaged header: {one.header.damage}",
+                 "see 'trajlog verify'", code=EXIT_REFUSED)
     ids = [app.session(session).id] if session else [
         h.id for h in store.sessions(include_subagents=True) if h.damage is None]
-    merged = 0
+    merged, failed = 0, 0
     with app.progress("repacking", len(ids)) as update:
         for n, sid in enumerate(ids, 1):
-            merged += store.repack(sid)
+            try:   # one damaged session never stops the others' repack
+                merged += store.repack(sid)
+            except TrajlogError as exc:
+                failed += 1
+                app.err.print(f"not repacked: {sid}  {safe(f'{type(exc).__name__}: {exc}')}")
             update(n)
-    app.echo(f"repacked {len(ids)} session(s): {merged} row(s) merged away")
+    app.echo(f"repacked {len(ids) - failed} session(s): {merged} row(s) merged away")
+    if failed:
+        fail(f"{failed} session(s) could not be repacked (listed above)",
+             "see 'trajlog verify'", code=EXIT_REFUSED)
 
 
 @click.command()

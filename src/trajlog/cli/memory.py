@@ -104,9 +104,13 @@ def erase(app: App, session: str, seqs: tuple[int, ...], reason: str, actor: str
     """Erase event payloads under a tombstone and purge every copy (caches,
     full-text index, free pages, the WAL); the log still verifies."""
     s = app.session(session)
-    if not yes and sys.stdin.isatty() and not click.confirm(
-            f"erase {len(seqs)} event payload(s) of {s.id}? This cannot be undone"):
-        fail("nothing erased", "pass --yes to skip the question")
+    if not yes:   # irreversible: asked on a terminal, refused without one
+        if not sys.stdin.isatty():
+            fail("erase cannot be undone and there is no terminal to ask",
+                 "pass --yes to erase without asking")
+        if not click.confirm(f"erase {len(seqs)} event payload(s) of {s.id}? This cannot be "
+                             "undone"):
+            fail("nothing erased", "pass --yes to skip the question")
     report = app.store().erase(s.id, list(seqs), reason=reason, actor=actor)
     for name, value in dataclasses.asdict(report).items():
         app.echo(f"{name:<26} {value}")
@@ -114,7 +118,8 @@ def erase(app: App, session: str, seqs: tuple[int, ...], reason: str, actor: str
 
 @click.command()
 @click.option("--apply", "apply_now", is_flag=True, help="Revoke and erase now.")
-@click.option("--now-ms", type=int, help="The time to apply them at (default: now).")
+@click.option("--now-ms", type=click.IntRange(0, 2**63 - 1),
+              help="The time to apply them at, in ms since the epoch (default: now).")
 @click.pass_obj
 def retention(app: App, apply_now: bool, now_ms: int | None) -> None:
     """Show (or --apply) what the recorded retention policies remove."""

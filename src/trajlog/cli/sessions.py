@@ -12,7 +12,19 @@ from rich.table import Table
 from rich.tree import Tree
 
 from ..events import Event, SessionHeader
-from .app import App, clock, fail, kind, parse_time, session_argument, summary, when
+from .app import (
+    EXIT_DEFECT,
+    EXIT_OK,
+    App,
+    clock,
+    fail,
+    kind,
+    parse_time,
+    safe,
+    session_argument,
+    summary,
+    when,
+)
 
 
 def register(cli: click.Group) -> None:
@@ -77,11 +89,18 @@ def ls(app: App, cwd: str | None, preset: str | None, since: str | None, until: 
     for h, events in rows:
         title = h.metadata.get("title", "") if not h.damage else f"DAMAGED: {h.damage}"
         table.add_row(h.id, when(h.created_at), "-" if events is None else f"{events:,}",
-                      kind(h), h.agent_preset or "-", h.cwd, summary(title, 50))
+                      kind(h), safe(h.agent_preset or "-"), safe(h.cwd),
+                      safe(summary(title, 50)))
     app.out.print(table)
     if not rows:
         app.err.print("no sessions match" if store.sessions(include_subagents=True)
                       else f"the store {app.db} holds no sessions")
+
+
+def erased(data: Any) -> bool:
+    """Whether ``data`` is an erased event's replacement (its tombstone)."""
+    return isinstance(data, dict) and isinstance(data.get("erased"), dict) and (
+        "tombstone" in data["erased"])
 
 
 def _type_filter(patterns: tuple[str, ...]) -> Any:
@@ -107,11 +126,11 @@ def _print_events(app: App, events: Iterable[Event], as_json: bool, full: bool,
             app.json(event_json(ev))
             continue
         data = ev.data
-        if isinstance(data, dict) and "erased" in data:
+        if erased(data):
             text = f"[erased: {summary(data['erased'], width - 10)}]"
         else:
             text = summary(data, 10**9 if full else width)
-        source = f"  <{ev.source}>" if ev.source else ""
+        source = f"  <{summary(ev.source, 200)}>" if ev.source else ""
         app.echo(f"{ev.seq:>6}  {clock(ev.time)}  {ev.type:<20} {text}{source}")
     return last
 
@@ -158,7 +177,7 @@ def tail(app: App, session: str, lines: int, follow: bool, interval: float,
     s = app.session(session)
     want = _type_filter(types)
     last = s.last_seq
-    _print_events(app, s.events(max(0, last - lines + 1)) if lines and last >= 0 else (),
+    _print_events(app, s.events(max(0, last - lines + 1), last) if lines and last >= 0 else (),
                   as_json, False, want)
     if not follow:
         return
@@ -212,8 +231,8 @@ def tree(app: App, session: str, as_json: bool) -> None:
         mark = "  <-" if h.id == s.id else ""
         title = h.metadata.get("title") or h.metadata.get("task") or ""
         label = (f"{h.id[:8]}  {kind(h)}{seed}, {counts[h.id]:,} events, depth "
-                 f"{h.delegation_depth}, preset {h.agent_preset or '-'}"
-                 + (f"  {summary(title, 50)}" if title else "") + mark)
+                 f"{h.delegation_depth}, preset {safe(h.agent_preset or '-')}"
+                 + (f"  {safe(summary(title, 50))}" if title else "") + mark)
         if out is None or h.parent_session not in branches:
             out = branches[h.id] = Tree(label, guide_style="dim")
         else:
@@ -235,15 +254,17 @@ def _bytes(n: int) -> str:
 @click.option("--no-types", is_flag=True, help="Skip counting events by type (no scan).")
 @click.option("--json", "as_json", is_flag=True, help="The figures as one JSON object.")
 @click.pass_obj
-def stats(app: App, sessions: tuple[str, ...], no_types: bool, as_json: bool) -> None:
-    """Sessions, events, stored bytes and compression, events by type."""
+def stats(app: App, sessions: tuple[str, ...], no_types: bool, as_json: bool) -> int:
+    """Sessions, events, stored bytes and compression, events by type.
+    Sessions that cannot be read are listed, left out of the totals, and make
+    the exit code 1."""
     store = app.store()
     ids = [app.session(p).id for p in sessions] or None
     total = len(ids) if ids else len(store.sessions(include_subagents=True))
     with app.progress("measuring", total) as update:
         figures = store.stats(ids, by_type=not no_types, progress=update)
     headers = {h.id: h for h in store.sessions(include_subagents=True)}
-    subagents = sum(headers[s.id].origin == "subagent" for s in figures.sessions)
+    subagents = sum(headers[s.id].origin == "subagent" for s in figures.sessions)  # measured
     forks = sum(headers[s.id].origin is None and headers[s.id].parent_session is not None
                 for s in figures.sessions)
     if as_json:
@@ -252,8 +273,9 @@ def stats(app: App, sessions: tuple[str, ...], no_types: bool, as_json: bool) ->
                   "rows": sum(s.rows for s in figures.sessions),
                   "raw_bytes": figures.raw_bytes, "stored_bytes": figures.stored_bytes,
                   "compression": round(figures.compression, 3),
-                  "file_bytes": figures.file_bytes, "by_type": figures.by_type})
-        return
+                  "file_bytes": figures.file_bytes, "by_type": figures.by_type,
+                  "damaged": figures.damaged})
+        return EXIT_DEFECT if figures.damaged else EXIT_OK
     table = Table(box=None, show_header=False, pad_edge=False)
     table.add_column(style="bold")
     table.add_column(justify="right")
@@ -276,6 +298,9 @@ def stats(app: App, sessions: tuple[str, ...], no_types: bool, as_json: bool) ->
             types.add_row(name, f"{n:,}", f"{100 * n / max(figures.events, 1):.1f}%")
         app.out.print()
         app.out.print(types)
+    for sid, why in figures.damaged.items():
+        app.err.print(f"not measured: {sid}  {safe(why)}")
+    return EXIT_DEFECT if figures.damaged else EXIT_OK
 
 
 __all__ = ["event_json", "register"]

@@ -5,18 +5,18 @@
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from typing import Any
 
 import click
 import msgspec
-from rich.markup import escape
 from rich.tree import Tree
 
 from .. import projections
 from ..api import Session
 from ..projections.evidence import ref as source_ref
 from ..viewer import write_html
-from .app import App, duration, fail, session_argument, summary
+from .app import App, duration, fail, safe, session_argument, summary
 
 STATUS_STYLE = {"done": "green", "error": "red", "unknown": "yellow", "not_started": "yellow",
                 "running": "cyan", "requested": "cyan"}
@@ -52,19 +52,19 @@ def chat(app: App, session: str, full: bool, as_json: bool) -> None:
             app.json(msgspec.to_builtins(node))
         elif node.kind == "message":
             style = {"user": "bold blue", "assistant": "bold green"}.get(node.role or "", "bold")
-            app.out.print(f"[{style}]{escape(node.role or '?')}[/]  [dim]#{node.seq}[/]")
+            app.out.print(f"[{style}]{safe(node.role or '?')}[/]  [dim]#{node.seq}[/]")
             text = node.text or ""
-            app.out.print(escape(text if full else summary(text, width * 4)), soft_wrap=True)
+            app.out.print(safe(text if full else summary(text, width * 4)), soft_wrap=True)
             app.out.print()
         else:
-            style = STATUS_STYLE.get(node.status or "", "")
+            style = STATUS_STYLE.get(node.status or "", "default")
             args = summary(node.arguments, 60)
-            app.out.print(f"  [bold]tool[/] {escape(node.name or '?')}({escape(args)})  "
-                          f"[{style}]{node.status}[/]  [dim]#{node.seq}"
+            app.out.print(f"  [bold]tool[/] {safe(node.name or '?')}({safe(args)})  "
+                          f"[{style}]{safe(node.status)}[/]  [dim]#{node.seq}"
                           + (f"..{node.result_seq}" if node.result_seq is not None else "")
                           + "[/]")
             if node.output:
-                app.out.print("    " + escape(summary(node.output, width)), soft_wrap=True)
+                app.out.print("    " + safe(summary(node.output, width)), soft_wrap=True)
             app.out.print()
 
 
@@ -76,8 +76,9 @@ def trajectory(app: App, session: str, as_json: bool) -> None:
     """Turns, steps, model requests and tool spans, with timings and errors."""
     s = app.session(session)
     turns = projections.trajectory(s)
-    if as_json:
-        app.json(msgspec.to_builtins(turns))
+    if as_json:   # one turn per line
+        for turn in turns:
+            app.json(msgspec.to_builtins(turn))
         return
     marks = {seq for t in turns for seq in (t.start_seq, t.end_seq) if seq is not None}
     marks |= {seq for t in turns for st in t.steps for seq in (st.start_seq, st.end_seq)
@@ -102,18 +103,37 @@ def trajectory(app: App, session: str, as_json: bool) -> None:
             for r in step.requests:
                 tokens = (f", {r.tokens_in} -> {r.tokens_out} tokens"
                           if r.tokens_in is not None or r.tokens_out is not None else "")
-                st.add(f"[magenta]model[/] {escape(r.model or 'request')}  #{r.seq}  latency "
+                st.add(f"[magenta]model[/] {safe(r.model or 'request')}  #{r.seq}  latency "
                        f"{duration(r.latency_ms)}" + (f", first token {duration(r.ttft_ms)}"
                                                       if r.ttft_ms is not None else "")
                        + f"{tokens}, {r.tool_calls} tool call(s)")
             for x in step.tools:
-                style = STATUS_STYLE.get(x.status, "")
-                st.add(f"[bold]tool[/] {escape(x.name or '?')} [{style}]{x.status}[/]  "
+                style = STATUS_STYLE.get(x.status, "default")
+                st.add(f"[bold]tool[/] {safe(x.name or '?')} [{style}]{safe(x.status)}[/]  "
                        f"#{x.requested_seq}..{x.result_seq if x.result_seq is not None else ''}"
                        f"  {duration(x.duration_ms)}"
-                       + (f"  {escape(summary(x.result_summary, 60))}"
+                       + (f"  {safe(summary(x.result_summary, 60))}"
                           if x.result_summary else ""))
     app.out.print(root)
+
+
+def _list(value: Any) -> list[Any]:
+    return value if isinstance(value, list) else []
+
+
+def _excluded_total(d: dict[str, Any]) -> int:
+    excluded = d.get("excluded")
+    return sum(n for n in excluded.values() if type(n) is int) if isinstance(
+        excluded, dict) else 0
+
+
+def _runs(value: Any) -> dict[str, list[list[int]]]:
+    """A build's ``excluded_seqs``, keeping only well-formed runs."""
+    if not isinstance(value, dict):
+        return {}
+    return {str(k): [r for r in v if isinstance(r, list) and len(r) == 2
+                     and all(type(x) is int for x in r) and r[0] <= r[1]]
+            for k, v in value.items() if isinstance(v, list)}
 
 
 def _ranges(runs: list[list[int]]) -> str:
@@ -130,16 +150,18 @@ def _ranges(runs: list[list[int]]) -> str:
 def context(app: App, session: str, seq: int | None, list_all: bool, as_json: bool) -> None:
     """A recorded context build: what was included, what was excluded and why."""
     s = app.session(session)
-    builds = [ev for ev in s.events() if ev.type == "context/injection"]
+    builds = [ev for ev in s.events() if ev.type == "context/injection"
+              and isinstance(ev.data, dict)]   # anything else is not a build
     if not builds:
         fail(f"session {s.id} records no context build",
              "build one with trajlog.build_context(session)", code=3)
     if list_all:
         for ev in builds:
             d = ev.data
-            app.echo(f"{ev.seq:>6}  policy {d.get('policy')} v{d.get('policy_version')}  "
-                     f"{len(d.get('selected', []))} included, "
-                     f"{sum(d.get('excluded', {}).values())} excluded, {d.get('chars')} chars")
+            app.echo(f"{ev.seq:>6}  policy {summary(d.get('policy'), 40)} "
+                     f"v{summary(d.get('policy_version'), 10)}  "
+                     f"{len(_list(d.get('selected')))} included, "
+                     f"{_excluded_total(d)} excluded, {summary(d.get('chars'), 12)} chars")
         return
     chosen = builds[-1] if seq is None else next((e for e in builds if e.seq == seq), None)
     if chosen is None:
@@ -148,26 +170,29 @@ def context(app: App, session: str, seq: int | None, list_all: bool, as_json: bo
     if as_json:
         app.json({"seq": chosen.seq} | d)
         return
-    app.out.print(f"[bold]context build at seq {chosen.seq}[/]: policy {d.get('policy')} "
-                  f"v{d.get('policy_version')}, target model {d.get('target_model')}, "
-                  f"{d.get('chars')} characters")
-    selected = d.get("selected", [])
+    app.out.print(f"[bold]context build at seq {chosen.seq}[/]: policy "
+                  f"{safe(summary(d.get('policy'), 40))} v{safe(d.get('policy_version'))}, "
+                  f"target model {safe(summary(d.get('target_model'), 60))}, "
+                  f"{safe(d.get('chars'))} characters")
+    selected = [q for q in _list(d.get("selected")) if type(q) is int]
     app.out.print(f"\n[bold]included[/] ({len(selected)})")
     wanted = set(selected)
-    for runs in d.get("excluded_seqs", {}).values():
+    runs_by = _runs(d.get("excluded_seqs"))
+    for runs in runs_by.values():
         for a, b in runs:
             if b - a < 20:
                 wanted.update(range(a, b + 1))
+    wanted = {q for q in wanted if 0 <= q <= s.last_seq}
     events = {ev.seq: ev for ev in s.events(min(wanted), max(wanted))} if wanted else {}
     for q in selected:
         item = events.get(q)
         if item is not None:
             app.out.print(f"  {q:>6}  [green]{source_ref(item):<12}[/] {item.type:<20} "
-                          f"{escape(summary(item.data, 70))}")
-    app.out.print(f"\n[bold]excluded[/] ({sum(d.get('excluded', {}).values())})")
-    runs_by = d.get("excluded_seqs", {})
-    for reason, count in d.get("excluded", {}).items():
-        app.out.print(f"  [yellow]{reason}[/]  x{count}")
+                          f"{safe(summary(item.data, 70))}")
+    app.out.print(f"\n[bold]excluded[/] ({_excluded_total(d)})")
+    excluded = d.get("excluded") if isinstance(d.get("excluded"), dict) else {}
+    for reason, count in excluded.items():
+        app.out.print(f"  [yellow]{safe(reason)}[/]  x{safe(count)}")
         runs = runs_by.get(reason, [])
         if any(b - a >= 20 for a, b in runs) or len(runs) > 12:
             app.out.print(f"    seqs {_ranges(runs[:40])}" + (" ..." if len(runs) > 40 else ""))
@@ -177,7 +202,7 @@ def context(app: App, session: str, seq: int | None, list_all: bool, as_json: bo
                 item = events.get(q)
                 if item is not None:
                     app.out.print(f"    {q:>6}  {item.type:<20} "
-                                  f"{escape(summary(item.data, 60))}")
+                                  f"{safe(summary(item.data, 60))}")
 
 
 @click.command()
@@ -191,13 +216,16 @@ def view(app: App, session: str, output: str | None) -> None:
     the session tree, erased events as tombstones; search within the page.
     It loads nothing from the network."""
     s = app.session(session)
+    if s.header.damage is not None:
+        fail(f"session {s.id} has a damaged header: {s.header.damage}",
+             "see 'trajlog verify'", code=3)
     path = output or f"trajlog-{s.id[:8]}.html"
     with app.err.status(f"rendering {s.id[:8]}", spinner="dots") if app.err.is_terminal \
             else _nothing():
         report: Any = write_html(app.store(), s.id, path)
     app.echo(f"wrote {report.path}: {report.sessions} session(s), {report.events:,} events, "
              f"{report.bytes:,} bytes")
-    app.echo(f"open it in a browser: file://{os.path.abspath(report.path)}")
+    app.echo(f"open it in a browser: {Path(os.path.abspath(report.path)).as_uri()}")
 
 
 class _nothing:

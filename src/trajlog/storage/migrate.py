@@ -78,7 +78,13 @@ def migrate(conn: apsw.Connection, path: str, *, check: bool = True,
             progress: Callable[[int, int], None] | None = None) -> int:
     """Bring the store on ``conn`` (the migration connection) to
     :data:`SCHEMA_VERSION`, then (``check``) refuse it if its schema is not
-    exactly trajlog's; return the version it had."""
+    exactly trajlog's; return the version it had.  A store already current
+    is only read: opening it to read writes nothing."""
+    if (int(_pragma(conn, "user_version")) == SCHEMA_VERSION
+            and int(_pragma(conn, "application_id")) == APPLICATION_ID):
+        if check:
+            check_schema(conn, path)
+        return SCHEMA_VERSION
     with _immediate(conn):
         found = int(_pragma(conn, "user_version"))
         app = int(_pragma(conn, "application_id"))

@@ -27,7 +27,13 @@ from typing import Any
 import apsw
 
 from ..codec.chunks import Chunk
-from ..errors import InvalidArgumentError, SchemaError, StoreClosedError, StoreError
+from ..errors import (
+    InvalidArgumentError,
+    SchemaError,
+    StoreClosedError,
+    StoreDamagedError,
+    StoreError,
+)
 from . import memory_rows as mr
 from . import migrate as migrations
 from . import statements as st
@@ -98,6 +104,9 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
             except apsw.NotADBError as exc:
                 raise SchemaError(f"{path!r} is not an SQLite database (or it is damaged "
                                   f"beyond SQLite's own recovery): {exc}") from exc
+            except apsw.CorruptError as exc:
+                raise StoreDamagedError(f"{path!r} is damaged: {type(exc).__name__}: "
+                                        f"{exc}") from exc
             except apsw.Error as exc:
                 raise StoreError(f"cannot set up {path!r}: {type(exc).__name__}: {exc}") from exc
             if (got.lower() if isinstance(got, str) else got) != expect:
@@ -111,6 +120,27 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
         conn.close()
         raise
     return conn
+
+
+def probe(path: str) -> tuple[int, int, bool]:
+    """``(user_version, application_id, has tables)`` of the SQLite database
+    at ``path``, read without writing anything and without creating it (an
+    empty file reads as ``(0, 0, False)``)."""
+    try:
+        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_URI)
+    except apsw.Error as exc:
+        raise StoreError(f"cannot open {path!r}: {exc}") from exc
+    try:
+        with translate():
+            try:
+                version = int(_pragma(conn, "user_version"))
+                app = int(_pragma(conn, "application_id"))
+                tables = bool(conn.execute("SELECT count(*) FROM sqlite_schema").fetchall()[0][0])
+            except apsw.NotADBError as exc:
+                raise SchemaError(f"{path!r} is not an SQLite database: {exc}") from exc
+        return version, app, tables
+    finally:
+        conn.close()
 
 
 def migrate(path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000,
