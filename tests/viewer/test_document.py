@@ -160,3 +160,44 @@ def test_the_page_holds_exactly_the_document_once_its_blobs_are_decoded(recorded
         assert a["ev"] == b["ev"]
         assert {k: v for k, v in a.items() if k != "ev"} == {
             k: v for k, v in b.items() if k != "ev"}
+
+
+def test_a_damaged_session_in_the_tree_is_flagged_and_the_rest_still_shown(tmp_path):
+    """Found in review: one damaged header in the middle of a tree made the
+    whole tree unviewable (its seeded child reads through it)."""
+    import trajlog
+    from tamper import foreign
+    db = str(tmp_path / "d.db")
+    with trajlog.open(db) as st:
+        root = st.create_session(cwd="/r", metadata={"title": "root"})
+        with root.turn():
+            root.append("user/message", {"content": "root msg"})
+        f1 = root.fork(0)
+        with f1.turn():
+            f1.append("user/message", {"content": "f1 turn"})
+        f2 = f1.fork(f1.last_seq)
+        f2.append("user/message", {"content": "f2 msg"})
+        conn = foreign(st)
+        conn.execute("UPDATE sessions SET cwd = '/tampered' WHERE id = ?", (f1.id,))
+        conn.close()
+    with trajlog.open(db) as st:
+        doc = read_document(render_html(st, root.id))
+    by_id = {x["id"]: x for x in doc["sessions"]}
+    assert by_id[root.id]["damage"] is None and len(by_id[root.id]["ev"]) == 3
+    assert "check mismatch" in by_id[f1.id]["damage"]
+    assert by_id[f2.id]["damage"] and by_id[f2.id]["ev"] == []
+
+
+def test_only_a_tombstone_is_erased_and_big_integers_stay_exact(tmp_path):
+    import trajlog
+    with trajlog.open(str(tmp_path / "e.db")) as st:
+        s = st.create_session(cwd="/e")
+        s.append("user/message", {"content": "I am not erased", "erased": False})
+        s.append("note", {"v": 2**63 - 1, "w": [9007199254740993, 5], "x": -(2**60)})
+        s.append("note", 9007199254740993)
+        doc = read_document(render_html(st, s.id))
+    (model,) = doc["sessions"]
+    assert [n[0] for n in model["chat"]] == [0]          # one bubble, not a tombstone
+    assert _row(doc, 0, 1)[4] == {"v": str(2**63 - 1), "w": ["9007199254740993", 5],
+                                  "x": str(-(2**60))}
+    assert _row(doc, 0, 2)[4] == "9007199254740993"

@@ -32,11 +32,12 @@ The shapes (short keys; the page's script, ``assets/*.js``, is their only reader
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import Any
 
 from .. import projections
 from ..api import Session, Store
-from ..errors import InvalidArgumentError
+from ..errors import InvalidArgumentError, TrajlogError
 from ..events import SessionHeader
 
 VERSION = 1
@@ -73,7 +74,15 @@ def _header(h: SessionHeader) -> dict[str, Any]:
 
 
 def _erased(data: Any) -> bool:
-    return isinstance(data, dict) and "erased" in data
+    """An erased event's replacement (the test every trajlog reader uses):
+    ``data["erased"]`` is the tombstone's record, not any value of that key."""
+    return isinstance(data, dict) and isinstance(data.get("erased"), dict) and (
+        "tombstone" in data["erased"])
+
+
+# JavaScript numbers hold integers exactly only up to 2**53: larger ones are
+# embedded as their decimal strings, so that the page shows the stored value.
+_SAFE_INT = 2**53
 
 
 class Sink:
@@ -99,7 +108,10 @@ class Sink:
     def extract(self, value: Any, path: list[Any], refs: list[list[Any]]) -> Any:
         """``value`` with its long strings moved here (None in their place),
         their places recorded in ``refs`` as [path, chunk, offset, length];
-        ``value`` itself (not a copy) when it holds none."""
+        ``value`` itself (not a copy) when it holds none.  Integers beyond
+        what a JavaScript number holds exactly become their decimal strings."""
+        if type(value) is int and not -_SAFE_INT < value < _SAFE_INT:
+            return str(value)
         if isinstance(value, str):
             if len(value) < self.threshold:
                 return value
@@ -108,8 +120,9 @@ class Sink:
         if isinstance(value, dict):
             out: dict[str, Any] | None = None
             for k, v in value.items():
-                if isinstance(v, (str, dict, list)) and not (
-                        type(v) is str and len(v) < self.threshold):
+                if (isinstance(v, (str, dict, list)) and not (
+                        type(v) is str and len(v) < self.threshold)) or (
+                        type(v) is int and not -_SAFE_INT < v < _SAFE_INT):
                     path.append(k)
                     new = self.extract(v, path, refs)
                     path.pop()
@@ -121,7 +134,8 @@ class Sink:
         if isinstance(value, list):
             items: list[Any] | None = None
             for i, v in enumerate(value):
-                if isinstance(v, (str, dict, list)):
+                if isinstance(v, (str, dict, list)) or (
+                        type(v) is int and not -_SAFE_INT < v < _SAFE_INT):
                     path.append(i)
                     new = self.extract(v, path, refs)
                     path.pop()
@@ -223,12 +237,16 @@ def build_document(store: Store, session_id: str, *, sink: Sink | None = None) -
             children.setdefault(h.parent_session, []).append(h.id)
         # a child's inherited prefix is its parent's log: embed it once, there
         parent = index.get(h.parent_session or "", -1) if h.seed_length > 0 else -1
-        if h.damage is not None:
+        model = None
+        if h.damage is None:
+            try:   # a session that cannot be read (a damaged ancestor) is flagged, not fatal
+                model = _session_model(store.session(h.id), tables, parent, sink)
+            except TrajlogError as exc:
+                h = replace(h, damage=f"{type(exc).__name__}: {exc}")
+        if model is None:
             model = {**_header(h), "inh": -1, "base": 0, "last": -1, "ev": [], "chat": [],
                      "traj": [], "hist": [], "ctx": [], "goals": [], "skipped": {},
                      "goal_rev": None}
-        else:
-            model = _session_model(store.session(h.id), tables, parent, sink)
         index[h.id] = len(sessions)
         sessions.append(model)
     for model in sessions:
