@@ -2,7 +2,8 @@
  * Not standalone scripts: page.py joins the three, in that order, inside the
  * one strict-mode function viewer.html wraps around them, so they share its
  * names (views.js and shell.js use what is declared here; VList reads shell.js's
- * keepY, and a decoded block calls shell.js's refresh).
+ * keepY and keepList, listView its listKey,
+ * and a decoded block calls shell.js's refresh).
  *
  * This part: the embedded document and the shared state; the long strings of
  * event data, decoded from the gzipped blocks on demand; text helpers
@@ -13,9 +14,14 @@ const D = JSON.parse(document.getElementById("trajlog-data").textContent);
 performance.mark("trajlog-parsed");
 const S = D.sessions, TYPES = D.types, SOURCES = D.sources;
 const BIG_CHARS = 2000, BIG_LINES = 30, PREVIEW_LINES = 12, PREVIEW_CHARS = 1200;
+// an opened text past HUGE_CHARS is monospace and breaks anywhere (a long
+// unbroken string laid out in a proportional font freezes the tab), and
+// past SLICE_CHARS it is shown a slice at a time
+const HUGE_CHARS = 10000, SLICE_CHARS = 50000;
 const byId = new Map(S.map((s, i) => [s.id, i]));
 let cur = 0, view = "chat", query = "", re = null, typeFilter = "";
 const expanded = new Set();   // keys of opened long texts, raw ranges and event rows
+const shownChars = new Map(); // key of an opened huge text -> how many chars are shown
 const $ = (id) => document.getElementById(id);
 
 // ---- helpers ------------------------------------------------------------
@@ -94,30 +100,81 @@ async function inflate(node) {
   const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
   return new Uint8Array(await new Response(stream).arrayBuffer());
 }
-const erasedOf = (e) => (e && e[4] && typeof e[4] === "object" && e[4].erased) || null;
+// ---- untrusted data: every field is checked before it is used ----------------
+const has = (o, k) => o !== null && typeof o === "object" && Object.hasOwn(o, k);
+const isObj = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
+const num = (v) => (typeof v === "number" && isFinite(v)) ? v : null;
+// an erased event's data holds {erased: {tombstone, ...}} (as trajlog.events reads it)
+function erasedOf(e) {
+  const d = e && e[4], t = isObj(d) ? d.erased : null;
+  return isObj(t) && Object.hasOwn(t, "tombstone") ? t : null;
+}
 const str = (v) => (v === null || v === undefined) ? "" :
   (typeof v === "string" ? v : JSON.stringify(v, null, 1));
+// Content as Claude and OpenAI send it: a list of blocks; the text blocks are
+// joined, the others summarised ("[image]", "[tool_use name]").
+function blocksText(v) {
+  if (!Array.isArray(v) || !v.length ||
+      !v.every((b) => typeof b === "string" || (isObj(b) && typeof b.type === "string")))
+    return str(v);
+  return v.map((b) => {
+    if (typeof b === "string") return b;
+    if (typeof b.text === "string" && (b.type === "text" || b.type === "output_text" ||
+        b.type === "input_text")) return b.text;
+    if (b.type === "tool_result" && b.content !== undefined) return blocksText(b.content);
+    const name = typeof b.name === "string" && b.name ? " " + b.name : "";
+    return "[" + b.type + name + "]";
+  }).join("\n");
+}
+// text.slice(0, n) that never splits a surrogate pair
+function cut(text, n) {
+  if (text.length <= n) return text;
+  const c = text.charCodeAt(n - 1);
+  return text.slice(0, c >= 0xD800 && c <= 0xDBFF ? n - 1 : n);
+}
+function from(text, i) {         // text.slice(i), never starting inside a pair
+  const c = text.charCodeAt(i);
+  return text.slice(c >= 0xDC00 && c <= 0xDFFF ? i + 1 : i);
+}
+const ellipsis = (text, n) => text.length > n ? cut(text, n - 1) + "\u2026" : text;
+// a session's header fields, as the header and the Sessions view show them
+const titleOf = (s) => (isObj(s.meta) && ((typeof s.meta.title === "string" && s.meta.title) ||
+  (typeof s.meta.task === "string" && s.meta.task))) || "";
+const kindOf = (s) => str(s.origin) || (s.parent ? "fork" : "session");
+const countOf = (s) => num(s.last) !== null ? s.last + 1 : 0;
+// Times are shown in UTC throughout (the header says so).
 const pad = (n) => String(n).padStart(2, "0");
+function validDate(ms) {
+  const d = typeof ms === "number" ? new Date(ms) : null;
+  return d && !isNaN(d.getTime()) ? d : null;
+}
 function clock(ms) {
-  const d = new Date(ms);
-  return pad(d.getHours()) + ":" + pad(d.getMinutes()) + ":" + pad(d.getSeconds()) + "." +
-    String(d.getMilliseconds()).padStart(3, "0");
+  const d = validDate(ms);
+  if (!d) return ms === null || ms === undefined ? "-" : String(ms);
+  return pad(d.getUTCHours()) + ":" + pad(d.getUTCMinutes()) + ":" + pad(d.getUTCSeconds()) +
+    "." + String(d.getUTCMilliseconds()).padStart(3, "0");
 }
 function when(ms) {
-  const d = new Date(ms);
-  return isNaN(d.getTime()) ? "?" : d.toISOString().replace("T", " ").slice(0, 19) + " UTC";
+  const d = validDate(ms);
+  if (!d) return ms === null || ms === undefined ? "?" : String(ms);
+  return d.toISOString().replace("T", " ").slice(0, 19) + " UTC";
 }
-function dur(ms) {
-  if (ms === null || ms === undefined || isNaN(ms)) return "";
-  if (ms < 1000) return ms + " ms";
-  if (ms < 60000) return (ms / 1000).toFixed(ms < 10000 ? 2 : 1) + " s";
-  return Math.floor(ms / 60000) + " min " + Math.round((ms % 60000) / 1000) + " s";
+function dur(ms) {             // rounded first, then split: never "1 min 60 s"
+  if (num(ms) === null) return "";
+  if (ms < 0) return "-" + dur(-ms);
+  if (Math.round(ms) < 1000) return Math.round(ms) + " ms";
+  if (Math.round(ms / 10) < 1000) return (Math.round(ms / 10) / 100).toFixed(2) + " s";
+  if (Math.round(ms / 100) < 600) return (Math.round(ms / 100) / 10).toFixed(1) + " s";
+  const all = Math.round(ms / 1000), h = Math.floor(all / 3600);
+  const m = Math.floor((all % 3600) / 60), sec = all % 60;
+  if (h) return h + " h " + m + " min" + (sec ? " " + sec + " s" : "");
+  return m + " min " + sec + " s";
 }
 function tombstone(t) {
-  const who = t.actor || "unknown actor", why = t.reason || "no reason given";
+  const who = str(t.actor) || "unknown actor", why = str(t.reason) || "no reason given";
   const at = typeof t.at === "number" ? t.at : t.time;
   const box = el("div", "tombstone", "erased by " + who + (typeof at === "number" ?
-    " on " + when(at) : "") + ": " + why + " (tombstone " + (t.tombstone ?? t.tid ?? "?") +
+    " on " + when(at) : "") + ": " + why + " (tombstone " + str(t.tombstone ?? t.tid ?? "?") +
     "; the payload is gone)");
   return box;
 }
@@ -130,21 +187,34 @@ function long(value, key, relayout) {
     else if (text.length > 100) text = JSON.stringify(value, null, 1);
   }
   const box = el("div", "long");
-  let lines = 0, cut = -1;
+  let lines = 0, nl = -1;
   for (let i = text.indexOf("\n"); i >= 0; i = text.indexOf("\n", i + 1)) {
-    if (++lines === PREVIEW_LINES) cut = i;
+    if (++lines === PREVIEW_LINES) nl = i;
     if (lines > 100000) break;
   }
   const big = text.length > BIG_CHARS || lines >= BIG_LINES;
   const open = !big || expanded.has(key);
   const pre = el("pre", "text");
   box.appendChild(pre);
-  if (open) put(pre, text);
-  else {
+  if (open) {
+    if (text.length > HUGE_CHARS) pre.classList.add("huge");
+    const upto = Math.min(text.length, shownChars.get(key) || SLICE_CHARS);
+    const part = cut(text, upto);
+    put(pre, part);
+    if (part.length < text.length) {
+      const more = box.appendChild(el("button", "show-more", "show more (" +
+        (text.length - part.length).toLocaleString() + " chars left)"));
+      more.addEventListener("click", (e) => {
+        e.stopPropagation();
+        shownChars.set(key, part.length + SLICE_CHARS);
+        relayout();
+      });
+    }
+  } else {
     box.classList.add("collapsed");
     let end = Math.min(PREVIEW_CHARS, text.length);
-    if (cut >= 0 && cut < end) end = cut;
-    put(pre, text.slice(0, end) + "\n\u2026");
+    if (nl >= 0 && nl < end) end = nl;
+    put(pre, cut(text, end) + "\n\u2026");
   }
   if (big) {
     const b = el("button", open ? "show-all collapse" : "show-all",
@@ -153,7 +223,7 @@ function long(value, key, relayout) {
         " chars)");
     b.addEventListener("click", (e) => {
       e.stopPropagation();
-      if (open) expanded.delete(key); else expanded.add(key);
+      if (open) { expanded.delete(key); shownChars.delete(key); } else expanded.add(key);
       relayout();
     });
     box.appendChild(b);
@@ -175,11 +245,17 @@ function evMatches(e) {
   if (re.test(TYPES[e[1]])) return true;
   re.lastIndex = 0;
   if (e[3] >= 0 && re.test(SOURCES[e[3]])) return true;
+  if (e[5] && matchesValue(e[5])) return true;     // the envelope (workspace revision, ...)
   return matchesValue(data(e));
 }
 
 // ---- the virtual list: rows of measured heights, only those in view exist ----
-function VList(host, count, render, estimate) {
+// Scroll anchoring: whenever measured heights change, the first row in view
+// stays where it was on screen (rows above it that grow or shrink move
+// scrollTop, not the content).  A re-render of the same list (a gzipped block
+// decoded: shell.js's refresh) finds keepList, the heights measured so far
+// and that anchor, so the view does not jump.
+function VList(host, count, render, estimate, key) {
   const space = el("div", "vspace");
   host.appendChild(space);
   const h = new Float64Array(count).fill(estimate), top = new Float64Array(count + 1);
@@ -195,11 +271,17 @@ function VList(host, count, render, estimate) {
     while (lo < hi) { const m = (lo + hi) >> 1; if (top[m + 1] <= y) lo = m + 1; else hi = m; }
     return lo;
   }
+  function anchor() {         // the first row in view, and the view's top relative to it
+    const y = host.scrollTop - space.offsetTop;
+    const i = Math.min(find(Math.max(0, y)), count - 1);
+    return { i, off: y - top[i] };
+  }
   function paint() {
     for (let pass = 0; pass < 4; pass++) {
       if (dirty) sums();
       const atEnd = host.scrollTop > 0 &&
         host.scrollTop + host.clientHeight >= host.scrollHeight - 2;
+      const at = anchor();
       const y0 = Math.max(0, host.scrollTop - space.offsetTop - 400);
       const y1 = host.scrollTop - space.offsetTop + host.clientHeight + 400;
       const a = find(y0);
@@ -227,6 +309,7 @@ function VList(host, count, render, estimate) {
       sums();
       for (const [i, r] of rows) r.style.top = top[i] + "px";
       if (atEnd) host.scrollTop = host.scrollHeight;
+      else host.scrollTop = space.offsetTop + top[at.i] + at.off;
     }
   }
   function redo(i) {
@@ -234,8 +317,13 @@ function VList(host, count, render, estimate) {
     if (r) { r.remove(); rows.delete(i); }
     paint();
   }
+  const keep = () => ({ key, h: h.slice(), ...anchor() });
   host.onscroll = () => window.requestAnimationFrame(paint);
-  if (keepY >= 0) { sums(); host.scrollTop = keepY; }
+  if (keepList && keepList.key === key && keepList.h.length === count) {
+    h.set(keepList.h);
+    sums();
+    host.scrollTop = space.offsetTop + top[keepList.i] + keepList.off;
+  } else if (keepY >= 0) { sums(); host.scrollTop = keepY; }
   paint();
-  return { paint, redo, rows };
+  return { paint, redo, rows, keep };
 }

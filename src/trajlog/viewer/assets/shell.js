@@ -10,16 +10,18 @@ function count(shown, total) {
 }
 function header() {
   const s = S[cur];
-  $("session-title").textContent = (s.meta && typeof s.meta.title === "string" && s.meta.title) ||
-    (s.meta && typeof s.meta.task === "string" && s.meta.task) || "session";
-  $("session-id").textContent = s.id;
-  const kind = s.origin || (s.parent ? "fork" : "session");
-  $("session-meta").textContent = kind + " \u00b7 " + (s.last + 1).toLocaleString() +
-    " events \u00b7 cwd " + s.cwd + (s.preset ? " \u00b7 " + s.preset : "") +
-    (S.length > 1 ? " \u00b7 " + S.length + " sessions in this file" : "");
+  $("session-title").textContent = titleOf(s) || "session";
+  $("session-id").textContent = str(s.id);
+  const kind = kindOf(s);
+  $("session-meta").textContent = (s.damage !== null && s.damage !== undefined ?
+    "damaged header: " + str(s.damage) : kind + " \u00b7 " + countOf(s).toLocaleString() +
+    " events") + (s.cwd ? " \u00b7 cwd " + str(s.cwd) : "") +
+    (s.preset ? " \u00b7 " + str(s.preset) : "") +
+    (S.length > 1 ? " \u00b7 " + S.length + " sessions in this file" : "") +
+    " \u00b7 times in UTC";
   const p = $("session-parent");
   p.textContent = "";
-  if (s.parent) {
+  if (typeof s.parent === "string" && s.parent) {
     p.appendChild(document.createTextNode("parent "));
     if (byId.has(s.parent)) {
       const a = p.appendChild(el("a", "parent-link", s.parent.slice(0, 8)));
@@ -38,13 +40,18 @@ function header() {
   sel.value = seen.has(TYPES.indexOf(typeFilter)) ? typeFilter : "";
   typeFilter = sel.value;
 }
-let keepY = -1;
+// What refresh keeps across a re-render: the scroll position, and of a
+// virtual list its measured heights and first row in view (see VList).
+let keepY = -1, keepList = null;
+const listKey = () => view + "\u0000" + cur + "\u0000" + query + "\u0000" + typeFilter;
 function refresh() {          // the current view again, at the same scroll position
   const host = $("view-" + view);
   keepY = host.scrollTop;
+  keepList = list ? list.keep() : null;
   render();
-  if (keepY >= 0) host.scrollTop = keepY;
+  if (!list && keepY >= 0) host.scrollTop = keepY;
   keepY = -1;
+  keepList = null;
 }
 function render() {
   for (const b of document.querySelectorAll("#tabs button"))
@@ -67,7 +74,7 @@ function route() {
   const sid = h.get("session"), v = h.get("view");
   const before = cur;
   if (sid !== null && byId.has(sid)) cur = byId.get(sid);
-  if (v && views[v]) view = v;
+  if (v && Object.hasOwn(views, v)) view = v;    // never "constructor", "__proto__", ...
   if (cur !== before || !$("session-id").textContent) header();
   render();
 }

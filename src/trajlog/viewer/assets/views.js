@@ -6,9 +6,10 @@
  * render are shell.js's. */
 // ---- views ----------------------------------------------------------------
 function messageText(e) {
-  const d = data(e) || {};
-  return typeof d === "object" ? str(d.content) : str(d);
+  const d = data(e);
+  return isObj(d) ? blocksText(d.content) : blocksText(d);
 }
+const outputText = (e) => { const d = data(e); return isObj(d) ? blocksText(d.output) : ""; };
 function callArgs(s, seq, callId) {
   const e = ev(s, seq), d = e && data(e);
   if (!d || typeof d !== "object") return undefined;
@@ -29,7 +30,7 @@ function chatNode(s, n, relayout) {
     const t = erasedOf(e);
     if (t) { b.classList.add("erased"); b.appendChild(tombstone(t)); return box; }
     const d = data(e);
-    if (d && typeof d.reasoning === "string" && d.reasoning)
+    if (isObj(d) && typeof d.reasoning === "string" && d.reasoning)
       b.appendChild(el("div", "reasoning", d.reasoning));
     b.appendChild(long(messageText(e), "c" + s + ":" + n[1], relayout));
     return box;
@@ -50,7 +51,7 @@ function chatNode(s, n, relayout) {
   if (rseq >= 0) {
     const r = ev(s, rseq), t = erasedOf(r);
     if (t) c.appendChild(tombstone(t));
-    else c.appendChild(long(str((data(r) || {}).output), "o" + s + ":" + rseq, relayout));
+    else c.appendChild(long(outputText(r), "o" + s + ":" + rseq, relayout));
   }
   return c.parentNode;
 }
@@ -64,9 +65,9 @@ let list = null;   // the current view's virtual list, if it has one
 function listView(host, items, render, estimate, emptyText) {
   if (!items.length) { host.appendChild(el("div", "empty", emptyText)); return; }
   const at = items.identity ? (i) => i : (i) => items[i];
-  list = VList(host, items.length, (i, relayout) => render(at(i), relayout), estimate);
+  list = VList(host, items.length, (i, relayout) => render(at(i), relayout), estimate, listKey());
 }
-const views = {};
+const views = {};      // looked up with Object.hasOwn only (the hash names a view)
 views.chat = function (host) {
   const s = S[cur];
   const items = re ? s.chat.filter((n) => chatMatches(cur, n)) : s.chat;
@@ -79,7 +80,10 @@ function spanTimes(s, x, turnEnd) {
   const t1 = x[4] !== null ? ev(s, x[4])[2] : turnEnd;
   return [t0, Math.max(t0, t1)];
 }
-function timeline(s, turn, t0, t1) {
+// A turn shows its first STEPS_PAGE steps (tree and timeline), and more on demand.
+const STEPS_PAGE = 100;
+const stepsShown = new Map();   // turn key -> how many of its steps are drawn
+function timeline(s, turn, t0, t1, shown) {
   const box = el("div", "timeline");
   const span = Math.max(1, t1 - t0);
   const pct = (t) => (100 * (t - t0) / span).toFixed(3) + "%";
@@ -93,7 +97,7 @@ function timeline(s, turn, t0, t1) {
     r.appendChild(el("div", "tl-dur", dur(shown)));
     return r;
   }
-  turn[3].forEach((st, k) => {
+  turn[3].slice(0, shown).forEach((st, k) => {
     const first = st[0] !== null ? st[0] : (st[2][0] ? st[2][0][0] : null);
     if (first === null) return;
     let last = st[1];
@@ -111,6 +115,8 @@ function timeline(s, turn, t0, t1) {
       r.dataset.status = x[7];
     }
   });
+  if (turn[3].length > shown) box.appendChild(el("div", "tl-more meta", "\u2026 " +
+    (turn[3].length - shown).toLocaleString() + " more step(s) not drawn"));
   const axis = el("div", "tl-axis");
   axis.appendChild(el("span", null, clock(t0)));
   axis.appendChild(el("span", null, dur(t1 - t0)));
@@ -118,24 +124,25 @@ function timeline(s, turn, t0, t1) {
   box.appendChild(axis);
   return box;
 }
-function turnBody(s, turn, t0, t1) {
+function turnBody(s, turn, t0, t1, key) {
   const body = el("div", "turn-body");
-  body.appendChild(timeline(s, turn, t0, t1));
+  const total = turn[3].length, shown = Math.min(total, stepsShown.get(key) || STEPS_PAGE);
+  body.appendChild(timeline(s, turn, t0, t1, shown));
   const ul = body.appendChild(el("ul", "tree"));
-  turn[3].forEach((st, k) => {
+  turn[3].slice(0, shown).forEach((st, k) => {
     const li = ul.appendChild(el("li", "step-node"));
     li.appendChild(el("span", "label", "step " + (k + 1)));
     li.appendChild(el("span", "dur", "seq " + st[0] + ".." + st[1]));
     const sub = li.appendChild(el("ul", "tree"));
     for (const r of st[2]) {
       const n = sub.appendChild(el("li", "req-node"));
-      n.appendChild(el("span", "label", (r[1] || "request") + " \u00b7 seq " + r[0]));
+      n.appendChild(el("span", "label", (str(r[1]) || "request") + " \u00b7 seq " + r[0]));
       const bits = [];
       if (r[2] !== null) bits.push("latency " + dur(r[2]));
       if (r[3] !== null) bits.push("ttft " + dur(r[3]));
-      if (r[4] !== null) bits.push(r[4] + " tokens in");
-      if (r[5] !== null) bits.push(r[5] + " out");
-      bits.push(r[6] + " tool call(s)");
+      if (r[4] !== null) bits.push(str(r[4]) + " tokens in");
+      if (r[5] !== null) bits.push(str(r[5]) + " out");
+      bits.push(str(r[6]) + " tool call(s)");
       n.appendChild(el("span", "dur", bits.join(", ")));
     }
     for (const x of st[3]) {
@@ -151,26 +158,43 @@ function turnBody(s, turn, t0, t1) {
         const r = ev(s, x[4]), t = erasedOf(r);
         if (t) n.appendChild(tombstone(t));
         else {
-          const out = str((data(r) || {}).output);
-          n.appendChild(el("div", "dur mono", out.length > 160 ? out.slice(0, 159) + "\u2026" : out));
+          n.appendChild(el("div", "dur mono", ellipsis(outputText(r), 160)));
         }
       }
     }
   });
+  if (shown < total) {
+    const more = body.appendChild(el("div", "steps-more"));
+    more.appendChild(el("span", "meta", "showing " + shown.toLocaleString() + " of " +
+      total.toLocaleString() + " steps "));
+    const page = (n) => () => { stepsShown.set(key, n); refresh(); };
+    more.appendChild(el("button", "link next-steps", "show next " +
+      Math.min(STEPS_PAGE, total - shown))).addEventListener("click", page(shown + STEPS_PAGE));
+    more.appendChild(el("button", "link all-steps", "show all " + total.toLocaleString()))
+      .addEventListener("click", page(total));
+  }
   return body;
+}
+// the text the trajectory shows of a turn: labels, models, tools, results
+function turnMatches(turn, i) {
+  const hit = (v) => { re.lastIndex = 0; return re.test(str(v)); };
+  if (hit("Turn " + (i + 1)) || (turn[2] && hit("interrupted"))) return true;
+  for (let k = 0; k < turn[3].length; k++) {
+    const st = turn[3][k];
+    if (hit("step " + (k + 1))) return true;
+    for (const r of st[2]) if (hit(r[1])) return true;
+    for (const x of st[3]) {
+      if (hit(x[1]) || hit(x[0]) || hit(x[7]) ||
+          (x[4] !== null && evMatches(ev(cur, x[4])))) return true;
+    }
+  }
+  return false;
 }
 views.trajectory = function (host) {
   const s = S[cur], turns = s.traj;
   const last = s.last >= 0 ? ev(cur, s.last)[2] : 0;
   const shown = [];
-  turns.forEach((turn, i) => {
-    if (!re) { shown.push(i); return; }
-    for (const st of turn[3]) for (const x of st[3]) {
-      re.lastIndex = 0;
-      if (re.test(String(x[1])) || re.test(x[0]) || re.test(x[7]) ||
-          (x[4] !== null && evMatches(ev(cur, x[4])))) { shown.push(i); return; }
-    }
-  });
+  turns.forEach((turn, i) => { if (!re || turnMatches(turn, i)) shown.push(i); });
   count(shown.length, turns.length);
   if (!shown.length) { host.appendChild(el("div", "empty", "no turns")); return; }
   const few = turns.length <= 20;
@@ -194,10 +218,10 @@ views.trajectory = function (host) {
     if (re && shown.length <= 20) open = true;
     const toggle = () => {
       if (box.lastChild.classList.contains("turn-body")) { box.lastChild.remove(); expanded.delete(key); }
-      else { box.appendChild(turnBody(cur, turn, t0, t1)); expanded.add(key); }
+      else { box.appendChild(turnBody(cur, turn, t0, t1, key)); expanded.add(key); }
     };
     head.addEventListener("click", toggle);
-    if (open) box.appendChild(turnBody(cur, turn, t0, t1));
+    if (open) box.appendChild(turnBody(cur, turn, t0, t1, key));
   }
 };
 function firstSeq(turn) {
@@ -240,9 +264,9 @@ function histNode(s, m, relayout) {
         const t = erasedOf(e);
         if (t) row.appendChild(tombstone(t));
         else {
-          const d = data(e), text = str(d && typeof d === "object" &&
-            ("content" in d || "output" in d) ? (d.content !== undefined ? d.content : d.output) : d);
-          row.appendChild(el("span", null, text.length > 300 ? text.slice(0, 299) + "\u2026" : text));
+          const d = data(e), text = blocksText(isObj(d) && (has(d, "content") || has(d, "output")) ?
+            (d.content !== undefined ? d.content : d.output) : d);
+          row.appendChild(el("span", null, ellipsis(text, 300)));
         }
       }
       if (hi > end) list.appendChild(el("div", "meta", "\u2026 and " + (hi - end) +
@@ -254,18 +278,18 @@ function histNode(s, m, relayout) {
   const c = box.appendChild(el("div", "hist-msg role-" + m[0]));
   c.dataset.seq = m[1];
   const meta = c.appendChild(el("div", "meta"));
-  meta.appendChild(el("span", "role", ROLE[m[0]] || m[0]));
-  const d = data(e) || {};
+  meta.appendChild(el("span", "role", has(ROLE, m[0]) ? ROLE[m[0]] : str(m[0])));
+  const raw = data(e), d = isObj(raw) ? raw : {};
   meta.appendChild(document.createTextNode(" \u00b7 seq " + m[1] +
-    (d.call_id ? " \u00b7 #" + d.call_id : "") + (d.is_error ? " \u00b7 error" : "")));
+    (d.call_id ? " \u00b7 #" + str(d.call_id) : "") + (d.is_error ? " \u00b7 error" : "")));
   const t = erasedOf(e);
   if (t) { c.appendChild(tombstone(t)); return box; }
   if (typeof d.reasoning === "string" && d.reasoning) c.appendChild(el("div", "reasoning", d.reasoning));
-  const text = m[0] === "t" ? str(d.output) : str(d.content);
+  const text = m[0] === "t" ? blocksText(d.output) : blocksText(d.content);
   if (text) c.appendChild(long(text, "h" + s + ":" + m[1], relayout));
   if (Array.isArray(d.tool_calls) && d.tool_calls.length)
     c.appendChild(el("div", "meta mono", "tool calls: " +
-      d.tool_calls.map((x) => (x && x.name) + "#" + (x && x.id)).join(", ")));
+      d.tool_calls.map((x) => isObj(x) ? str(x.name) + "#" + str(x.id) : str(x)).join(", ")));
   return box;
 }
 views.history = function (host) {
@@ -284,19 +308,18 @@ function firstMatch(v) {      // the first string in a JSON value that matches t
 }
 function preview(e) {
   const t = erasedOf(e);
-  if (t) return "[erased: " + (t.reason || "") + "]";
+  if (t) return "[erased: " + str(t.reason) + "]";
   const hit = re ? firstMatch(data(e)) : null;
   if (hit !== null) {            // the match in its context, rather than the start
     re.lastIndex = 0;
-    const at = hit.search(re), from = Math.max(0, at - 40);
-    return (from ? "\u2026" : "") + hit.slice(from, at + 80).replace(/\s+/g, " ") +
+    const at = hit.search(re), start = Math.max(0, at - 40);
+    return (start ? "\u2026" : "") + cut(from(hit, start), at + 80 - start).replace(/\s+/g, " ") +
       (at + 80 < hit.length ? "\u2026" : "");
   }
   const d = data(e);
-  const v = d && typeof d === "object" ? (d.content !== undefined ? d.content :
+  const v = isObj(d) ? (d.content !== undefined ? d.content :
     d.output !== undefined ? d.output : d.text !== undefined ? d.text : d) : d;
-  const text = str(v).replace(/\s+/g, " ");
-  return text.length > 90 ? text.slice(0, 89) + "\u2026" : text;
+  return ellipsis(blocksText(v).replace(/\s+/g, " "), 90);
 }
 views.context = function (host) {
   const s = S[cur];
@@ -304,16 +327,21 @@ views.context = function (host) {
   count(items.length, s.ctx.length);
   if (!items.length) { host.appendChild(el("div", "empty", "no context/injection events")); return; }
   for (const q of items) {
-    const e = ev(cur, q), d = data(e) || {};
+    const e = ev(cur, q);
     const box = host.appendChild(el("div", "ctx-injection"));
     box.dataset.seq = q;
-    box.appendChild(el("h3", null, "context/injection \u00b7 seq " + q + " \u00b7 " + when(e[2])));
-    box.appendChild(el("div", "meta", "policy " + d.policy + " v" + d.policy_version +
-      " \u00b7 target model " + (d.target_model || "-") + " \u00b7 " +
-      (d.chars !== undefined ? d.chars.toLocaleString() + " characters used" : "") +
-      " \u00b7 summary sha256 " + String(d.summary_sha256 || "").slice(0, 16)));
+    box.appendChild(el("h3", null, "context/injection \u00b7 seq " + q + " \u00b7 " +
+      when(e && e[2])));
     const t = erasedOf(e);
-    if (t) { box.appendChild(tombstone(t)); continue; }
+    if (t) { box.appendChild(tombstone(t)); continue; }   // the tombstone only
+    const raw = e && data(e), d = isObj(raw) ? raw : {};
+    const chars = num(d.chars), sha = typeof d.summary_sha256 === "string" ? d.summary_sha256 : "";
+    box.appendChild(el("div", "meta", [
+      "policy " + (str(d.policy) || "-") + (d.policy_version !== undefined ?
+        " v" + str(d.policy_version) : ""),
+      "target model " + (str(d.target_model) || "-"),
+      chars !== null ? chars.toLocaleString() + " characters used" : "",
+      sha ? "summary sha256 " + sha.slice(0, 16) : ""].filter(Boolean).join(" \u00b7 ")));
     const cols = box.appendChild(el("div", "ctx-cols"));
     const sel = Array.isArray(d.selected) ? d.selected : [];
     const a = cols.appendChild(el("div"));
@@ -321,26 +349,27 @@ views.context = function (host) {
     const ul = a.appendChild(el("ul", "ctx-selected"));
     for (const x of sel) {
       const li = ul.appendChild(el("li", "ctx-item"));
-      const se = typeof x === "number" ? ev(cur, x) : null;
-      li.dataset.seq = x;
-      li.appendChild(el("b", null, "seq " + x + " "));
+      const se = Number.isInteger(x) && x >= 0 && x <= S[cur].last ? ev(cur, x) : null;
+      li.dataset.seq = str(x);
+      li.appendChild(el("b", null, "seq " + str(x) + " "));
       if (se) li.appendChild(el("span", null, tname(se) + ": " + preview(se)));
     }
     const b = cols.appendChild(el("div"));
-    const ex = d.excluded && typeof d.excluded === "object" ? d.excluded : {};
-    const total = Object.values(ex).reduce((p, n) => p + (typeof n === "number" ? n : 0), 0);
+    const ex = isObj(d.excluded) ? d.excluded : {};
+    const total = Object.values(ex).reduce((p, n) => p + (num(n) || 0), 0);
     b.appendChild(el("h4", null, "excluded (" + total + ")"));
     const ul2 = b.appendChild(el("ul", "ctx-excluded"));
-    const runs = d.excluded_seqs && typeof d.excluded_seqs === "object" ? d.excluded_seqs : {};
+    const runs = isObj(d.excluded_seqs) ? d.excluded_seqs : {};
     for (const k of Object.keys(ex)) {
       const li = ul2.appendChild(el("li", "ctx-excl"));
       li.dataset.reason = k;
       li.appendChild(el("span", "reason", k));
-      li.appendChild(el("span", null, " \u00d7 " + ex[k]));
+      li.appendChild(el("span", null, " \u00d7 " + str(ex[k])));
       // which events this reason kept out (recorded as runs [first, last])
       const seqs = [];
-      for (const r of Array.isArray(runs[k]) ? runs[k] : []) {
-        for (let q = r[0]; q <= r[1] && seqs.length <= 50; q++) seqs.push(q);
+      for (const r of has(runs, k) && Array.isArray(runs[k]) ? runs[k] : []) {
+        if (!Array.isArray(r) || !Number.isInteger(r[0]) || !Number.isInteger(r[1])) continue;
+        for (let q = Math.max(0, r[0]); q <= r[1] && seqs.length <= 50; q++) seqs.push(q);
       }
       if (!seqs.length) continue;
       const sub = li.appendChild(el("ul", "ctx-excluded-events"));
@@ -351,7 +380,7 @@ views.context = function (host) {
         item.appendChild(el("b", null, "seq " + q + " "));
         if (xe) item.appendChild(el("span", null, tname(xe) + ": " + preview(xe)));
       }
-      if (ex[k] > 50) sub.appendChild(el("li", "meta", "\u2026 " + (ex[k] - 50) + " more"));
+      if (num(ex[k]) > 50) sub.appendChild(el("li", "meta", "\u2026 " + (ex[k] - 50) + " more"));
     }
     if (!total) ul2.appendChild(el("li", "meta", "nothing excluded"));
   }
@@ -361,33 +390,53 @@ views.goals = function (host) {
   const s = S[cur];
   const items = re ? s.goals.filter((q) => evMatches(ev(cur, q))) : s.goals;
   count(items.length, s.goals.length);
-  const skipped = Object.keys(s.skipped).length;
+  const skips = isObj(s.skipped) ? s.skipped : {};
+  const skipped = Object.keys(skips).length;
   host.appendChild(el("div", "meta", s.goals.length + " goal change(s), " + skipped +
     " malformed and skipped; current revision " + (s.goal_rev === null ? "none" : s.goal_rev)));
   if (!items.length) { host.appendChild(el("div", "empty", "no goal/change events")); return; }
   let applied = null;
-  for (const q of s.goals) if (!(String(q) in s.skipped)) applied = q;
+  for (const q of s.goals) if (!has(skips, String(q))) applied = q;
   for (const q of items) {
     const e = ev(cur, q), d = data(e);
-    const why = s.skipped[String(q)];
+    const t = erasedOf(e);     // an erased change shows its tombstone, not why it was skipped
+    const why = has(skips, String(q)) ? skips[String(q)] : undefined;
     const box = host.appendChild(el("div", "goal-rev" + (why !== undefined ? " skipped" : "") +
       (q === applied ? " current" : "")));
     box.dataset.seq = q;
-    const rev = d && typeof d === "object" && d.revision !== undefined ? d.revision : "?";
+    const rev = !t && isObj(d) && d.revision !== undefined ? d.revision : "?";
     const h = box.appendChild(el("h3", null, "revision " + str(rev) + " \u00b7 seq " + q +
       " \u00b7 " + when(e[2])));
     if (q === applied) h.appendChild(el("span", "badge", "current"));
-    if (d && d.cleared === true) h.appendChild(el("span", "badge", "cleared"));
-    if (why !== undefined) box.appendChild(el("div", "goal-skip-reason", "skipped: " + why));
-    const t = erasedOf(e);
-    if (t) box.appendChild(tombstone(t));
-    else box.appendChild(long(str(d && typeof d === "object" && d.goal !== undefined ? d.goal : d),
-      "g" + cur + ":" + q, () => render()));
+    if (isObj(d) && d.cleared === true) h.appendChild(el("span", "badge", "cleared"));
+    if (t) { box.appendChild(tombstone(t)); continue; }
+    if (why !== undefined) box.appendChild(el("div", "goal-skip-reason", "skipped: " + str(why)));
+    box.appendChild(long(str(isObj(d) && d.goal !== undefined ? d.goal : d),
+      "g" + cur + ":" + q, refresh));
   }
 };
 
+// The tree of sessions; a search keeps the sessions whose id, title, preset,
+// cwd or kind match, and their ancestors (dimmed) to show where they are.
+function sessionMatches(s) {
+  for (const v of [s.id, titleOf(s), s.preset, s.cwd, kindOf(s), s.damage]) {
+    re.lastIndex = 0;
+    if (typeof v === "string" && re.test(v)) return true;
+  }
+  return false;
+}
 views.sessions = function (host) {
-  count(S.length, S.length);
+  const hit = S.map((s) => !re || sessionMatches(s));
+  const keep = S.map(() => false);
+  const visit = (i, depth) => {     // whether i or a descendant matches
+    let any = hit[i];
+    if (depth < 1000) for (const k of S[i].kids) if (visit(k, depth + 1)) any = true;
+    return (keep[i] = any);
+  };
+  visit(0, 0);
+  const matched = hit.filter(Boolean).length;
+  count(matched, S.length);
+  if (!matched) { host.appendChild(el("div", "empty", "no sessions")); return; }
   if (D.root_parent) {
     host.appendChild(el("div", "meta", "the root session was made from " + D.root_parent +
       ", which is not in this file"));
@@ -395,22 +444,24 @@ views.sessions = function (host) {
   function node(i) {
     const s = S[i];
     const li = el("li");
-    const box = li.appendChild(el("div", "tree-node" + (i === cur ? " current" : "")));
+    const box = li.appendChild(el("div", "tree-node" + (i === cur ? " current" : "") +
+      (re ? (hit[i] ? " match" : " dim") : "")));
     box.dataset.session = s.id;
     const a = box.appendChild(el("a", "tree-link", s.id));
     a.href = "#session=" + encodeURIComponent(s.id) + "&view=sessions";
-    const kind = s.origin || (s.parent ? "fork" : "session");
-    const bits = [kind];
-    if (s.preset) bits.push("preset " + s.preset);
-    if (s.seed) bits.push("seed " + s.seed);
-    bits.push("depth " + s.depth, (s.last + 1) + " events", when(s.created));
+    const bits = [kindOf(s)];
+    if (s.preset) bits.push("preset " + str(s.preset));
+    if (s.seed) bits.push("seed " + str(s.seed));
+    bits.push("depth " + str(s.depth), countOf(s) + " events", when(s.created));
     box.appendChild(el("span", "dur", bits.join(" \u00b7 ")));
-    const title = s.meta && (s.meta.title || s.meta.task);
-    if (title) box.appendChild(el("div", "text", str(title)));
-    if (s.damage) box.appendChild(el("div", "goal-skip-reason", "damaged header: " + s.damage));
-    if (s.kids.length) {
+    const title = titleOf(s);      // a non-string title is ignored, as in the header
+    if (title) box.appendChild(el("div", "text", title));
+    if (s.damage !== null && s.damage !== undefined)
+      box.appendChild(el("div", "goal-skip-reason", "damaged header: " + str(s.damage)));
+    const kids = S[i].kids.filter((k) => keep[k]);
+    if (kids.length) {
       const ul = li.appendChild(el("ul", "session-tree"));
-      for (const k of s.kids) ul.appendChild(node(k));
+      for (const k of kids) ul.appendChild(node(k));
     }
     return li;
   }
