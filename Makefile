@@ -49,7 +49,7 @@ test-c:
 
 # The kill -9 loop (200 kills), the damage property test (300 damaged files),
 # the race test (1,500 reads), the power-loss loops (200 crashes, 20 repack
-# kills), the whole CLI suite and the
+# kills), the cache bound over 10,000 sessions, the whole CLI suite and the
 # browser tests run at full CI size once, under the C kernel; the other runs
 # of the suite use shorter loops (the soaks: make soak).
 LIGHT = TRAJLOG_CRASH_ITERATIONS=50 TRAJLOG_DAMAGE_CASES=60 TRAJLOG_CONCURRENCY_READS=500 \
