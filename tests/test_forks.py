@@ -65,6 +65,19 @@ def test_fork_of_open_turn_is_unavailable_never_an_earlier_turn(store):
         p.fork("3")  # type: ignore[arg-type]
 
 
+def test_fork_takes_a_chosen_id_once(store):
+    s = store.create_session(cwd="/r")
+    s.append("user/message", {"content": "a"})
+    chosen = "6f1c1c0e-8a4e-4c56-9a51-0e1f2a3b4c5d"
+    f = s.fork(0, session_id=chosen)
+    assert f.id == chosen and store.session(chosen).parent().id == s.id
+    with pytest.raises(errors.TrajlogError):
+        s.fork(0, session_id=chosen)
+    with pytest.raises(errors.InvalidArgumentError):
+        s.fork(0, session_id="not-a-uuid")
+    assert [c.id for c in s.children()] == [chosen]
+
+
 def test_fork_header(store):
     p = store.create_session(cwd="/repo", agent_preset="coder-v1",
                              metadata={"identity": "alice", "tenant": "acme", "title": "t"})

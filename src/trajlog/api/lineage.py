@@ -177,13 +177,14 @@ class Lineage:
         return {**settings, "snapshot_of": {"session": parent.id, "seq": seq}}
 
     def fork(self, parent: LogRef, at_seq: int,
-             metadata: Mapping[str, Any] | None = None) -> LogRef:
+             metadata: Mapping[str, Any] | None = None,
+             session_id: str | None = None) -> LogRef:
         meta = _inherited_metadata(parent, {**_caller_metadata(metadata, _FORK_KEYS),
                                             "forked_at": at_seq})
         cut = self.turn_end_of(parent, at_seq)
         return self._writer.create(
             cwd=parent.header.cwd, agent_preset=parent.header.agent_preset, metadata=meta,
-            parent=parent, seed_length=cut + 1, origin=None,
+            session_id=session_id, parent=parent, seed_length=cut + 1, origin=None,
             delegation_depth=parent.header.delegation_depth)
 
     def spawn(self, parent: LogRef, task: str, agent_preset: str | None, *, seeded: bool,

@@ -295,11 +295,14 @@ class Session:
         """This session and all its descendants."""
         return self._e.lineage.tree(self._ref)
 
-    def fork(self, at_seq: int, *, metadata: Mapping[str, Any] | None = None) -> Session:
+    def fork(self, at_seq: int, *, metadata: Mapping[str, Any] | None = None,
+             session_id: str | None = None) -> Session:
         """A new ordinary session that shares this log up to the end of the turn
         containing ``at_seq`` (:class:`ForkUnavailableError` if that turn is
-        still open).  Nothing is copied; the cost does not grow with the log."""
-        return self._wrap(self._e.lineage.fork(self._ref, at_seq, metadata))
+        still open).  Nothing is copied; the cost does not grow with the log.
+        ``session_id`` (a UUID string) names the fork, as in
+        :meth:`Store.create_session`."""
+        return self._wrap(self._e.lineage.fork(self._ref, at_seq, metadata, session_id))
 
     def spawn_subagent(self, task: str, agent_preset: str | None = None, *,
                        call_id: str | None = None, background: bool = False,

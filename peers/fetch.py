@@ -1,0 +1,41 @@
+"""Unpack a peer's source distribution (its sdist ships the tests its wheel
+leaves out) into ``build/peers/``, fetched once from the package index.
+
+    python peers/fetch.py openai-agents==0.24.0   # prints the unpacked tree
+"""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+import tarfile
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+CACHE = ROOT / "build" / "peers"
+
+
+def sdist_tree(requirement: str) -> Path:
+    """The unpacked sdist of ``name==version`` (downloaded on first use)."""
+    name, _, version = requirement.partition("==")
+    if not version:
+        raise SystemExit(f"pin the version: {requirement!r} (name==version)")
+    stem = f"{name.replace('-', '_')}-{version}"
+    tree = CACHE / stem
+    if (tree / "PKG-INFO").exists():
+        return tree
+    CACHE.mkdir(parents=True, exist_ok=True)
+    archive = CACHE / f"{stem}.tar.gz"
+    if not archive.exists():
+        subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
+                        "--no-binary", ":all:", "--dest", str(CACHE), requirement], check=True)
+    with tarfile.open(archive) as tar:
+        tar.extractall(CACHE, filter="data")
+    if not (tree / "PKG-INFO").exists():
+        raise SystemExit(f"{archive} did not unpack to {tree}")
+    return tree
+
+
+if __name__ == "__main__":
+    for req in sys.argv[1:]:
+        print(sdist_tree(req))
