@@ -17,18 +17,24 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from ..codec.compression import Compressor
-from ..errors import InvalidArgumentError, StoreClosedError, TrajlogError
-from ..events import SessionHeader
+from ..errors import (
+    InvalidArgumentError,
+    LogMovedError,
+    SessionNotFoundError,
+    StoreClosedError,
+    TrajlogError,
+)
+from ..events import Event, SessionHeader
 from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionReport
 from ..memory.audit import audit
 from ..memory.index import deploy_global, rebuild
 from ..projections.engine import StateCache
-from ..storage import Backend, SQLiteBackend
+from ..storage import Backend, Request, SQLiteBackend, Writer
 from ..storage.schema import APPLICATION_ID
 from ..storage.sqlite import migrate as sqlite_migrate
 from ..storage.sqlite import probe as sqlite_probe
 from .forget import Forgetting
-from .handles import Options
+from .handles import LogRef, Options
 from .importing import Bulk, ChainCheck, Item, Loaded, Loader, SessionSpec
 from .leases import new_writer_id, writer_closed, writer_opened
 from .lineage import DEFAULT_MAX_DEPTH, Lineage
@@ -37,10 +43,12 @@ from .repack import Repacker
 from .repair import Recovery
 from .session import Engines, Session
 from .stats import StoreStats, store_stats
-from .writer import WriteEngine
+from .writer import Row, WriteEngine, _returned, _turn_marker
 
 DURABILITY = ("full", "normal")
 LEASE_TTL_MS = 30_000
+# what append_atomic checks a session it creates against (an ordinary session)
+_ORDINARY = SessionHeader("", ".", None, 0, None, 0, None, 0, {})
 
 
 def migrate(path: str, *, progress: Callable[[int, int], None] | None = None) -> int:
@@ -195,6 +203,77 @@ class Store:
         if not isinstance(session_id, str):
             raise TypeError(f"session id must be str, not {type(session_id).__name__}")
         return Session(self._e, self._e.reading.ref_by_id(session_id))
+
+    def append_atomic(self, writes: Iterable[tuple[str, Iterable[Any], int | None]], *,
+                      create: Mapping[str, Mapping[str, Any] | None] | None = None,
+                      ) -> list[list[Event]]:
+        """Append to several sessions in one transaction: every write or none.
+
+        Each write is ``(session_id, items, expect_last)``, ``items`` as for
+        :meth:`Session.append_batch`.  ``expect_last`` (None: no check) is the
+        seq the session's log must end at (-1: empty); if one log ends
+        elsewhere, :class:`LogMovedError` and nothing is written -- optimistic
+        concurrency over several sessions.  A session named in ``create`` (its
+        id -> its metadata) that does not exist yet is made, ordinary, with
+        ``cwd="."``, in the same transaction.  Turn markers are refused (they
+        move the writer lease).  Returns each write's events, in order."""
+        self._check_open()
+        e = self._e
+        made = dict(create or {})
+        plan: list[tuple[str, LogRef | None, list[Row], int | None]] = []
+        for session_id, items, expect_last in writes:
+            if not isinstance(session_id, str):
+                raise TypeError(f"session id must be str, not {type(session_id).__name__}")
+            if any(session_id == p[0] for p in plan):
+                raise InvalidArgumentError(f"session {session_id} is written twice")
+            if expect_last is not None and (type(expect_last) is not int or expect_last < -1):
+                raise InvalidArgumentError("expect_last must be None or an int >= -1")
+            try:
+                ref: LogRef | None = e.reading.ref_by_id(session_id)
+            except SessionNotFoundError:
+                if session_id not in made:
+                    raise
+                ref = None
+            rows = e.writer.prepare_items(_ORDINARY if ref is None else ref.header, items)
+            if _turn_marker(rows) is not None:
+                raise InvalidArgumentError("append_atomic takes no turn/start or turn/end")
+            plan.append((session_id, ref, rows, expect_last))
+        if not plan:
+            return []
+        writer = e.writer
+
+        def apply(tx: Writer) -> list[tuple[LogRef, list[Event]]]:
+            refs: list[LogRef | None] = []
+            for session_id, ref, _, expect_last in plan:  # every refusal before any write
+                if ref is None and tx.session_by_id(session_id) is not None:
+                    ref = e.reading.ref_by_id(session_id, reader=tx)  # made meanwhile
+                last = -1
+                if ref is not None:
+                    state = writer.state(tx, ref)
+                    state.lease = writer.leases.check(tx, ref.sid, ref.id, state.lease)
+                    last = state.synced_seq
+                if expect_last is not None and last != expect_last:
+                    raise LogMovedError(f"session {session_id} moved to seq {last}; "
+                                        f"expected it at {expect_last}")
+                refs.append(ref)
+            done: list[tuple[LogRef, list[Event]]] = []
+            try:
+                with tx.savepoint():  # a late refusal must not leave the first writes
+                    for (session_id, _, rows, _), ref in zip(plan, refs, strict=True):
+                        if ref is None:
+                            ref = writer.create(cwd=".", agent_preset=None, tx=tx,
+                                                metadata=made[session_id], session_id=session_id)
+                        done.append((ref, writer.apply(tx, ref, rows)))
+            except BaseException:
+                for ref, _ in done:  # their cached heads are ahead of the rolled-back log
+                    writer.forget(ref.sid)
+                raise
+            return done
+
+        result: list[tuple[LogRef, list[Event]]] = writer.commit.submit(Request(apply, None))
+        for ref, _ in result:
+            writer.after_commit(ref)
+        return [_returned(p[2], events) for p, (_, events) in zip(plan, result, strict=True)]
 
     def load(self, session_id: str) -> Session:
         """Verify a session and make it whole after a crash; return it.

@@ -1,0 +1,411 @@
+"""LangGraph's ``BaseStore`` over trajlog's memory layer: :class:`TrajlogStore`.
+
+    store = TrajlogStore.open("trajlog.db")          # or TrajlogStore(trajlog_store)
+    store.put(("users", "alice", "prefs"), "editor", {"name": "vim"}, ttl=60)
+    store.get(("users", "alice", "prefs"), "editor").value
+    store.search(("users",), filter={"name": "vim"})
+
+The mapping (one memory identity per store, every LangGraph namespace inside it):
+
+* the store acts for ``Identity(tenant, user=user)`` (``"langgraph"`` / ``"store"`` by
+  default); every item is a ``fact`` in **user scope** -- a namespace is not an identity
+  (``("test",)`` names no tenant), so the whole namespace goes into the item's key;
+* item key = ``".".join(namespace) + ".." + key`` (labels never hold ``.`` and are never
+  empty, so the first ``..`` ends the namespace), or ``"#" + sha256`` of both when that
+  exceeds the memory layer's 256 characters; the content is
+  ``{"namespace", "key", "value", "created_ms", "updated_ms"}`` -- a put of the same value
+  under two keys is then two items, never a merge;
+* ``put`` = ``MemoryView.put`` (a new version of the key's item, or a new item), ``get`` =
+  ``find``, ``delete`` (``value=None``) = ``revoke`` (tombstone + purge: the value is in no
+  byte of the file); ``search`` and ``list_namespaces`` read the scope's current items
+  (``MemoryView.list``), ``query`` is trajlog's full-text search (every word must match,
+  best first; ``fts=False`` ignores it as LangGraph's stores without an index do);
+* ``ttl`` (minutes) = ``retention={"ttl_ms": ...}``; the sweep is
+  ``trajlog.Store.apply_retention()`` (:meth:`TrajlogStore.sweep_ttl`, or the sweeper
+  thread); an expired item is never returned, swept or not.  A refresh (``refresh_ttl``,
+  or a put on an item with a TTL) writes a new item and revokes the old one: the memory
+  layer keeps an item's expiry for all its versions.
+* vector search (``index=...``) is not supported.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import concurrent.futures
+import hashlib
+import json
+import threading
+import time
+from collections.abc import Iterable, Mapping
+from datetime import datetime, timezone
+from typing import Any
+
+from langgraph.store.base import (
+    BaseStore,
+    GetOp,
+    Item,
+    ListNamespacesOp,
+    MatchCondition,
+    Op,
+    PutOp,
+    Result,
+    SearchItem,
+    SearchOp,
+    TTLConfig,
+    validate_op_namespace,
+)
+
+import trajlog
+from trajlog import Identity, MemoryItem, MemoryView
+from trajlog.errors import InvalidArgumentError
+
+SCOPE = "user"
+TYPE = "fact"
+# MemoryView.list returns at most this many items: a store holding more could
+# not be searched whole, so it is refused rather than read partially.
+MAX_ITEMS = 10_000
+MAX_KEY = 256
+_FIELDS = frozenset({"namespace", "key", "value", "created_ms", "updated_ms"})
+
+
+def _now_ms() -> int:
+    return time.time_ns() // 1_000_000
+
+
+def _dt(ms: int) -> datetime:
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+
+
+def item_key(namespace: tuple[str, ...], key: str) -> str:
+    """The memory item key of a LangGraph (namespace, key)."""
+    readable = ".".join(namespace) + ".." + key
+    if len(readable) <= MAX_KEY:
+        return readable
+    # (never holds "..", so it cannot collide with a readable key)
+    return "#" + hashlib.sha256(json.dumps([list(namespace), key]).encode()).hexdigest()
+
+
+def _record(mi: MemoryItem) -> dict[str, Any] | None:
+    """The adapter's record in an item, or None for an item it did not write."""
+    c = mi.content
+    if (isinstance(c, dict) and c.keys() == _FIELDS and isinstance(c["namespace"], list)
+            and isinstance(c["key"], str) and isinstance(c["value"], dict)):
+        return c
+    return None
+
+
+def _live(mi: MemoryItem, now: int) -> dict[str, Any] | None:
+    """The record of an item a read may return: active, not expired (swept or not)."""
+    if mi.state != "active" or (mi.expires_ms is not None and mi.expires_ms <= now):
+        return None
+    return _record(mi)
+
+
+def _item(rec: Mapping[str, Any]) -> Item:
+    return Item(value=rec["value"], key=rec["key"], namespace=tuple(rec["namespace"]),
+                created_at=_dt(rec["created_ms"]), updated_at=_dt(rec["updated_ms"]))
+
+
+def _search_item(rec: Mapping[str, Any]) -> SearchItem:
+    return SearchItem(namespace=tuple(rec["namespace"]), key=rec["key"], value=rec["value"],
+                      created_at=_dt(rec["created_ms"]), updated_at=_dt(rec["updated_ms"]))
+
+
+class TrajlogStore(BaseStore):
+    """A LangGraph ``BaseStore`` whose items are trajlog memory items (see the
+    module docstring for the mapping).  Thread-safe within a process; ``abatch``
+    runs ``batch`` on a worker thread."""
+
+    supports_ttl = True
+
+    def __init__(self, store: Any, *, tenant: str = "langgraph", user: str = "store",
+                 ttl: TTLConfig | None = None, fts: bool = True,
+                 index: Mapping[str, Any] | None = None) -> None:
+        """``store``: a :class:`trajlog.Store` (or an ``AsyncStore``: its
+        ``.sync``).  ``tenant`` / ``user``: the memory identity every item
+        belongs to.  ``ttl``: LangGraph's ``TTLConfig``.  ``fts``: whether a
+        search's ``query`` runs trajlog's full-text search."""
+        if index is not None:
+            raise NotImplementedError("TrajlogStore has no vector index: semantic search "
+                                      "is not supported (index=None)")
+        self._store: trajlog.Store = getattr(store, "sync", store)
+        self._mem: MemoryView = self._store.memory(Identity(tenant, user=user))
+        self.ttl_config = ttl
+        self._fts = fts
+        self._owned = False
+        # find-then-write of a put is not one transaction in the memory layer:
+        # the lock keeps two threads from both creating a key's item
+        self._lock = threading.RLock()
+        self._sweeper: threading.Thread | None = None
+        self._stop = threading.Event()
+
+    @classmethod
+    def open(cls, path: str, **kwargs: Any) -> TrajlogStore:
+        """A store on the trajlog database at ``path`` (closed by :meth:`close`)."""
+        self = cls(trajlog.open(path), **kwargs)
+        self._owned = True
+        return self
+
+    def close(self) -> None:
+        """Stop the sweeper; close the trajlog store if :meth:`open` made it."""
+        self.stop_ttl_sweeper()
+        if self._owned:
+            self._store.close()
+
+    def __enter__(self) -> TrajlogStore:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    @property
+    def memory(self) -> MemoryView:
+        """The trajlog memory view the items live in."""
+        return self._mem
+
+    # -- batch -------------------------------------------------------------------
+
+    def batch(self, ops: Iterable[Op]) -> list[Result]:
+        """Run ``ops`` in order; reads see the store as it was before the
+        batch's puts, which are applied last (the last put of a key wins), as
+        LangGraph's ``InMemoryStore`` does."""
+        ops = list(ops)
+        for op in ops:
+            validate_op_namespace(op)
+        results: list[Result] = [None] * len(ops)
+        puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
+        with self._lock:
+            now = _now_ms()
+            listing: list[MemoryItem] | None = None
+            for i, op in enumerate(ops):
+                if isinstance(op, GetOp):
+                    results[i] = self._get(op, now)
+                elif isinstance(op, SearchOp):
+                    if listing is None and not (op.query and self._fts):
+                        listing = self._listing()
+                    results[i] = self._search(op, now, listing)
+                elif isinstance(op, ListNamespacesOp):
+                    if listing is None:
+                        listing = self._listing()
+                    results[i] = _list_namespaces(op, listing, now)
+                elif isinstance(op, PutOp):
+                    puts[(tuple(op.namespace), op.key)] = op
+                else:
+                    raise ValueError(f"unknown operation type: {type(op).__name__}")
+            if puts:
+                self._put(puts.values())
+        return results
+
+    async def abatch(self, ops: Iterable[Op]) -> list[Result]:
+        """:meth:`batch` on a worker thread (the event loop never waits on a commit)."""
+        ops = list(ops)
+        return await asyncio.get_running_loop().run_in_executor(None, self.batch, ops)
+
+    # -- reads -------------------------------------------------------------------
+
+    def _refresh(self, op: GetOp | SearchOp) -> bool:
+        if not op.refresh_ttl or self.ttl_config is None:
+            return False
+        return bool(self.ttl_config.get("refresh_on_read", True))
+
+    def _get(self, op: GetOp, now: int) -> Item | None:
+        mi = self._mem.find(SCOPE, item_key(tuple(op.namespace), op.key))
+        if mi is None:
+            return None
+        rec = _live(mi, now)
+        if rec is None or tuple(rec["namespace"]) != tuple(op.namespace) or (
+                rec["key"] != op.key):
+            return None
+        if self._refresh(op):
+            self._renew(mi)
+        return _item(rec)
+
+    def _listing(self) -> list[MemoryItem]:
+        """The scope's active items, most recently written first."""
+        items = self._mem.list(scopes=[SCOPE], types=[TYPE], states=("active",),
+                               limit=MAX_ITEMS)
+        if len(items) >= MAX_ITEMS:
+            raise InvalidArgumentError(f"TrajlogStore searches and lists at most {MAX_ITEMS} "
+                                       "items per identity (MemoryView.list's limit)")
+        items.reverse()   # (list is in order of each item's last version)
+        return items
+
+    def _search(self, op: SearchOp, now: int,
+                listing: list[MemoryItem] | None) -> list[SearchItem]:
+        candidates = listing
+        if op.query and self._fts:
+            try:
+                candidates = self._mem.search(op.query, limit=MAX_ITEMS, types=[TYPE],
+                                              scopes=[SCOPE])
+            except InvalidArgumentError:   # a query without words: no ranking
+                candidates = listing if listing is not None else self._listing()
+        assert candidates is not None
+        prefix = tuple(op.namespace_prefix)
+        n = len(prefix)
+        start, stop = max(op.offset, 0), max(op.offset, 0) + max(op.limit, 0)
+        hits: list[tuple[MemoryItem, dict[str, Any]]] = []
+        for mi in candidates:
+            rec = _live(mi, now)
+            if rec is None or tuple(rec["namespace"][:n]) != prefix:
+                continue
+            if op.filter and not all(_compare(rec["value"].get(k), v)
+                                     for k, v in op.filter.items()):
+                continue
+            hits.append((mi, rec))
+            if len(hits) >= stop:
+                break
+        hits = hits[start:stop]
+        if self._refresh(op):
+            for mi, _ in hits:
+                self._renew(mi)
+        return [_search_item(rec) for _, rec in hits]
+
+    # -- writes ------------------------------------------------------------------
+
+    def _renew(self, mi: MemoryItem) -> None:
+        """Restart an item's TTL: the same record as a new item, the old one
+        revoked (the memory layer keeps an item's expiry for all its versions)."""
+        ttl = (mi.retention or {}).get("ttl_ms")
+        if ttl is None:
+            return
+        self._mem.revoke(mi.id, reason="langgraph: ttl refreshed")
+        self._mem.remember(SCOPE, TYPE, mi.content, key=mi.key, retention={"ttl_ms": ttl})
+
+    def _put(self, ops: Iterable[PutOp]) -> None:
+        now = _now_ms()
+        fresh: list[dict[str, Any]] = []
+        for op in ops:
+            ns = tuple(op.namespace)
+            ikey = item_key(ns, op.key)
+            cur = self._mem.find(SCOPE, ikey)
+            if op.value is None:
+                if cur is not None:
+                    self._mem.revoke(cur.id, reason="langgraph: delete")
+                continue
+            rec = None if cur is None else _live(cur, now)
+            ttl_ms = None if op.ttl is None else max(int(op.ttl * 60_000), 0)
+            content = {"namespace": list(ns), "key": op.key, "value": dict(op.value),
+                       "created_ms": now if rec is None else rec["created_ms"],
+                       "updated_ms": now}
+            retention = None if ttl_ms is None else {"ttl_ms": ttl_ms}
+            if (cur is not None and rec is not None and cur.type == TYPE
+                    and cur.retention is None and retention is None):
+                self._mem.correct(cur.id, content, reason="langgraph: put")
+                continue
+            if cur is not None:
+                # a TTL starts again on every put, and an item's expiry is fixed at
+                # its first version: a new item replaces it
+                self._mem.revoke(cur.id, reason="langgraph: replaced")
+            fresh.append(dict(scope=SCOPE, type=TYPE, content=content, key=ikey,
+                              retention=retention))
+        if fresh:
+            self._mem.remember_many(fresh)   # one transaction for every new key
+
+    # -- TTL -----------------------------------------------------------------------
+
+    def sweep_ttl(self) -> int:
+        """Revoke every expired item now (``trajlog.Store.apply_retention``,
+        which also applies every other recorded retention policy of the
+        store); returns how many items it revoked."""
+        with self._lock:
+            return len(self._store.apply_retention().items_revoked)
+
+    async def asweep_ttl(self) -> int:
+        """:meth:`sweep_ttl` on a worker thread."""
+        return await asyncio.get_running_loop().run_in_executor(None, self.sweep_ttl)
+
+    def start_ttl_sweeper(self, sweep_interval_minutes: float | None = None
+                          ) -> concurrent.futures.Future[None]:
+        """Sweep every ``sweep_interval_minutes`` (default: the TTL config's
+        ``sweep_interval_minutes``, else 5) on a daemon thread until
+        :meth:`stop_ttl_sweeper`; the future completes when it stops."""
+        done: concurrent.futures.Future[None] = concurrent.futures.Future()
+        if self._sweeper is not None and self._sweeper.is_alive():
+            done.set_result(None)
+            return done
+        interval = sweep_interval_minutes or (self.ttl_config or {}).get(
+            "sweep_interval_minutes") or 5
+        self._stop.clear()
+
+        def loop() -> None:
+            try:
+                while not self._stop.wait(float(interval) * 60):
+                    self.sweep_ttl()
+            finally:
+                done.set_result(None)
+
+        self._sweeper = threading.Thread(target=loop, name="trajlog-ttl-sweeper",
+                                         daemon=True)
+        self._sweeper.start()
+        return done
+
+    def stop_ttl_sweeper(self, timeout: float | None = None) -> bool:
+        """Stop the sweeper thread; True once it has stopped (or never ran)."""
+        if self._sweeper is None:
+            return True
+        self._stop.set()
+        self._sweeper.join(timeout)
+        stopped = not self._sweeper.is_alive()
+        if stopped:
+            self._sweeper = None
+        return stopped
+
+
+# -- namespaces and filters (LangGraph's semantics, as InMemoryStore has them) ----------
+
+def _matches(cond: MatchCondition, ns: tuple[str, ...]) -> bool:
+    path = tuple(cond.path)
+    if len(ns) < len(path):
+        return False
+    if cond.match_type == "prefix":
+        pairs = zip(ns, path, strict=False)
+    elif cond.match_type == "suffix":
+        pairs = zip(reversed(ns), reversed(path), strict=False)
+    else:
+        raise ValueError(f"unsupported match type: {cond.match_type!r}")
+    return all(p == "*" or k == p for k, p in pairs)
+
+
+def _list_namespaces(op: ListNamespacesOp, listing: list[MemoryItem],
+                     now: int) -> list[tuple[str, ...]]:
+    found: set[tuple[str, ...]] = set()
+    for mi in listing:
+        rec = _live(mi, now)
+        if rec is None:
+            continue
+        ns = tuple(rec["namespace"])
+        if all(_matches(c, ns) for c in op.match_conditions or ()):
+            found.add(ns if op.max_depth is None else ns[:op.max_depth])
+    out = sorted(found)
+    return out[op.offset:op.offset + op.limit]
+
+
+def _compare(value: Any, wanted: Any) -> bool:
+    """JSONB-like containment: operators ``$eq $ne $gt $gte $lt $lte``,
+    nested mappings, lists element by element, else equality."""
+    if isinstance(wanted, dict):
+        if any(k.startswith("$") for k in wanted):
+            return all(_operator(value, k, v) for k, v in wanted.items())
+        return isinstance(value, dict) and all(_compare(value.get(k), v)
+                                               for k, v in wanted.items())
+    if isinstance(wanted, (list, tuple)):
+        return (isinstance(value, (list, tuple)) and len(value) == len(wanted)
+                and all(_compare(a, b) for a, b in zip(value, wanted, strict=True)))
+    return bool(value == wanted)
+
+
+def _operator(value: Any, op: str, operand: Any) -> bool:
+    if op == "$eq":
+        return bool(value == operand)
+    if op == "$ne":
+        return bool(value != operand)
+    if op in ("$gt", "$gte", "$lt", "$lte"):
+        try:
+            a, b = float(value), float(operand)
+        except (TypeError, ValueError):
+            return False   # a missing or non-numeric field never compares
+        return {"$gt": a > b, "$gte": a >= b, "$lt": a < b, "$lte": a <= b}[op]
+    raise ValueError(f"unsupported filter operator: {op!r}")
+
+
+__all__ = ["MAX_ITEMS", "TrajlogStore", "item_key"]
