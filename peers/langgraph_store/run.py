@@ -23,7 +23,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
-from fetch import sdist_tree  # noqa: E402  (peers/fetch.py, beside this directory)
+from fetch import sdist_tree  # type: ignore[import-not-found]  # noqa: E402  (peers/fetch.py)
 
 PEER = "langgraph-checkpoint==4.3.2"
 TESTS = "tests/test_store.py"
@@ -80,7 +80,8 @@ class TrajlogPlugin:
         lg_memory.InMemoryStore = TrajlogInMemoryStore  # type: ignore[misc,assignment]
 
     def pytest_collection_modifyitems(self, config: Any, items: list[Any]) -> None:
-        keep, out = [], []
+        keep: list[Any] = []
+        out: list[Any] = []
         for item in items:
             (out if item.originalname in DESELECT else keep).append(item)
         items[:] = keep

@@ -20,7 +20,6 @@ from ..codec.compression import Compressor
 from ..errors import (
     InvalidArgumentError,
     LogMovedError,
-    SessionNotFoundError,
     StoreClosedError,
     TrajlogError,
 )
@@ -33,6 +32,7 @@ from ..storage import Backend, Request, SQLiteBackend, Writer
 from ..storage.schema import APPLICATION_ID
 from ..storage.sqlite import migrate as sqlite_migrate
 from ..storage.sqlite import probe as sqlite_probe
+from . import checks
 from .forget import Forgetting
 from .handles import LogRef, Options
 from .importing import Bulk, ChainCheck, Item, Loaded, Loader, SessionSpec
@@ -204,36 +204,38 @@ class Store:
             raise TypeError(f"session id must be str, not {type(session_id).__name__}")
         return Session(self._e, self._e.reading.ref_by_id(session_id))
 
-    def append_atomic(self, writes: Iterable[tuple[str, Iterable[Any], int | None]], *,
+    def append_atomic(self, writes: Iterable[tuple[str | Session, Iterable[Any], int | None]],
+                      *,
                       create: Mapping[str, Mapping[str, Any] | None] | None = None,
                       ) -> list[list[Event]]:
         """Append to several sessions in one transaction: every write or none.
 
-        Each write is ``(session_id, items, expect_last)``, ``items`` as for
-        :meth:`Session.append_batch`.  ``expect_last`` (None: no check) is the
-        seq the session's log must end at (-1: empty); if one log ends
-        elsewhere, :class:`LogMovedError` and nothing is written -- optimistic
-        concurrency over several sessions.  A session named in ``create`` (its
-        id -> its metadata) that does not exist yet is made, ordinary, with
-        ``cwd="."``, in the same transaction.  Turn markers are refused (they
-        move the writer lease).  Returns each write's events, in order."""
+        Each write is ``(session, items, expect_last)`` -- a handle or a
+        session id, ``items`` as for :meth:`Session.append_batch`.
+        ``expect_last`` (None: no check) is the seq the session's log must end
+        at (-1: empty); if one log ends elsewhere, :class:`LogMovedError` and
+        nothing is written -- optimistic concurrency over several sessions.
+        A session named in ``create`` (its id -> its metadata) that does not
+        exist yet is made, ordinary, with ``cwd="."``, in the same
+        transaction.  Turn markers are refused (they move the writer lease).
+        Returns each write's events, in order."""
         self._check_open()
         e = self._e
         made = dict(create or {})
         plan: list[tuple[str, LogRef | None, list[Row], int | None]] = []
-        for session_id, items, expect_last in writes:
+        named: set[str] = set()
+        for target, items, expect_last in writes:
+            ref: LogRef | None = target._ref if isinstance(target, Session) else None
+            session_id = target.id if isinstance(target, Session) else target
             if not isinstance(session_id, str):
                 raise TypeError(f"session id must be str, not {type(session_id).__name__}")
-            if any(session_id == p[0] for p in plan):
+            if session_id in named:
                 raise InvalidArgumentError(f"session {session_id} is written twice")
+            named.add(session_id)
             if expect_last is not None and (type(expect_last) is not int or expect_last < -1):
                 raise InvalidArgumentError("expect_last must be None or an int >= -1")
-            try:
-                ref: LogRef | None = e.reading.ref_by_id(session_id)
-            except SessionNotFoundError:
-                if session_id not in made:
-                    raise
-                ref = None
+            if ref is None and session_id not in made:  # (one to make: looked up in the tx)
+                ref = e.reading.ref_by_id(session_id)
             rows = e.writer.prepare_items(_ORDINARY if ref is None else ref.header, items)
             if _turn_marker(rows) is not None:
                 raise InvalidArgumentError("append_atomic takes no turn/start or turn/end")
@@ -244,9 +246,11 @@ class Store:
 
         def apply(tx: Writer) -> list[tuple[LogRef, list[Event]]]:
             refs: list[LogRef | None] = []
-            for session_id, ref, _, expect_last in plan:  # every refusal before any write
+            for session_id, ref, rows, expect_last in plan:  # every refusal first
                 if ref is None and tx.session_by_id(session_id) is not None:
-                    ref = e.reading.ref_by_id(session_id, reader=tx)  # made meanwhile
+                    ref = e.reading.ref_by_id(session_id, reader=tx)  # it exists already
+                    for row in rows:
+                        checks.check_append_type(ref.header, row.event.type)
                 last = -1
                 if ref is not None:
                     state = writer.state(tx, ref)

@@ -102,7 +102,10 @@ def current(conn: apsw.Connection, tenant: str, scopes: Sequence[Scope],
     where, args = scope_sql(tenant, scopes, "m")
     t_sql, t_args = _in("m.type", types)
     s_sql, s_args = _in("m.state", states)
-    k_sql, k_args = (" AND m.key = ?", [key]) if key is not None else ("", [])
+    # a key lookup names the tenant outside the scope OR (global items have
+    # tenant ''), so the planner seeks memories_key instead of scanning the scope
+    k_sql, k_args = ((" AND m.key = ? AND m.tenant IN ('', ?)", [key, tenant])
+                     if key is not None else ("", []))
     return [_memory(r) for r in conn.execute(
         f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
         f"WHERE {_LATEST} AND {where}{t_sql}{s_sql}{k_sql} ORDER BY m.mid LIMIT ?",

@@ -21,17 +21,20 @@ from __future__ import annotations
 
 import threading
 import uuid
-from collections.abc import Iterable, Iterator
+from collections import OrderedDict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from trajlog import Event, Session
+from ...api import Session
+from ...events import Event
 
 NAMESPACE = uuid.UUID("6f1d3c52-8f0e-4c59-9d57-2a6c1b0e7a41")
 PUT = "checkpoint/put"
 WRITES = "checkpoint/writes"
 DELETED = "checkpoint/delete"
 _WINDOW = 32          # first window of a backwards scan for a namespace's head
+_CACHED = 64          # events kept per thread
 
 
 def session_id_of(thread_id: str) -> str:
@@ -93,9 +96,27 @@ class ThreadLog:
     base: int = 0                                   # first seq after the last marker
     puts: dict[str, dict[str, int]] = field(default_factory=dict)
     writes: dict[tuple[str, str], list[int]] = field(default_factory=dict)
+    newest: dict[str, str] = field(default_factory=dict)    # full: ns -> greatest id
     heads: dict[str, Head | None] = field(default_factory=dict)
     cleared: bool = False                           # heads: a namespace not in it has none
     on_event: Any = None                            # the mirror's fold, in full mode
+    # Events of ours this process appended or read, by seq (a get costs a
+    # query and a frame check; LangGraph reads the newest checkpoint again and
+    # again).  Dropped at a delete marker; bounded.
+    cache: OrderedDict[int, Event] = field(default_factory=OrderedDict)
+
+    def get(self, seq: int) -> Event:
+        """The event at ``seq``, from the cache or the log."""
+        ev = self.cache.get(seq)
+        if ev is None:
+            ev = self.session.get(seq)
+            self._keep(ev)
+        return ev
+
+    def _keep(self, ev: Event) -> None:
+        self.cache[ev.seq] = ev
+        if len(self.cache) > _CACHED:
+            self.cache.popitem(last=False)
 
     # -- folding ---------------------------------------------------------------------
 
@@ -103,11 +124,17 @@ class ThreadLog:
         """Fold events that follow ``seen`` (in order)."""
         for ev in events:
             t = ev.type
+            if t in (PUT, WRITES):
+                self._keep(ev)
+            elif t == DELETED:
+                self.cache.clear()
             if self.full:
                 if t == PUT:
                     key = _put_key(ev.data)
                     if key is not None:
                         self.puts.setdefault(key[0], {})[key[1]] = ev.seq
+                        if key[1] > self.newest.get(key[0], ""):
+                            self.newest[key[0]] = key[1]
                 elif t == WRITES:
                     key = _writes_key(ev.data)
                     if key is not None:
@@ -115,6 +142,7 @@ class ThreadLog:
                 elif t == DELETED:
                     self.puts.clear()
                     self.writes.clear()
+                    self.newest.clear()
                     self.base = ev.seq + 1
                     if self.on_event is not None:
                         self.on_event(None)
@@ -157,6 +185,7 @@ class ThreadLog:
         self.full, self.seen = True, -1
         self.puts.clear()
         self.writes.clear()
+        self.newest.clear()
         self.heads.clear()
         self.base = 0
         if self.on_event is not None:
@@ -170,11 +199,10 @@ class ThreadLog:
         otherwise: LangGraph's ids grow with time, so they agree)."""
         self.catch_up()
         if self.full:
-            ids = self.puts.get(ns)
-            if not ids:
+            cid = self.newest.get(ns)
+            if cid is None:
                 return None
-            cid = max(ids)
-            return ids[cid], cid, list(self.writes.get((ns, cid), ()))
+            return self.puts[ns][cid], cid, list(self.writes.get((ns, cid), ()))
         if ns in self.heads or self.cleared:
             return self.heads.get(ns)
         found = self._scan_back(ns)
@@ -208,16 +236,27 @@ class ThreadLog:
         seq = self.puts.get(ns, {}).get(cid)
         return None if seq is None else (seq, cid, list(self.writes.get((ns, cid), ())))
 
-    def entries(self, ns: str | None, before: str | None) -> Iterator[tuple[str, Head]]:
+    def entries(self, ns: str | None, before: str | None) -> list[tuple[str, str, int]]:
         """Live checkpoints (of ``ns``, or of every namespace) with ids below
-        ``before``, as ``(ns, head)``, unordered."""
+        ``before``, as ``(id, ns, seq of the put)``, unordered."""
         self.ensure_full()
         self.catch_up()
         spaces = [ns] if ns is not None else list(self.puts)
-        for space in spaces:
-            for cid, seq in self.puts.get(space, {}).items():
-                if before is None or cid < before:
-                    yield space, (seq, cid, list(self.writes.get((space, cid), ())))
+        return [(cid, space, seq) for space in spaces
+                for cid, seq in self.puts.get(space, {}).items()
+                if before is None or cid < before]
+
+    def prefetch(self, seqs: set[int]) -> dict[int, Event]:
+        """The events at ``seqs``, read in one verified pass over their range
+        (a listing of many checkpoints: one get each costs a query)."""
+        if not seqs:
+            return {}
+        return {ev.seq: ev for ev in self.session.events(min(seqs), max(seqs))
+                if ev.seq in seqs}
+
+    def writes_of(self, ns: str, cid: str) -> list[int]:
+        """Seqs of the writes events of a checkpoint (as of ``seen``)."""
+        return list(self.writes.get((ns, cid), ()))
 
     def live_seqs(self) -> tuple[int, int]:
         """``(base, last)``: the live part of the log."""

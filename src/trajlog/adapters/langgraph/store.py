@@ -17,9 +17,11 @@ The mapping (one memory identity per store, every LangGraph namespace inside it)
   under two keys is then two items, never a merge;
 * ``put`` = ``MemoryView.put`` (a new version of the key's item, or a new item), ``get`` =
   ``find``, ``delete`` (``value=None``) = ``revoke`` (tombstone + purge: the value is in no
-  byte of the file); ``search`` and ``list_namespaces`` read the scope's current items
-  (``MemoryView.list``), ``query`` is trajlog's full-text search (every word must match,
-  best first; ``fts=False`` ignores it as LangGraph's stores without an index do);
+  byte of the file); ``search`` and ``list_namespaces`` read the items whose indexed text
+  holds the namespace's ASCII-alphanumeric labels (``MemoryView.search``; the scope's whole
+  ``MemoryView.list`` when there is no such label), check each record, newest write first;
+  ``query`` is trajlog's full-text search (every word must match, best first;
+  ``fts=False`` ignores it as LangGraph's stores without a vector index do);
 * ``ttl`` (minutes) = ``retention={"ttl_ms": ...}``; the sweep is
   ``trajlog.Store.apply_retention()`` (:meth:`TrajlogStore.sweep_ttl`, or the sweeper
   thread); an expired item is never returned, swept or not.  A refresh (``refresh_ttl``,
@@ -34,6 +36,7 @@ import asyncio
 import concurrent.futures
 import hashlib
 import json
+import re
 import threading
 import time
 from collections.abc import Iterable, Mapping
@@ -55,9 +58,10 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-import trajlog
-from trajlog import Identity, MemoryItem, MemoryView
-from trajlog.errors import InvalidArgumentError
+from ...errors import InvalidArgumentError
+from ...interop.store import Store
+from ...interop.store import open as open_store
+from ...memory import Identity, MemoryItem, MemoryView
 
 SCOPE = "user"
 TYPE = "fact"
@@ -65,6 +69,8 @@ TYPE = "fact"
 # not be searched whole, so it is refused rather than read partially.
 MAX_ITEMS = 10_000
 MAX_KEY = 256
+_TOKEN = re.compile(r"[A-Za-z0-9]+")   # one unicode61 token, whatever surrounds it
+_WORD = re.compile(r"\w+")             # what MemoryView.search takes as a word
 _FIELDS = frozenset({"namespace", "key", "value", "created_ms", "updated_ms"})
 
 
@@ -101,6 +107,16 @@ def _live(mi: MemoryItem, now: int) -> dict[str, Any] | None:
     return _record(mi)
 
 
+def _recent_first(items: list[MemoryItem]) -> list[MemoryItem]:
+    """Items by their record's last write, newest first (a total order: one
+    item per namespace and key), whichever way they were found."""
+    def order(mi: MemoryItem) -> tuple[int, list[str], str]:
+        rec = _record(mi)
+        return (0, [], "") if rec is None else (rec["updated_ms"], rec["namespace"],
+                                                 rec["key"])
+    return sorted(items, key=order, reverse=True)
+
+
 def _item(rec: Mapping[str, Any]) -> Item:
     return Item(value=rec["value"], key=rec["key"], namespace=tuple(rec["namespace"]),
                 created_at=_dt(rec["created_ms"]), updated_at=_dt(rec["updated_ms"]))
@@ -128,7 +144,7 @@ class TrajlogStore(BaseStore):
         if index is not None:
             raise NotImplementedError("TrajlogStore has no vector index: semantic search "
                                       "is not supported (index=None)")
-        self._store: trajlog.Store = getattr(store, "sync", store)
+        self._store: Store = getattr(store, "sync", store)
         self._mem: MemoryView = self._store.memory(Identity(tenant, user=user))
         self.ttl_config = ttl
         self._fts = fts
@@ -142,7 +158,7 @@ class TrajlogStore(BaseStore):
     @classmethod
     def open(cls, path: str, **kwargs: Any) -> TrajlogStore:
         """A store on the trajlog database at ``path`` (closed by :meth:`close`)."""
-        self = cls(trajlog.open(path), **kwargs)
+        self = cls(open_store(path), **kwargs)
         self._owned = True
         return self
 
@@ -176,18 +192,14 @@ class TrajlogStore(BaseStore):
         puts: dict[tuple[tuple[str, ...], str], PutOp] = {}
         with self._lock:
             now = _now_ms()
-            listing: list[MemoryItem] | None = None
             for i, op in enumerate(ops):
                 if isinstance(op, GetOp):
                     results[i] = self._get(op, now)
                 elif isinstance(op, SearchOp):
-                    if listing is None and not (op.query and self._fts):
-                        listing = self._listing()
-                    results[i] = self._search(op, now, listing)
+                    results[i] = self._search(op, now)
                 elif isinstance(op, ListNamespacesOp):
-                    if listing is None:
-                        listing = self._listing()
-                    results[i] = _list_namespaces(op, listing, now)
+                    labels = [x for c in op.match_conditions or () for x in c.path]
+                    results[i] = _list_namespaces(op, self._candidates(labels), now)
                 elif isinstance(op, PutOp):
                     puts[(tuple(op.namespace), op.key)] = op
                 else:
@@ -221,26 +233,40 @@ class TrajlogStore(BaseStore):
         return _item(rec)
 
     def _listing(self) -> list[MemoryItem]:
-        """The scope's active items, most recently written first."""
+        """Every active item of the scope."""
         items = self._mem.list(scopes=[SCOPE], types=[TYPE], states=("active",),
                                limit=MAX_ITEMS)
         if len(items) >= MAX_ITEMS:
             raise InvalidArgumentError(f"TrajlogStore searches and lists at most {MAX_ITEMS} "
                                        "items per identity (MemoryView.list's limit)")
-        items.reverse()   # (list is in order of each item's last version)
         return items
 
-    def _search(self, op: SearchOp, now: int,
-                listing: list[MemoryItem] | None) -> list[SearchItem]:
-        candidates = listing
-        if op.query and self._fts:
-            try:
-                candidates = self._mem.search(op.query, limit=MAX_ITEMS, types=[TYPE],
-                                              scopes=[SCOPE])
-            except InvalidArgumentError:   # a query without words: no ranking
-                candidates = listing if listing is not None else self._listing()
-        assert candidates is not None
+    def _candidates(self, labels: Iterable[str], query: str | None = None
+                    ) -> list[MemoryItem]:
+        """The items a search over namespaces holding ``labels`` must look at.
+
+        Listing the scope reads every item (MemoryView.list verifies each one), so
+        the full-text index narrows it first: a label of ASCII letters and digits
+        is exactly one token of the indexed text of every item under it (the
+        record holds its namespace), so asking for it loses no item.  Other
+        labels are only checked on the records.  With a ``query``, its words
+        must match too and the hits keep their rank (best first)."""
+        words = sorted({x for x in labels if _TOKEN.fullmatch(x)})
+        if query:
+            words = _WORD.findall(query) + words
+        if words:
+            hits = self._mem.search(" ".join(words), limit=MAX_ITEMS, types=[TYPE],
+                                    scopes=[SCOPE])
+            if len(hits) < MAX_ITEMS:
+                return hits if query else _recent_first(hits)
+        if query:   # (a query of more items than a search returns)
+            raise InvalidArgumentError(f"TrajlogStore ranks at most {MAX_ITEMS} hits")
+        return _recent_first(self._listing())
+
+    def _search(self, op: SearchOp, now: int) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
+        query = op.query if op.query and self._fts and _WORD.search(op.query) else None
+        candidates = self._candidates(prefix, query)
         n = len(prefix)
         start, stop = max(op.offset, 0), max(op.offset, 0) + max(op.limit, 0)
         hits: list[tuple[MemoryItem, dict[str, Any]]] = []

@@ -1,0 +1,458 @@
+"""trajlog as the event store of the eventsourcing library: its recorders.
+
+The recorders implement eventsourcing's ``AggregateRecorder``,
+``ApplicationRecorder``, ``TrackingRecorder`` and ``ProcessRecorder`` on one
+trajlog store, and ``TrajlogFactory`` is the infrastructure factory that an
+``Application`` finds by its environment::
+
+    from eventsourcing.application import Application
+    app = Application(env={"PERSISTENCE_MODULE": "trajlog.adapters.eventsourcing",
+                           "TRAJLOG_DBNAME": "trajlog.db"})
+
+How eventsourcing maps onto trajlog (every recorder has a ``name``, the
+factory's purpose, which namespaces its sessions):
+
+* an originator (an aggregate) is a session, ``uuid5(NAMESPACE,
+  "<name>/aggregate/<originator id>")``; each stored event one
+  ``eventsourcing/event`` event ``{"v", "topic", "state" | "state_b64"}``.
+  Its seqs run in version order: the versions of one originator must
+  increase (what eventsourcing writes).  A version not above the last one
+  stored is refused with ``IntegrityError`` -- a duplicate, as in the SQLite
+  recorder, but also a lower version never stored (the SQLite recorder would
+  accept that one);
+* the application sequence is one more session, ``<name>/application``: each
+  notification an ``eventsourcing/notification`` event (the stored event and
+  ``originator_id``), notification id = seq + 1.  Ids are contiguous because
+  a session's seqs are (the schema refuses a gap), also across threads and
+  processes;
+* tracking: a session per upstream application, ``<name>/tracking/<app>``,
+  one ``eventsourcing/tracking {"n"}`` event per tracking record.
+
+``insert_events`` writes every session it touches in one transaction
+(:meth:`trajlog.Store.append_atomic`), each originator and tracking session
+expected to end where this recorder last saw it: a writer that got there
+first moves the log, the transaction writes nothing, and the recorder reads
+the log again -- then refuses a duplicate or retries.  State bytes that are
+UTF-8 (what eventsourcing's JSON transcoder writes) are kept as text, other
+bytes (compressed or encrypted state) as base64.
+"""
+
+from __future__ import annotations
+
+import base64
+import itertools
+import threading
+import time
+import uuid
+from collections.abc import Sequence
+from typing import Any, cast
+
+from eventsourcing.persistence import (
+    AggregateRecorder,
+    ApplicationRecorder,
+    InfrastructureFactory,
+    IntegrityError,
+    ListenNotifySubscription,
+    Notification,
+    OperationalError,
+    ProcessRecorder,
+    StoredEvent,
+    Tracking,
+    TrackingRecorder,
+)
+from eventsourcing.utils import Environment, EnvType, resolve_topic
+
+from ..api import Session, Store
+from ..errors import LogMovedError, SessionNotFoundError
+from ..events import Event
+from ..interop.store import open as open_store
+
+#: Namespace of the session ids: ``uuid5(NAMESPACE, "<name>/<kind>/<key>")``.
+NAMESPACE = uuid.UUID("f81ee4f1-80ef-42d2-95ea-5e1171eb681e")
+EVENT, NOTIFICATION, TRACKING = ("eventsourcing/event", "eventsourcing/notification",
+                                 "eventsourcing/tracking")
+_RETRIES = 100        # conflicts in a row before giving up (each means another writer won)
+_CACHED = 10_000      # heads kept per recorder
+_POLL = 0.1           # seconds: how often a subscription looks for other processes' writes
+
+
+def _state(state: bytes) -> dict[str, str]:
+    try:
+        return {"state": state.decode("utf-8")}
+    except UnicodeDecodeError:
+        return {"state_b64": base64.b64encode(state).decode("ascii")}
+
+
+def _bytes(data: dict[str, Any]) -> bytes:
+    text = data.get("state")
+    if text is not None:
+        return cast(str, text).encode("utf-8")
+    return base64.b64decode(data["state_b64"])
+
+
+class TrajlogRecorder:
+    """What every recorder shares: the store, the session ids, the cached
+    heads, and the atomic write of events and tracking."""
+
+    _LOGGED = False   # does insert_events also write the application sequence?
+    _TRACKS = False   # does insert_events take a tracking record?
+
+    def __init__(self, store: Store, *, name: str = "events",
+                 originator_id_type: str = "uuid") -> None:
+        if originator_id_type not in ("uuid", "text"):
+            raise ValueError("originator_id_type must be 'uuid' or 'text'")
+        self.store = store
+        self.name = name
+        self.originator_id_type = originator_id_type
+        self.log_id = self._sid("application", "")
+        # session id -> (last seq, last version or tracking id): what this
+        # recorder last saw; a stale entry only costs a retry (expect_last)
+        self._heads: dict[str, tuple[int, int | None]] = {}
+        self._sessions: dict[str, Session] = {}
+        self._listeners: set[threading.Event] = set()
+
+    def _sid(self, kind: str, key: str) -> str:
+        return str(uuid.uuid5(NAMESPACE, f"{self.name}/{kind}/{key}"))
+
+    def _key(self, originator_id: uuid.UUID | str) -> str:
+        return originator_id.hex if isinstance(originator_id, uuid.UUID) else originator_id
+
+    def _originator(self, key: str) -> uuid.UUID | str:
+        return uuid.UUID(key) if self.originator_id_type == "uuid" else key
+
+    def _session(self, session_id: str) -> Session | None:
+        session = self._sessions.get(session_id)
+        if session is None:
+            try:
+                session = self.store.session(session_id)
+            except SessionNotFoundError:
+                return None
+            if len(self._sessions) >= _CACHED:
+                self._sessions.pop(next(iter(self._sessions)))
+            self._sessions[session_id] = session
+        return session
+
+    def _head(self, session_id: str, field: str) -> tuple[int, int | None]:
+        head = self._heads.get(session_id)
+        if head is None:
+            session = self._session(session_id)
+            last = session.tail(1) if session is not None else []
+            head = (last[0].seq, last[0].data[field]) if last else (-1, None)
+        return head
+
+    def _keep(self, session_id: str, head: tuple[int, int | None]) -> None:
+        heads = self._heads
+        if len(heads) >= _CACHED and session_id not in heads:
+            heads.pop(next(iter(heads)))
+        heads[session_id] = head
+
+    def _write(self, stored_events: Sequence[StoredEvent],
+               tracking: Tracking | None) -> list[Event]:
+        """Write the events (and the tracking record) in one transaction;
+        return the notification events (none if not ``_LOGGED``)."""
+        groups: dict[str, list[StoredEvent]] = {}
+        for stored in stored_events:
+            groups.setdefault(self._key(stored.originator_id), []).append(stored)
+        for key, group in groups.items():
+            versions = [s.originator_version for s in group]
+            if any(b <= a for a, b in itertools.pairwise(versions)):
+                raise IntegrityError(f"originator {key}: versions {versions} do not increase")
+        track_sid = None if tracking is None else self._sid("tracking",
+                                                            tracking.application_name)
+        for _ in range(_RETRIES):
+            writes: list[tuple[str, list[tuple[str, dict[str, Any]]], int | None]] = []
+            create: dict[str, dict[str, Any]] = {}
+            keep: list[tuple[str, int | None]] = []
+            for key, group in groups.items():
+                sid = self._sid("aggregate", key)
+                last_seq, last_version = self._head(sid, "v")
+                first = group[0].originator_version
+                if last_version is not None and first <= last_version:
+                    raise IntegrityError(f"originator {key} has version {last_version}: "
+                                         f"version {first} cannot follow it")
+                writes.append((sid, [(EVENT, {"v": s.originator_version, "topic": s.topic,
+                                              **_state(s.state)}) for s in group], last_seq))
+                create[sid] = {"eventsourcing": {"recorder": self.name, "originator_id": key}}
+                keep.append((sid, group[-1].originator_version))
+            if tracking is not None and track_sid is not None:
+                last_seq, last_id = self._head(track_sid, "n")
+                if last_id is not None and tracking.notification_id <= last_id:
+                    raise IntegrityError(f"application {tracking.application_name!r} is "
+                                         f"tracked at {last_id}: {tracking.notification_id} "
+                                         "cannot follow it")
+                writes.append((track_sid, [(TRACKING, {"n": tracking.notification_id})],
+                               last_seq))
+                create[track_sid] = {"eventsourcing": {
+                    "recorder": self.name, "tracking": tracking.application_name}}
+                keep.append((track_sid, tracking.notification_id))
+            if self._LOGGED and stored_events:
+                writes.append((self.log_id, [(NOTIFICATION, {
+                    "originator_id": self._key(s.originator_id), "v": s.originator_version,
+                    "topic": s.topic, **_state(s.state)}) for s in stored_events], None))
+                create[self.log_id] = {"eventsourcing": {"recorder": self.name,
+                                                         "application_sequence": True}}
+            if not writes:
+                return []
+            try:
+                # cached handles spare the store a look-up per session
+                handles = [(self._sessions.get(w[0], w[0]), w[1], w[2]) for w in writes]
+                written = self.store.append_atomic(handles, create=create)
+            except LogMovedError:
+                for sid, _ in keep:  # another writer won: read those logs again
+                    self._heads.pop(sid, None)
+                continue
+            for (sid, value), events in zip(keep, written, strict=False):
+                self._keep(sid, (events[-1].seq, value))
+            if self._LOGGED and stored_events:
+                for listener in list(self._listeners):
+                    listener.set()
+                return written[-1]
+            return []
+        raise OperationalError(f"gave up after {_RETRIES} write conflicts in a row")
+
+    def select_events(self, originator_id: uuid.UUID | str, *, gt: int | None = None,
+                      lte: int | None = None, desc: bool = False,
+                      limit: int | None = None) -> Sequence[StoredEvent]:
+        """The originator's stored events with version above ``gt`` and up to
+        ``lte``, in version order (``desc``: newest first), at most ``limit``."""
+        key = self._key(originator_id)
+        session = self._session(self._sid("aggregate", key))
+        last = -1 if session is None else session.last_seq
+        if session is None or last < 0 or (limit is not None and limit == 0):
+            return []
+        lo, hi = 0, last
+        if gt is not None or lte is not None:
+            versions = _Versions(session, last)
+            if gt is not None:
+                lo = versions.first_above(gt)
+            if lte is not None:
+                hi = versions.last_at_most(lte)
+        if limit is not None and limit > 0:
+            if desc:
+                lo = max(lo, hi - limit + 1)
+            else:
+                hi = min(hi, lo + limit - 1)
+        if lo > hi:
+            return []
+        oid = self._originator(key)
+        found = [StoredEvent(originator_id=oid, originator_version=ev.data["v"],
+                             topic=ev.data["topic"], state=_bytes(ev.data))
+                 for ev in session.events(lo, hi) if ev.type == EVENT]
+        if desc:
+            found.reverse()
+        return found
+
+
+class _Versions:
+    """Seq <-> version in one originator's log: versions increase with the
+    seq, so a seq is found from the first and last versions when they are
+    contiguous (the usual case), else by bisection."""
+
+    def __init__(self, session: Session, last: int) -> None:
+        self._session, self._last = session, last
+        self._at: dict[int, int] = {}
+        first, end = self.at(0), self.at(last)
+        self._base = first if end - first == last else None
+
+    def at(self, seq: int) -> int:
+        version = self._at.get(seq)
+        if version is None:
+            version = self._at[seq] = self._session.get(seq).data["v"]
+        return version
+
+    def first_above(self, version: int) -> int:
+        """The first seq whose version is above ``version`` (last + 1: none)."""
+        if self._base is not None:
+            return min(max(version - self._base + 1, 0), self._last + 1)
+        lo, hi = 0, self._last + 1
+        while lo < hi:
+            mid = (lo + hi) // 2
+            if self.at(mid) > version:
+                hi = mid
+            else:
+                lo = mid + 1
+        return lo
+
+    def last_at_most(self, version: int) -> int:
+        """The last seq whose version is at most ``version`` (-1: none)."""
+        return self.first_above(version) - 1
+
+
+class TrajlogAggregateRecorder(TrajlogRecorder, AggregateRecorder):
+    """Stored events by originator, each originator a trajlog session."""
+
+    def insert_events(self, stored_events: Sequence[StoredEvent],
+                      **kwargs: Any) -> Sequence[int] | None:
+        """Write the events in one transaction (``IntegrityError``, nothing
+        written, if a version is not above its originator's last one)."""
+        self._write(stored_events, None)
+        return None
+
+
+class TrajlogApplicationRecorder(TrajlogAggregateRecorder, ApplicationRecorder):
+    """The aggregate recorder plus the application sequence (one session
+    whose seq + 1 is the notification id)."""
+
+    _LOGGED = True
+
+    def insert_events(self, stored_events: Sequence[StoredEvent],
+                      **kwargs: Any) -> Sequence[int] | None:
+        """Write the events and their notifications in one transaction;
+        return the notification ids."""
+        tracking = kwargs.get("tracking") if self._TRACKS else None
+        return [ev.seq + 1 for ev in self._write(stored_events, tracking)]
+
+    def select_notifications(self, start: int | None, limit: int, stop: int | None = None,
+                             topics: Sequence[str] = (), *,
+                             inclusive_of_start: bool = True) -> Sequence[Notification]:
+        """Notifications from ``start`` (after it, unless ``inclusive_of_start``)
+        up to ``stop``, of the ``topics`` (all if empty), at most ``limit``."""
+        session = self._session(self.log_id)
+        if session is None or limit <= 0:
+            return []
+        first = 1 if start is None else start if inclusive_of_start else start + 1
+        first = max(first, 1)
+        end = session.last_seq + 1 if stop is None else min(stop, session.last_seq + 1)
+        found: list[Notification] = []
+        if first > end:
+            return found
+        wanted = frozenset(topics)
+        for ev in session.events(first - 1, end - 1):
+            data = ev.data
+            if ev.type != NOTIFICATION or (wanted and data["topic"] not in wanted):
+                continue
+            found.append(Notification(id=ev.seq + 1,
+                                      originator_id=self._originator(data["originator_id"]),
+                                      originator_version=data["v"], topic=data["topic"],
+                                      state=_bytes(data)))
+            if len(found) >= limit:
+                break
+        return found
+
+    def max_notification_id(self) -> int | None:
+        """The last notification id (None before the first event)."""
+        session = self._session(self.log_id)
+        last = -1 if session is None else session.last_seq
+        return None if last < 0 else last + 1
+
+    def subscribe(self, gt: int | None = None,
+                  topics: Sequence[str] = ()) -> TrajlogSubscription:
+        """Notifications after ``gt``, then new ones as they are recorded."""
+        return TrajlogSubscription(self, gt=gt, topics=topics)
+
+
+class TrajlogSubscription(ListenNotifySubscription[TrajlogApplicationRecorder]):
+    """Woken by this recorder's inserts at once, and every ``_POLL`` seconds
+    for the writes of other recorders and processes (trajlog has no
+    cross-process notification)."""
+
+    def __init__(self, recorder: TrajlogApplicationRecorder, gt: int | None = None,
+                 topics: Sequence[str] = ()) -> None:
+        super().__init__(recorder=recorder, gt=gt, topics=topics)
+        recorder._listeners.add(self._has_been_notified)
+        self._poller = threading.Thread(target=self._poll, daemon=True)
+        self._poller.start()
+
+    def _poll(self) -> None:
+        while not self._has_been_stopped:
+            time.sleep(_POLL)
+            self._has_been_notified.set()
+
+    def stop(self) -> None:
+        """Stop the subscription (and its poller)."""
+        super().stop()
+        self._recorder._listeners.discard(self._has_been_notified)
+
+
+class TrajlogTrackingRecorder(TrajlogRecorder, TrackingRecorder):
+    """Tracking records: a session per upstream application."""
+
+    def insert_tracking(self, tracking: Tracking) -> None:
+        """Record ``tracking`` (``IntegrityError`` unless its id is above the
+        application's last one)."""
+        self._write([], tracking)
+
+    def max_tracking_id(self, application_name: str) -> int | None:
+        """The last notification id tracked for ``application_name``."""
+        session = self._session(self._sid("tracking", application_name))
+        last = session.tail(1) if session is not None else []
+        return cast(int, last[0].data["n"]) if last else None
+
+
+class TrajlogProcessRecorder(TrajlogTrackingRecorder, TrajlogApplicationRecorder,
+                             ProcessRecorder):
+    """Events, their notifications and a tracking record, in one transaction."""
+
+    _TRACKS = True
+
+
+class TrajlogFactory(InfrastructureFactory[TrajlogTrackingRecorder]):
+    """The infrastructure factory: ``PERSISTENCE_MODULE=trajlog.adapters.eventsourcing``.
+
+    Environment: ``TRAJLOG_DBNAME`` (the store's path, required; ``:memory:``
+    for a private one), ``TRAJLOG_DURABILITY`` (``full`` or ``normal``),
+    ``ORIGINATOR_ID_TYPE`` (``uuid`` or ``text``)."""
+
+    TRAJLOG_DBNAME = "TRAJLOG_DBNAME"
+    TRAJLOG_DURABILITY = "TRAJLOG_DURABILITY"
+    ORIGINATOR_ID_TYPE = "ORIGINATOR_ID_TYPE"
+
+    def __init__(self, env: Environment | EnvType | None) -> None:
+        super().__init__(env)
+        path = self.env.get(self.TRAJLOG_DBNAME)
+        if not path:
+            keys = ", ".join(self.env.create_keys(self.TRAJLOG_DBNAME))
+            raise OSError(f"trajlog store path not found in environment with keys: {keys}")
+        self.id_type = self.env.get(self.ORIGINATOR_ID_TYPE, "uuid") or "uuid"
+        if self.id_type not in ("uuid", "text"):
+            raise OSError(f"Invalid {self.ORIGINATOR_ID_TYPE} {self.id_type!r}, "
+                          "must be 'uuid' or 'text'")
+        self.store = open_store(path, self.env.get(self.TRAJLOG_DURABILITY, "full") or "full")
+
+    def _topic(self, key: str, default: type[TrajlogRecorder]) -> type[Any]:
+        topic = self.env.get(key)
+        return resolve_topic(topic) if topic else default
+
+    def aggregate_recorder(self, purpose: str = "events") -> AggregateRecorder:
+        """The recorder of ``purpose`` (``events``, ``snapshots``)."""
+        return TrajlogAggregateRecorder(self.store, name=purpose,
+                                        originator_id_type=self.id_type)
+
+    def application_recorder(self) -> ApplicationRecorder:
+        """The application recorder (its events are the ``events`` purpose's)."""
+        cls = self._topic(self.APPLICATION_RECORDER_TOPIC, TrajlogApplicationRecorder)
+        return cast(ApplicationRecorder, cls(self.store, originator_id_type=self.id_type))
+
+    def tracking_recorder(self, tracking_recorder_class: type[TrajlogTrackingRecorder]
+                          | None = None) -> TrajlogTrackingRecorder:
+        """A tracking recorder (of ``tracking_recorder_class`` if given)."""
+        cls = tracking_recorder_class or self._topic(self.TRACKING_RECORDER_TOPIC,
+                                                     TrajlogTrackingRecorder)
+        return cast(TrajlogTrackingRecorder, cls(self.store, originator_id_type=self.id_type))
+
+    def process_recorder(self) -> ProcessRecorder:
+        """The process recorder."""
+        cls = self._topic(self.PROCESS_RECORDER_TOPIC, TrajlogProcessRecorder)
+        return cast(ProcessRecorder, cls(self.store, originator_id_type=self.id_type))
+
+    def close(self) -> None:
+        """Close the store."""
+        self.store.close()
+
+
+Factory = TrajlogFactory
+
+__all__ = [
+    "EVENT",
+    "NAMESPACE",
+    "NOTIFICATION",
+    "TRACKING",
+    "Factory",
+    "TrajlogAggregateRecorder",
+    "TrajlogApplicationRecorder",
+    "TrajlogFactory",
+    "TrajlogProcessRecorder",
+    "TrajlogRecorder",
+    "TrajlogSubscription",
+    "TrajlogTrackingRecorder",
+]
