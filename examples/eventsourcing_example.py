@@ -56,11 +56,13 @@ def main() -> None:
     app.close()
 
     with trajlog.open(path) as store:  # the aggregate is a trajlog session
-        session = store.session(TrajlogAggregateRecorder(store)._sid("aggregate", chat_id.hex))
-        # trajectory() folds agent events only: eventsourcing/event gives no step
-        print("trajectory:", trajectory(session))
+        session = store.session(TrajlogAggregateRecorder(store).session_id_of(chat_id))
+        # its events are domain events, not agent turns: the trajectory view
+        # has no turn to show, the log is the view
+        print("turns in the trajectory view:", len(trajectory(session)))
         for ev in session.events():
             print(ev.seq, ev.type, ev.data["v"], ev.data["topic"], ev.data["state"][:60])
+        print(f"explore: python -m trajlog --db {path} tail {session.id}")
 
 if __name__ == "__main__":
     main()

@@ -230,3 +230,18 @@ def test_search_finds_every_label_kind_with_and_without_the_index(store: Trajlog
             assert set(store.list_namespaces(prefix=ns)) == want, ns
         assert len(store.search((), limit=100)) == len(namespaces)
         assert [i.key for i in store.search(("users",), query="users", limit=3)] != []
+
+
+def test_a_ttl_refresh_is_a_new_version_of_the_same_item(tmp_path: Path) -> None:
+    with TrajlogStore.open(str(tmp_path / "r.db"), ttl={"refresh_on_read": True}) as s:
+        s.put(("t",), "k", {"v": 1}, ttl=1)
+        first = s.memory.find("user", item_key(("t",), "k"))
+        assert first is not None and first.expires_ms is not None
+        time.sleep(0.01)
+        assert s.get(("t",), "k") is not None          # refreshes the ttl
+        again = s.memory.find("user", item_key(("t",), "k"))
+        assert again is not None and again.id == first.id and again.version == 2
+        assert again.expires_ms is not None and again.expires_ms > first.expires_ms
+        s.put(("t",), "k", {"v": 2}, ttl=1)             # a put restarts it too
+        put = s.memory.find("user", item_key(("t",), "k"))
+        assert put is not None and put.id == first.id and put.content["value"] == {"v": 2}

@@ -3,6 +3,8 @@ privacy routing, the derived index and the append-only versions."""
 
 from __future__ import annotations
 
+import time
+
 import apsw
 import pytest
 from hypothesis import given, settings
@@ -448,3 +450,36 @@ def test_a_promotion_keeps_its_type_and_goes_only_up_to_user_or_tenant(store, se
     with pytest.raises(CrossScopeError):
         mem.promote(fact.id, to="global", evidence=APPROVAL)
     assert mem.promote(fact.id, to="user", as_type="fact").scope == "user"
+
+
+# -- retention of key-value items: renewals and replaced ttls ---------------------
+
+def test_renew_restarts_the_ttl_and_keeps_the_item(store):
+    mem = store.memory(Identity("acme", user="alice"))
+    item = mem.put("user", "fact", "k", {"v": 1}, retention={"ttl_ms": 1_000})
+    assert item is not None and item.expires_ms is not None
+    time.sleep(0.02)
+    renewed = mem.renew(item.id)
+    assert renewed.id == item.id and renewed.version == 2 and renewed.content == {"v": 1}
+    assert renewed.expires_ms is not None and renewed.expires_ms > item.expires_ms
+    # due by the first expiry, not by the renewed one: it stays
+    assert store.apply_retention(now_ms=item.expires_ms).items_revoked == ()
+    assert mem.find("user", "k") is not None
+    report = store.apply_retention(now_ms=renewed.expires_ms + 1)
+    assert [r for r in report.items_revoked] and mem.find("user", "k") is None
+    assert store.verify_memory().ok
+
+
+def test_correct_with_retention_replaces_it_and_put_passes_it_on(store):
+    mem = store.memory(Identity("acme", user="alice"))
+    item = mem.put("user", "fact", "k", {"v": 1})
+    assert item is not None and item.expires_ms is None
+    timed = mem.put("user", "fact", "k", {"v": 2}, retention={"ttl_ms": 50})
+    assert timed is not None and timed.id == item.id and timed.retention == {"ttl_ms": 50}
+    assert timed.expires_ms is not None
+    kept = mem.correct(item.id, {"v": 3}, reason="edit")          # left out: kept
+    assert kept.retention == {"ttl_ms": 50} and kept.expires_ms == timed.expires_ms
+    cleared = mem.correct(item.id, {"v": 4}, reason="edit", retention=None)
+    assert cleared.retention is None and cleared.expires_ms is None
+    store.apply_retention(now_ms=timed.expires_ms + 10_000)
+    assert mem.find("user", "k") is not None and store.verify_memory().ok

@@ -114,6 +114,10 @@ class TrajlogRecorder:
     def _sid(self, kind: str, key: str) -> str:
         return str(uuid.uuid5(NAMESPACE, f"{self.name}/{kind}/{key}"))
 
+    def session_id_of(self, originator_id: uuid.UUID | str) -> str:
+        """The id of the trajlog session holding an originator's events."""
+        return self._sid("aggregate", self._key(originator_id))
+
     def _key(self, originator_id: uuid.UUID | str) -> str:
         return originator_id.hex if isinstance(originator_id, uuid.UUID) else originator_id
 

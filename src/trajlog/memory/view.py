@@ -71,6 +71,9 @@ class Resolution:
     overridden: tuple[MemoryItem, ...] = ()
 
 
+_KEEP: Any = object()   # "leave the item's retention as it is"
+
+
 def _now() -> int:
     return time.time_ns() // 1_000_000
 
@@ -173,7 +176,8 @@ class MemoryView:
                                  actor=actor)
         if current.type != type:
             raise InvalidArgumentError(f"key {key!r} holds a {current.type}, not a {type}")
-        return self.correct(current.id, content, reason=reason, actor=actor)
+        return self.correct(current.id, content, reason=reason, actor=actor,
+                            **({} if retention is None else {"retention": retention}))
 
     def quarantined(self) -> builtins.list[MemoryItem]:
         """Items waiting for a resolution (restore, correct or revoke)."""
@@ -346,7 +350,8 @@ class MemoryView:
 
     def _change(self, item_id: str, *, to: str, allowed: tuple[str, ...], reason: str,
                 actor: str | None, content: Any = None, new_content: bool = False,
-                extra: Mapping[str, Any] | None = None) -> MemoryItem:
+                extra: Mapping[str, Any] | None = None, retention: Any = _KEEP,
+                renew: bool = False) -> MemoryItem:
         if not isinstance(reason, str) or not reason:
             raise InvalidArgumentError("a state change says why (reason=...)")
         with self._backend.transaction() as w:
@@ -361,8 +366,14 @@ class MemoryView:
             if cur.state not in allowed:
                 raise MemoryStateError(f"memory item {item_id} is {cur.state}; it cannot "
                                        f"become {to} (from {', '.join(allowed)} only)")
-            changed = replace(cur, version=cur.version + 1, state=to, created_ms=_now(),
+            now = _now()
+            changed = replace(cur, version=cur.version + 1, state=to, created_ms=now,
                               decision={"actor": actor, "reason": reason, **(extra or {})})
+            if renew:   # the same retention, counted again from now
+                retention = cur.retention
+            if retention is not _KEEP:
+                ret, expires = _retention(retention, now)
+                changed = replace(changed, retention=ret, expires_ms=expires)
             if new_content:
                 if self.identity.privacy == "none":
                     raise MemoryAccessError("privacy mode 'none' writes no memory")
@@ -402,11 +413,24 @@ class MemoryView:
         return restored
 
     def correct(self, item_id: str, content: Any, *, reason: str,
-                actor: str | None = None) -> MemoryItem:
-        """A new version with corrected content, active (also the way out of quarantine)."""
+                actor: str | None = None, retention: Any = _KEEP) -> MemoryItem:
+        """A new version with corrected content, active (also the way out of
+        quarantine).  ``retention`` (``{"ttl_ms": n}``, ``{"until_event": t}``
+        or None for none) replaces the item's and restarts its clock; left
+        out, the item keeps its retention and expiry."""
         return self._change(item_id, to="active", allowed=("provisional", "active",
                                                            "quarantined"),
-                            reason=reason, actor=actor, content=content, new_content=True)
+                            reason=reason, actor=actor, content=content, new_content=True,
+                            retention=retention)
+
+    def renew(self, item_id: str, *, reason: str = "renewed",
+              actor: str | None = None) -> MemoryItem:
+        """A new version, same content and state, whose ttl counts again from
+        now (a read that refreshes a TTL); an item without a ttl gets a
+        version that records the renewal and keeps having no expiry."""
+        cur = self.get(item_id)
+        return self._change(item_id, to=cur.state, allowed=("provisional", "active"),
+                            reason=reason, actor=actor, renew=True)
 
     def promote(self, item_id: str, to: str, *, evidence: Mapping[str, Any] | None = None,
                 actor: str | None = None, reason: str = "promoted",

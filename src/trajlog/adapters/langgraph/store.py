@@ -13,7 +13,7 @@ The mapping (one memory identity per store, every LangGraph namespace inside it)
 * item key = ``".".join(namespace) + ".." + key`` (labels never hold ``.`` and are never
   empty, so the first ``..`` ends the namespace), or ``"#" + sha256`` of both when that
   exceeds the memory layer's 256 characters; the content is
-  ``{"namespace", "key", "value", "created_ms", "updated_ms"}`` -- a put of the same value
+  ``{"namespace", "key", "value", "created_us", "updated_us"}`` -- a put of the same value
   under two keys is then two items, never a merge;
 * ``put`` = ``MemoryView.put`` (a new version of the key's item, or a new item), ``get`` =
   ``find``, ``delete`` (``value=None``) = ``revoke`` (tombstone + purge: the value is in no
@@ -24,9 +24,9 @@ The mapping (one memory identity per store, every LangGraph namespace inside it)
   ``fts=False`` ignores it as LangGraph's stores without a vector index do);
 * ``ttl`` (minutes) = ``retention={"ttl_ms": ...}``; the sweep is
   ``trajlog.Store.apply_retention()`` (:meth:`TrajlogStore.sweep_ttl`, or the sweeper
-  thread); an expired item is never returned, swept or not.  A refresh (``refresh_ttl``,
-  or a put on an item with a TTL) writes a new item and revokes the old one: the memory
-  layer keeps an item's expiry for all its versions.
+  thread); an expired item is never returned, swept or not.  A refresh (``refresh_ttl``)
+  is ``MemoryView.renew`` and a put ``MemoryView.correct(..., retention=...)``: a new
+  version of the same item whose TTL counts from then.
 * vector search (``index=...``) is not supported.
 """
 
@@ -71,15 +71,20 @@ MAX_ITEMS = 10_000
 MAX_KEY = 256
 _TOKEN = re.compile(r"[A-Za-z0-9]+")   # one unicode61 token, whatever surrounds it
 _WORD = re.compile(r"\w+")             # what MemoryView.search takes as a word
-_FIELDS = frozenset({"namespace", "key", "value", "created_ms", "updated_ms"})
+_FIELDS = frozenset({"namespace", "key", "value", "created_us", "updated_us"})
 
 
 def _now_ms() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _dt(ms: int) -> datetime:
-    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc)
+def _now_us() -> int:
+    # microseconds: "newest first" needs an order finer than a durable commit
+    return time.time_ns() // 1_000
+
+
+def _dt(us: int) -> datetime:
+    return datetime.fromtimestamp(us / 1_000_000, tz=timezone.utc)
 
 
 def item_key(namespace: tuple[str, ...], key: str) -> str:
@@ -112,19 +117,19 @@ def _recent_first(items: list[MemoryItem]) -> list[MemoryItem]:
     item per namespace and key), whichever way they were found."""
     def order(mi: MemoryItem) -> tuple[int, list[str], str]:
         rec = _record(mi)
-        return (0, [], "") if rec is None else (rec["updated_ms"], rec["namespace"],
+        return (0, [], "") if rec is None else (rec["updated_us"], rec["namespace"],
                                                  rec["key"])
     return sorted(items, key=order, reverse=True)
 
 
 def _item(rec: Mapping[str, Any]) -> Item:
     return Item(value=rec["value"], key=rec["key"], namespace=tuple(rec["namespace"]),
-                created_at=_dt(rec["created_ms"]), updated_at=_dt(rec["updated_ms"]))
+                created_at=_dt(rec["created_us"]), updated_at=_dt(rec["updated_us"]))
 
 
 def _search_item(rec: Mapping[str, Any]) -> SearchItem:
     return SearchItem(namespace=tuple(rec["namespace"]), key=rec["key"], value=rec["value"],
-                      created_at=_dt(rec["created_ms"]), updated_at=_dt(rec["updated_ms"]))
+                      created_at=_dt(rec["created_us"]), updated_at=_dt(rec["updated_us"]))
 
 
 class TrajlogStore(BaseStore):
@@ -289,18 +294,15 @@ class TrajlogStore(BaseStore):
     # -- writes ------------------------------------------------------------------
 
     def _renew(self, mi: MemoryItem) -> None:
-        """Restart an item's TTL: the same record as a new item, the old one
-        revoked (the memory layer keeps an item's expiry for all its versions)."""
-        ttl = (mi.retention or {}).get("ttl_ms")
-        if ttl is None:
-            return
-        self._mem.revoke(mi.id, reason="langgraph: ttl refreshed")
-        self._mem.remember(SCOPE, TYPE, mi.content, key=mi.key, retention={"ttl_ms": ttl})
+        """Restart an item's TTL: a new version of it whose ttl counts from now."""
+        if (mi.retention or {}).get("ttl_ms") is not None:
+            self._mem.renew(mi.id, reason="langgraph: ttl refreshed")
 
     def _put(self, ops: Iterable[PutOp]) -> None:
-        now = _now_ms()
+        base, now = _now_us(), _now_ms()
         fresh: list[dict[str, Any]] = []
-        for op in ops:
+        for n, op in enumerate(ops):
+            stamp = base + n   # puts of one batch keep their order
             ns = tuple(op.namespace)
             ikey = item_key(ns, op.key)
             cur = self._mem.find(SCOPE, ikey)
@@ -311,16 +313,15 @@ class TrajlogStore(BaseStore):
             rec = None if cur is None else _live(cur, now)
             ttl_ms = None if op.ttl is None else max(int(op.ttl * 60_000), 0)
             content = {"namespace": list(ns), "key": op.key, "value": dict(op.value),
-                       "created_ms": now if rec is None else rec["created_ms"],
-                       "updated_ms": now}
+                       "created_us": stamp if rec is None else rec["created_us"],
+                       "updated_us": stamp}
             retention = None if ttl_ms is None else {"ttl_ms": ttl_ms}
-            if (cur is not None and rec is not None and cur.type == TYPE
-                    and cur.retention is None and retention is None):
-                self._mem.correct(cur.id, content, reason="langgraph: put")
+            if cur is not None and rec is not None and cur.type == TYPE:
+                # a new version; its TTL (or none) counts from this put
+                self._mem.correct(cur.id, content, reason="langgraph: put",
+                                  retention=retention)
                 continue
-            if cur is not None:
-                # a TTL starts again on every put, and an item's expiry is fixed at
-                # its first version: a new item replaces it
+            if cur is not None:   # expired but not swept yet: a new item replaces it
                 self._mem.revoke(cur.id, reason="langgraph: replaced")
             fresh.append(dict(scope=SCOPE, type=TYPE, content=content, key=ikey,
                               retention=retention))
