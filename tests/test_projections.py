@@ -185,9 +185,11 @@ def test_incremental_uses_saved_state_and_rebuilds_on_version_change(store, monk
     for k in range(4):
         agent_turn(s, k)
     full = projections.model_history(s)
-    assert storage.projection_state(raw(store), s._sid, "model_history", 1) is None
+    assert storage.projection_state(raw(store), s._sid, "model_history",
+                                    FOLDS["model_history"].version) is None
     assert "model_history" in projections.checkpoint(s)
-    saved = storage.projection_state(raw(store), s._sid, "model_history", 1)
+    saved = storage.projection_state(raw(store), s._sid, "model_history",
+                                    FOLDS["model_history"].version)
     assert saved is not None and saved[0] == s.last_seq
     # a new process: no memory cache, resume from the derived table
     views(store).clear()
@@ -210,7 +212,8 @@ def test_incremental_uses_saved_state_and_rebuilds_on_version_change(store, monk
     # a version bump invalidates the saved state: everything is folded again
     views(store).clear()
     folded.clear()
-    monkeypatch.setattr(type(FOLDS["model_history"]), "version", 2)
+    monkeypatch.setattr(type(FOLDS["model_history"]), "version",
+                        FOLDS["model_history"].version + 1)
     assert projections.model_history(s) == again
     assert folded == relevant
 
@@ -238,7 +241,8 @@ def test_saved_state_is_never_authoritative(store, monkeypatch):
                      (s._sid,))
     assert projections.model_history(s) == expected
     projections.rebuild(s)
-    assert storage.projection_state(raw(store), s._sid, "model_history", 1) is None
+    assert storage.projection_state(raw(store), s._sid, "model_history",
+                                    FOLDS["model_history"].version) is None
 
 
 EVENT_CHOICES = ["turn", "user", "call", "result", "error", "goal", "bad_goal", "header",

@@ -164,6 +164,16 @@ def _text(value: Any, limit: int = 200) -> str:
 
 
 _HISTORY_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
+# history/pop {target} hides one earlier message, history/clear {through} all up
+# to a seq (the Agents SDK's pop_item and clear_session; the log keeps them)
+POP, CLEAR = "history/pop", "history/clear"
+
+
+def _cut(type_: str, data: Any) -> int | None:
+    """The seq a valid ``history/pop`` or ``history/clear`` names, else None."""
+    key = "target" if type_ == POP else "through" if type_ == CLEAR else None
+    value = data.get(key) if key is not None and isinstance(data, dict) else None
+    return value if isinstance(value, int) and not isinstance(value, bool) else None
 
 
 class HistoryState(msgspec.Struct):
@@ -175,13 +185,14 @@ class ModelHistory:
     """user / assistant / tool messages with surface-replace compactions."""
 
     name: ClassVar[str] = "model_history"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2  # 2: history/pop and history/clear
     state_type: ClassVar[Any] = HistoryState
     autosave: ClassVar[bool] = False  # the state holds every message: save on request
 
     @staticmethod
     def wants(type_: str) -> bool:
-        return type_ in _HISTORY_TYPES or type_.startswith("compaction/")
+        return type_ in _HISTORY_TYPES or type_ in (POP, CLEAR) or type_.startswith(
+            "compaction/")
 
     def init(self) -> HistoryState:
         return HistoryState([], [])
@@ -199,6 +210,14 @@ class ModelHistory:
             state.messages.append(Message("tool", d.get("output"), ev.seq,
                                           tool_call_id=d.get("call_id"),
                                           is_error=d.get("is_error"), status=d.get("status")))
+        elif (at := _cut(t, d)) is not None:
+            msgs = state.messages
+            if t == CLEAR:
+                del msgs[:bisect.bisect_right(msgs, at, key=lambda m: m.seq)]
+            else:
+                a = bisect.bisect_left(msgs, at, key=lambda m: m.seq)
+                if a < len(msgs) and msgs[a].seq == at and msgs[a].role != "summary":
+                    del msgs[a]
         elif (found := surface_range(t, d)) is not None:
             lo, hi = found
             if isinstance(lo, int) and isinstance(hi, int) and lo <= hi:
@@ -226,7 +245,7 @@ class ModelHistory:
                            get("reasoning")))
             elif t == "user/message":
                 append(new("user", ev.data.get("content"), ev.seq))
-            elif t.startswith("compaction/"):
+            elif t.startswith("compaction/") or t in (POP, CLEAR):
                 self.step(state, ev)
         return state
 
@@ -269,11 +288,11 @@ class ChatState(msgspec.Struct):
 
 class Chat:
     name: ClassVar[str] = "chat"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2  # 2: history/pop and history/clear
     state_type: ClassVar[Any] = ChatState
     autosave: ClassVar[bool] = False
     wants = staticmethod(frozenset({"user/message", "assistant/message", "tool/call",
-                                    "tool/result"}).__contains__)
+                                    "tool/result", POP, CLEAR}).__contains__)
 
     def init(self) -> ChatState:
         return ChatState([], {})
@@ -282,6 +301,8 @@ class Chat:
         t, d = ev.type, ev.data
         if not isinstance(d, dict):
             return state
+        if (at := _cut(t, d)) is not None:
+            return self._hide(state, at, t == CLEAR)
         if t in ("user/message", "assistant/message"):
             content = d.get("content")
             if content:
@@ -302,6 +323,29 @@ class Chat:
                 node["status"] = outcome(d)
                 node["output"] = _text(d.get("output", ""), 500)
                 node["result_seq"] = ev.seq
+        return state
+
+    @staticmethod
+    def _hide(state: ChatState, at: int, clear: bool) -> ChatState:
+        """A clear drops every node up to ``at``; a pop the nodes of event
+        ``at``, or, for a popped result, the result on its card."""
+        nodes = state.nodes
+        a = bisect.bisect_left(nodes, at, key=lambda n: n["seq"])
+        b = bisect.bisect_right(nodes, at, key=lambda n: n["seq"])
+        if clear:
+            a = 0
+        elif a == b:
+            for node in reversed(nodes):
+                if node.get("result_seq") == at:
+                    node["status"], node["result_seq"] = "running", None
+                    node.pop("output", None)
+                    break
+            return state
+        del nodes[a:b]
+        state.cards = {k: i for k, i in state.cards.items() if i < a}
+        for i in range(a, len(nodes)):
+            if nodes[i]["kind"] == "tool":
+                state.cards[nodes[i]["call_id"]] = i
         return state
 
     @staticmethod

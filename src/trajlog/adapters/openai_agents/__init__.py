@@ -33,199 +33,27 @@ import os
 import threading
 import time
 import uuid
-from collections.abc import Callable, Iterable, Iterator
-from typing import Any, ClassVar, TypeVar
+from collections.abc import Callable
+from typing import Any, TypeVar
 
-import msgspec
 from agents.memory.session_settings import (
     SessionSettings,
     coerce_session_settings,
     resolve_session_limit,
 )
 
-from .. import lifecycle, projections
-from ..api import Session
-from ..aio import AsyncSession, AsyncStore
-from ..errors import SessionNotFoundError, StoreClosedError, TrajlogError, ValidationError
-from ..events import Event
-from ..interop.store import Store
-from ..interop.store import open as open_store
+from ... import projections
+from ...aio import AsyncSession, AsyncStore
+from ...api import Session
+from ...errors import SessionNotFoundError, StoreClosedError, TrajlogError, ValidationError
+from ...interop.store import Store
+from ...interop.store import open as open_store
+from .items import CALLS, CLEAR, POP, Visible, backwards, events_for
 
 T = TypeVar("T")
 #: Namespace of the trajlog session ids: ``uuid5(NAMESPACE, sdk session id)``.
 NAMESPACE = uuid.UUID("6f1d7c1e-3b0a-5f7e-9a52-7a6a1b9d0c11")
 MAIN = "main"
-_ITEM_TYPES = frozenset({"user/message", "assistant/message", "tool/result", "agents/item"})
-_POP, _CLEAR = "history/pop", "history/clear"
-_REQUESTED, _STARTED = lifecycle.Phase.REQUESTED, lifecycle.Phase.STARTED
-
-
-# -- items <-> events -----------------------------------------------------------------
-
-def _rest(item: dict[str, Any], *moved: str) -> dict[str, Any]:
-    return {k: v for k, v in item.items() if k not in moved}
-
-
-def _events_for(item: Any, calls: Callable[[str], tuple[int, str] | None],
-                planned: dict[str, tuple[int, str]]) -> list[tuple[str, dict[str, Any]]]:
-    """The events that record one SDK item.  ``calls`` says where a call id
-    stands in the log; ``planned`` holds what earlier items of this batch do."""
-    if not isinstance(item, dict):
-        return [("agents/item", {"item": item})]
-    kind, role = item.get("type"), item.get("role")
-    if kind in (None, "message") and "content" in item:
-        content = item["content"]
-        if role == "user" and isinstance(content, (str, list)):
-            return [("user/message", {"content": content, "sdk": _rest(item, "content")})]
-        if role == "assistant" and isinstance(content, (str, list, type(None))):
-            return [("assistant/message", {"content": content, "sdk": _rest(item, "content")})]
-    elif kind == "function_call":
-        call_id, name = item.get("call_id"), item.get("name")
-        if (isinstance(call_id, str) and isinstance(name, str) and "arguments" in item
-                and call_id not in planned and calls(call_id) is None):
-            planned[call_id] = (_REQUESTED, name)
-            return [("assistant/message", {
-                "tool_calls": [{"id": call_id, "name": name, "arguments": item["arguments"]}],
-                "sdk": _rest(item, "call_id", "name", "arguments")})]
-    elif kind == "function_call_output":
-        call_id = item.get("call_id")
-        known = (planned.get(call_id) or calls(call_id)) if isinstance(call_id, str) else None
-        if known is not None and known[0] in (_REQUESTED, _STARTED) and "output" in item:
-            out: list[tuple[str, dict[str, Any]]] = []
-            if known[0] == _REQUESTED:  # trajlog needs a started call; the SDK never says
-                out.append(("tool/call", {"call_id": call_id, "name": known[1], "implied": True}))
-            planned[str(call_id)] = (lifecycle.Phase.FINISHED, known[1])
-            out.append(("tool/result", {"call_id": call_id, "output": item["output"],
-                                        "sdk": _rest(item, "call_id", "output")}))
-            return out
-    elif kind == "reasoning" and "summary" in item:
-        return [("assistant/message", {"reasoning": item["summary"],
-                                       "sdk": _rest(item, "summary")})]
-    # an item trajlog has no type for, or one its lifecycle would refuse (an
-    # output with no open call, a reused call id): carried as it is
-    return [("agents/item", {"item": item})]
-
-
-def _text(value: Any) -> str:
-    return value if isinstance(value, str) else json.dumps(value)
-
-
-def _items_of(ev: Event) -> list[Any]:
-    """The SDK items an event records (none for markers and erased events)."""
-    d = ev.data
-    if not isinstance(d, dict) or isinstance(d.get("erased"), dict):
-        return []
-    if ev.type == "agents/item":
-        return [d.get("item")]
-    sdk = d.get("sdk")
-    if isinstance(sdk, dict):
-        item = dict(sdk)
-        if ev.type == "tool/result":
-            item.update(call_id=d.get("call_id"), output=d.get("output"))
-        elif "tool_calls" in d:
-            c = d["tool_calls"][0]
-            item.update(call_id=c["id"], name=c["name"], arguments=c["arguments"])
-        elif "reasoning" in d:
-            item["summary"] = d["reasoning"]
-        else:
-            item["content"] = d.get("content")
-        return [item]
-    # an event trajlog wrote itself (a recovery closer) or another writer did
-    if ev.type == "tool/result":
-        return [{"type": "function_call_output", "call_id": d.get("call_id"),
-                 "output": _text(d.get("output", ""))}]
-    if ev.type == "user/message":
-        return [{"role": "user", "content": d.get("content")}]
-    items: list[Any] = []
-    if d.get("content"):
-        items.append({"role": "assistant", "content": d["content"]})
-    items.extend({"type": "function_call", "call_id": c["id"], "name": str(c.get("name", "")),
-                  "arguments": _text(c.get("arguments", {}))}
-                 for c in lifecycle.requested_calls(d))
-    return items
-
-
-def _synthetic(ev: Event) -> bool:
-    return ev.type == "tool/result" and isinstance(ev.data, dict) and bool(
-        ev.data.get("synthetic")) and "sdk" not in ev.data
-
-
-class _Visible:
-    """Walks a log from its end and keeps the items still visible: a pop hides
-    its target, a clear everything up to ``through``.  A recovery closer is
-    kept only while the call it answers is visible (a popped or cleared call
-    needs no output)."""
-
-    def __init__(self) -> None:
-        self.hidden: set[int] = set()
-        self.hidden_calls: set[str] = set()
-        self.seen_calls: set[str] = set()
-        self.found: list[tuple[Event, list[Any]]] = []   # newest first
-        self.count = 0
-        self.stop = -1   # seqs at or below it are cleared
-
-    def feed(self, ev: Event) -> bool:
-        """Take the next event (newer to older); False once nothing older counts."""
-        if ev.seq <= self.stop:
-            return False
-        t, d = ev.type, ev.data
-        if t == _POP and isinstance(d, dict) and isinstance(d.get("target"), int):
-            self.hidden.add(d["target"])
-        elif t == _CLEAR and isinstance(d, dict) and isinstance(d.get("through"), int):
-            self.stop = max(self.stop, d["through"])
-        elif t in _ITEM_TYPES:
-            calls = [c["id"] for c in lifecycle.requested_calls(d)] if t[0] == "a" else []
-            if ev.seq in self.hidden:
-                self.hidden_calls.update(calls)
-            elif items := _items_of(ev):
-                self.seen_calls.update(calls)
-                self.found.append((ev, items))
-                self.count += len(items)
-        return ev.seq > self.stop + 1
-
-    def items(self, complete: bool) -> list[Any]:
-        """Oldest first.  ``complete``: the walk reached the start (or a clear),
-        so a closer whose call was never seen answers nothing visible."""
-        out: list[Any] = []
-        for ev, items in reversed(self.found):
-            if _synthetic(ev):
-                call = ev.data.get("call_id")
-                if call in self.hidden_calls or (complete and call not in self.seen_calls):
-                    continue
-            out.extend(items)
-        return out
-
-
-# -- the call states, an incremental fold ---------------------------------------------
-
-class _CallsState(msgspec.Struct):
-    calls: dict[str, tuple[int, str]]
-
-
-class _CallsFold:
-    """Where each tool call of the log stands (what the write path checks)."""
-
-    name: ClassVar[str] = "agents_calls"
-    version: ClassVar[int] = 1
-    state_type: ClassVar[Any] = _CallsState
-    autosave: ClassVar[bool] = True
-    wants = staticmethod(frozenset({"assistant/message", "tool/call", "tool/result"})
-                         .__contains__)
-
-    def init(self) -> _CallsState:
-        return _CallsState({})
-
-    def step(self, state: _CallsState, ev: Event) -> _CallsState:
-        for call_id, phase, name in lifecycle.transitions(ev):
-            old = state.calls.get(call_id)
-            state.calls[call_id] = (int(phase), name or (old[1] if old else ""))
-        return state
-
-    def view(self, state: _CallsState) -> dict[str, tuple[int, str]]:
-        return state.calls   # read-only by contract: planning overlays its own dict
-
-
-_CALLS = _CallsFold()
 
 
 # -- stores shared by path --------------------------------------------------------------
@@ -258,20 +86,6 @@ def _release(store: AsyncStore, key: str | None) -> None:
         if entry[1] <= 0:
             del _SHARED[key]
             store.sync.close()
-
-
-def _backwards(s: Session, window: int | None) -> Iterator[Event]:
-    """The log's events newest first: a window from the end, then windows
-    twice as long before it (None: the whole log in one read)."""
-    last = s.last_seq
-    if window is None:
-        yield from reversed(list(s.events()))
-        return
-    hi = last
-    while hi >= 0:
-        lo = max(0, hi - window + 1)
-        yield from reversed(s.tail(hi + 1 - lo) if hi == last else list(s.events(lo, hi)))
-        hi, window = lo - 1, window * 2
 
 
 def _ts(ms: int) -> str:
@@ -380,8 +194,8 @@ class TrajlogSession:
         """The visible items: all of them, or the last ``limit``, read from the
         end a window at a time (O(limit) events plus the pops among them: an
         older event can hide no newer item, so the walk stops at ``limit``)."""
-        walk, complete = _Visible(), True
-        for ev in _backwards(s, 2 * limit + 16 if limit is not None else None):
+        walk, complete = Visible(), True
+        for ev in backwards(s, 2 * limit + 16 if limit is not None else None):
             if not walk.feed(ev):
                 break
             if limit is not None and walk.count >= limit:
@@ -413,10 +227,10 @@ class TrajlogSession:
         calls: dict[str, tuple[int, str]] = {}
         if fresh or any(isinstance(i, dict) and str(i.get("type", "")).startswith(
                 "function_call") for i in items):
-            calls = projections.project(s, _CALLS)
+            calls = projections.project(s, CALLS)
         out: list[tuple[str, Any]] = []
         for item in items:
-            out.extend(_events_for(item, calls.get, planned))
+            out.extend(events_for(item, calls.get, planned))
         return out
 
     async def add_items(self, items: list[Any]) -> None:
@@ -436,8 +250,8 @@ class TrajlogSession:
 
     @staticmethod
     def _pop_sync(s: Session) -> tuple[int, Any] | None:
-        walk = _Visible()
-        for ev in _backwards(s, 16):
+        walk = Visible()
+        for ev in backwards(s, 16):
             if not walk.feed(ev) or walk.found:
                 break
         if not walk.found:
@@ -460,7 +274,7 @@ class TrajlogSession:
             head = await handle.last_seq()
             # one pop per target, across handles and processes: a second pop of the
             # same target returns the first one's event and writes nothing
-            ev = await handle.append(_POP, {"target": target},
+            ev = await handle.append(POP, {"target": target},
                                      idempotency_key=f"agents-pop:{target}")
             if ev.seq > head:
                 return item
@@ -472,4 +286,166 @@ class TrajlogSession:
         if handle is None:
             return
         last = await handle.last_seq()
-        await handle.append(_CLEAR, {"through": last})
+        await handle.append(CLEAR, {"through": last})
+
+    # -- branches: trajlog forks, in the style of AdvancedSQLiteSession -------------------
+
+    def _branch_handles(self) -> list[tuple[str, AsyncSession]]:
+        """(branch id, handle) of main and every live branch, oldest first."""
+        main = self._handle(MAIN, False)
+        if main is None:
+            return []
+        out, todo = [(MAIN, main)], [main.sync]
+        while todo:
+            for child in todo.pop().children(include_subagents=False):
+                name = child.header.metadata.get("agents_branch")
+                if not isinstance(name, str) or self._deleted(child):
+                    continue
+                self._handles.setdefault(name, AsyncSession(child))
+                out.append((name, self._handles[name]))
+                todo.append(child)
+        return out
+
+    @staticmethod
+    def _deleted(s: Session) -> bool:
+        return any(ev.type == "agents/branch" and ev.data.get("deleted")
+                   for ev in s.tail(1))
+
+    def _turns_sync(self, branch: str) -> list[dict[str, Any]]:
+        handle = self._handle(branch, False)
+        if handle is None:
+            return []
+        walk = Visible()
+        for ev in backwards(handle.sync, None):
+            if not walk.feed(ev):
+                break
+        turns: list[dict[str, Any]] = []
+        for ev, items in reversed(walk.found):
+            if ev.type == "user/message":
+                content = items[0].get("content", "")
+                text = content if isinstance(content, str) else json.dumps(
+                    content, ensure_ascii=False)
+                turns.append({"turn": len(turns) + 1, "seq": ev.seq,
+                              "content": text[:100] + "..." if len(text) > 100 else text,
+                              "full_content": content, "timestamp": _ts(ev.time),
+                              "can_branch": True})
+        return turns
+
+    async def get_conversation_turns(self, branch_id: str | None = None) -> list[dict[str, Any]]:
+        """The user turns of a branch (a turn is a user message), numbered from 1."""
+        self._check_open()
+        turns = await self._run(self._turns_sync, branch_id or self._branch)
+        return [{k: v for k, v in t.items() if k != "seq"} for t in turns]
+
+    async def find_turns_by_content(self, search_term: str,
+                                    branch_id: str | None = None) -> list[dict[str, Any]]:
+        """The turns whose user message contains ``search_term`` (ASCII case-blind,
+        as SQLite's LIKE)."""
+        term = search_term.lower()
+        return [t for t in await self.get_conversation_turns(branch_id)
+                if term in json.dumps(t["full_content"], ensure_ascii=False).lower()
+                or (isinstance(t["full_content"], str) and term in t["full_content"].lower())]
+
+    def _fork_sync(self, turn_number: int, name: str | None) -> str:
+        source = self._branch
+        turns = self._turns_sync(source)
+        turn = next((t for t in turns if t["turn"] == turn_number), None)
+        if turn is None:
+            raise ValueError(f"Turn {turn_number} does not contain a user message "
+                             f"in branch '{source}'")
+        store = self._astore().sync
+        taken = {h.metadata.get("agents_branch") for h in store.sessions()}
+
+        def free(candidate: str) -> bool:
+            if candidate == MAIN or candidate in taken:
+                return False
+            try:
+                store.session(self.trajlog_id(candidate))
+            except SessionNotFoundError:
+                return True
+            return False   # a deleted branch keeps its id reserved
+
+        if name is None:
+            base = name = f"branch_from_turn_{turn_number}_{int(time.time())}"
+            n = 1
+            while not free(name):
+                n += 1
+                name = f"{base}_{n}"
+        elif not free(name):
+            raise ValueError(f"Branch '{name}' already exists in this session")
+        parent = self._handle(source, False)
+        assert parent is not None
+        # the branch shares its parent's log up to the event before the turn's
+        # user message: no copy, and its items keep their seqs
+        child = parent.sync.fork(turn["seq"] - 1, session_id=self.trajlog_id(name), metadata={
+            "agents_session_id": self.session_id, "agents_branch": name,
+            "agents_branch_from": source, "agents_branch_turn": turn_number})
+        self._handles[name] = AsyncSession(child)
+        return name
+
+    async def create_branch_from_turn(self, turn_number: int,
+                                      branch_name: str | None = None) -> str:
+        """A new branch holding everything before turn ``turn_number`` of the
+        current branch (a trajlog fork); it becomes the current branch."""
+        self._check_open()
+        if branch_name is not None and not branch_name.strip():
+            raise ValueError("Branch name cannot be empty")
+        name = await self._run(self._fork_sync, turn_number, branch_name)
+        self._branch = name
+        return name
+
+    async def create_branch_from_content(self, search_term: str,
+                                         branch_name: str | None = None) -> str:
+        """:meth:`create_branch_from_turn` at the first turn matching ``search_term``."""
+        turns = await self.find_turns_by_content(search_term)
+        if not turns:
+            raise ValueError(f"No user turns found containing '{search_term}'")
+        return await self.create_branch_from_turn(turns[0]["turn"], branch_name)
+
+    def _known(self, branch_id: str) -> bool:
+        return any(name == branch_id for name, _ in self._branch_handles())
+
+    async def switch_to_branch(self, branch_id: str) -> None:
+        """Make ``branch_id`` the current branch (``ValueError`` if it does not exist)."""
+        self._check_open()
+        if not await self._run(self._known, branch_id):
+            raise ValueError(f"Branch '{branch_id}' does not exist")
+        self._branch = branch_id
+
+    async def delete_branch(self, branch_id: str, force: bool = False) -> None:
+        """Retire a branch: its log stays (append-only) and ends with
+        ``agents/branch {deleted: true}``; it is no longer listed and its id
+        stays reserved.  ``main`` cannot be deleted; the current branch only
+        with ``force`` (the session then switches to ``main``)."""
+        self._check_open()
+        if not branch_id or not branch_id.strip():
+            raise ValueError("Branch ID cannot be empty")
+        if branch_id == MAIN:
+            raise ValueError("Cannot delete the 'main' branch")
+        if not await self._run(self._known, branch_id):
+            raise ValueError(f"Branch '{branch_id}' does not exist")
+        if branch_id == self._branch:
+            if not force:
+                raise ValueError(f"Cannot delete current branch '{branch_id}'. Use "
+                                 "force=True or switch branches first")
+            self._branch = MAIN
+        handle = self._handles.pop(branch_id)
+        await handle.append("agents/branch", {"deleted": True})
+
+    def _list_sync(self) -> list[dict[str, Any]]:
+        out = []
+        for name, handle in self._branch_handles():
+            turns = self._turns_sync(name)
+            out.append({"branch_id": name, "message_count": len(self._walk(handle.sync, None)),
+                        "user_turns": len(turns), "is_current": name == self._branch,
+                        "created_at": _ts(handle.header.created_at)})
+        return out
+
+    async def list_branches(self) -> list[dict[str, Any]]:
+        """Every branch: ``branch_id``, ``message_count``, ``user_turns``,
+        ``is_current``, ``created_at``."""
+        self._check_open()
+        return await self._run(self._list_sync)
+
+
+__all__ = ["MAIN", "NAMESPACE", "TrajlogSession"]

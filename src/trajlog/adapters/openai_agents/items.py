@@ -1,0 +1,201 @@
+"""SDK items as trajlog events and back, and the walk that reads them from the
+end of a log honouring ``history/pop`` and ``history/clear``."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Callable, Iterator
+from typing import Any, ClassVar
+
+import msgspec
+
+from ... import lifecycle
+from ...api import Session
+from ...events import Event
+
+_ITEM_TYPES = frozenset({"user/message", "assistant/message", "tool/result", "agents/item"})
+POP, CLEAR = "history/pop", "history/clear"
+_REQUESTED, _STARTED = lifecycle.Phase.REQUESTED, lifecycle.Phase.STARTED
+
+
+# -- items <-> events -----------------------------------------------------------------
+
+def _rest(item: dict[str, Any], *moved: str) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k not in moved}
+
+
+def events_for(item: Any, calls: Callable[[str], tuple[int, str] | None],
+                planned: dict[str, tuple[int, str]]) -> list[tuple[str, dict[str, Any]]]:
+    """The events that record one SDK item.  ``calls`` says where a call id
+    stands in the log; ``planned`` holds what earlier items of this batch do."""
+    if not isinstance(item, dict):
+        return [("agents/item", {"item": item})]
+    kind, role = item.get("type"), item.get("role")
+    if kind in (None, "message") and "content" in item:
+        content = item["content"]
+        if role == "user" and isinstance(content, (str, list)):
+            return [("user/message", {"content": content, "sdk": _rest(item, "content")})]
+        if role == "assistant" and isinstance(content, (str, list, type(None))):
+            return [("assistant/message", {"content": content, "sdk": _rest(item, "content")})]
+    elif kind == "function_call":
+        call_id, name = item.get("call_id"), item.get("name")
+        if (isinstance(call_id, str) and isinstance(name, str) and "arguments" in item
+                and call_id not in planned and calls(call_id) is None):
+            planned[call_id] = (_REQUESTED, name)
+            return [("assistant/message", {
+                "tool_calls": [{"id": call_id, "name": name, "arguments": item["arguments"]}],
+                "sdk": _rest(item, "call_id", "name", "arguments")})]
+    elif kind == "function_call_output":
+        call_id = item.get("call_id")
+        known = (planned.get(call_id) or calls(call_id)) if isinstance(call_id, str) else None
+        if known is not None and known[0] in (_REQUESTED, _STARTED) and "output" in item:
+            out: list[tuple[str, dict[str, Any]]] = []
+            if known[0] == _REQUESTED:  # trajlog needs a started call; the SDK never says
+                out.append(("tool/call", {"call_id": call_id, "name": known[1], "implied": True}))
+            planned[str(call_id)] = (lifecycle.Phase.FINISHED, known[1])
+            out.append(("tool/result", {"call_id": call_id, "output": item["output"],
+                                        "sdk": _rest(item, "call_id", "output")}))
+            return out
+    elif kind == "reasoning" and "summary" in item:
+        return [("assistant/message", {"reasoning": item["summary"],
+                                       "sdk": _rest(item, "summary")})]
+    # an item trajlog has no type for, or one its lifecycle would refuse (an
+    # output with no open call, a reused call id): carried as it is
+    return [("agents/item", {"item": item})]
+
+
+def _text(value: Any) -> str:
+    return value if isinstance(value, str) else json.dumps(value)
+
+
+def items_of(ev: Event) -> list[Any]:
+    """The SDK items an event records (none for markers and erased events)."""
+    d = ev.data
+    if not isinstance(d, dict) or isinstance(d.get("erased"), dict):
+        return []
+    if ev.type == "agents/item":
+        return [d.get("item")]
+    sdk = d.get("sdk")
+    if isinstance(sdk, dict):
+        item = dict(sdk)
+        if ev.type == "tool/result":
+            item.update(call_id=d.get("call_id"), output=d.get("output"))
+        elif "tool_calls" in d:
+            c = d["tool_calls"][0]
+            item.update(call_id=c["id"], name=c["name"], arguments=c["arguments"])
+        elif "reasoning" in d:
+            item["summary"] = d["reasoning"]
+        else:
+            item["content"] = d.get("content")
+        return [item]
+    # an event trajlog wrote itself (a recovery closer) or another writer did
+    if ev.type == "tool/result":
+        return [{"type": "function_call_output", "call_id": d.get("call_id"),
+                 "output": _text(d.get("output", ""))}]
+    if ev.type == "user/message":
+        return [{"role": "user", "content": d.get("content")}]
+    items: list[Any] = []
+    if d.get("content"):
+        items.append({"role": "assistant", "content": d["content"]})
+    items.extend({"type": "function_call", "call_id": c["id"], "name": str(c.get("name", "")),
+                  "arguments": _text(c.get("arguments", {}))}
+                 for c in lifecycle.requested_calls(d))
+    return items
+
+
+def _synthetic(ev: Event) -> bool:
+    return ev.type == "tool/result" and isinstance(ev.data, dict) and bool(
+        ev.data.get("synthetic")) and "sdk" not in ev.data
+
+
+class Visible:
+    """Walks a log from its end and keeps the items still visible: a pop hides
+    its target, a clear everything up to ``through``.  A recovery closer is
+    kept only while the call it answers is visible (a popped or cleared call
+    needs no output)."""
+
+    def __init__(self) -> None:
+        self.hidden: set[int] = set()
+        self.hidden_calls: set[str] = set()
+        self.found: list[tuple[Event, list[Any]]] = []   # newest first
+        self.count = 0
+        self.stop = -1   # seqs at or below it are cleared
+
+    def feed(self, ev: Event) -> bool:
+        """Take the next event (newer to older); False once nothing older counts."""
+        if ev.seq <= self.stop:
+            return False
+        t, d = ev.type, ev.data
+        if t == POP and isinstance(d, dict) and isinstance(d.get("target"), int):
+            self.hidden.add(d["target"])
+        elif t == CLEAR and isinstance(d, dict) and isinstance(d.get("through"), int):
+            self.stop = max(self.stop, d["through"])
+        elif t in _ITEM_TYPES:
+            if ev.seq in self.hidden:
+                self.hidden_calls.update(c["id"] for c in lifecycle.requested_calls(d))
+            elif items := items_of(ev):
+                self.found.append((ev, items))
+                self.count += len(items)
+        return ev.seq > self.stop + 1
+
+    def items(self, complete: bool) -> list[Any]:
+        """Oldest first.  ``complete``: the walk reached the start (or a clear),
+        so a closer whose call was never seen answers nothing visible."""
+        out: list[Any] = []
+        closers = [ev for ev, _ in self.found if _synthetic(ev)]
+        # the calls visible items request: only worth collecting when a closer needs them
+        seen = {c["id"] for ev, _ in self.found if ev.type == "assistant/message"
+                for c in lifecycle.requested_calls(ev.data)} if closers else set()
+        for ev, items in reversed(self.found):
+            if closers and _synthetic(ev):
+                call = ev.data.get("call_id")
+                if call in self.hidden_calls or (complete and call not in seen):
+                    continue
+            out.extend(items)
+        return out
+
+
+# -- the call states, an incremental fold ---------------------------------------------
+
+class _CallsState(msgspec.Struct):
+    calls: dict[str, tuple[int, str]]
+
+
+class _CallsFold:
+    """Where each tool call of the log stands (what the write path checks)."""
+
+    name: ClassVar[str] = "agents_calls"
+    version: ClassVar[int] = 1
+    state_type: ClassVar[Any] = _CallsState
+    autosave: ClassVar[bool] = True
+    wants = staticmethod(frozenset({"assistant/message", "tool/call", "tool/result"})
+                         .__contains__)
+
+    def init(self) -> _CallsState:
+        return _CallsState({})
+
+    def step(self, state: _CallsState, ev: Event) -> _CallsState:
+        for call_id, phase, name in lifecycle.transitions(ev):
+            old = state.calls.get(call_id)
+            state.calls[call_id] = (int(phase), name or (old[1] if old else ""))
+        return state
+
+    def view(self, state: _CallsState) -> dict[str, tuple[int, str]]:
+        return state.calls   # read-only by contract: planning overlays its own dict
+
+
+CALLS = _CallsFold()
+
+
+def backwards(s: Session, window: int | None) -> Iterator[Event]:
+    """The log's events newest first: a window from the end, then windows
+    twice as long before it (None: the whole log in one read)."""
+    last = s.last_seq
+    if window is None:
+        yield from reversed(list(s.events()))
+        return
+    hi = last
+    while hi >= 0:
+        lo = max(0, hi - window + 1)
+        yield from reversed(s.tail(hi + 1 - lo) if hi == last else list(s.events(lo, hi)))
+        hi, window = lo - 1, window * 2
