@@ -120,6 +120,9 @@ class TrajlogSession:
         self._owns = self._store is None
         self._lock = threading.Lock()
         self._handles: dict[str, AsyncSession] = {}
+        # trajlog session id -> (last seq, where each call stands there): what this
+        # handle's own last write left, reused while no other writer moved the log
+        self._calls: dict[str, tuple[int, dict[str, tuple[int, str]]]] = {}
         self._branch = MAIN
         self._closed = False
 
@@ -222,31 +225,59 @@ class TrajlogSession:
 
     # -- writing ------------------------------------------------------------------------
 
-    def _plan(self, s: Session, items: list[Any], fresh: bool) -> list[tuple[str, Any]]:
-        planned: dict[str, tuple[int, str]] = {}
-        calls: dict[str, tuple[int, str]] = {}
-        if fresh or any(isinstance(i, dict) and str(i.get("type", "")).startswith(
+    def _plan(self, s: Session, items: list[Any], fresh: bool
+              ) -> tuple[list[tuple[str, Any]], dict[str, tuple[int, str]] | None, int]:
+        """The events for ``items``; the call states they leave (None when the
+        items hold no call and no state was read); the seq planned at."""
+        at = s.last_seq
+        cached = None if fresh else self._calls.get(s.id)
+        calls: dict[str, tuple[int, str]] | None = None
+        if cached is not None and cached[0] == at:
+            calls = cached[1]   # this handle's own state: updated in place
+        elif fresh or any(isinstance(i, dict) and str(i.get("type", "")).startswith(
                 "function_call") for i in items):
-            calls = projections.project(s, CALLS)
+            # the fold reads back every event since its last call (its view is
+            # read-only: copied); after this handle's own write, its state plus
+            # the plan is the same answer, without the read
+            calls = dict(projections.project(s, CALLS))
+        planned: dict[str, tuple[int, str]] = {}
+        get = (calls or {}).get
         out: list[tuple[str, Any]] = []
         for item in items:
-            out.extend(events_for(item, calls.get, planned))
-        return out
+            out.extend(events_for(item, get, planned))
+        if calls is not None:
+            calls.update(planned)
+        return out, calls, at
+
+    def _add_sync(self, branch: str, items: list[Any]) -> None:
+        handle = self._handle(branch, True)
+        assert handle is not None
+        s = handle.sync
+        try:
+            try:
+                plan, calls, at = self._plan(s, items, False)
+                events = s.append_batch(plan)
+            except ValidationError:
+                # another writer moved a call on meanwhile: plan again from the log
+                self._calls.pop(s.id, None)
+                plan, calls, at = self._plan(s, items, True)
+                events = s.append_batch(plan)
+        except BaseException:
+            self._calls.pop(s.id, None)   # (the plan updated it: not written)
+            raise
+        if calls is not None and events and events[0].seq == at + 1:
+            self._calls[s.id] = (events[-1].seq, calls)   # nobody wrote in between
+        else:
+            self._calls.pop(s.id, None)
 
     async def add_items(self, items: list[Any]) -> None:
         """Append the items as events in one transaction (all or none)."""
         self._check_open()
         if not items:
             return
-        handle = await self._run(self._handle, self._branch, True)
-        assert handle is not None
-        plan = await self._run(self._plan, handle.sync, list(items), False)
-        try:
-            await handle.append_batch(plan)
-        except ValidationError:
-            # another writer moved a call on meanwhile: plan again from the log
-            plan = await self._run(self._plan, handle.sync, list(items), True)
-            await handle.append_batch(plan)
+        # one executor call for the look-up, the plan and the durable commit: each
+        # hop between the loop and a thread costs more than the commit's own CPU work
+        await self._run(self._add_sync, self._branch, list(items))
 
     @staticmethod
     def _pop_sync(s: Session) -> tuple[int, Any] | None:
