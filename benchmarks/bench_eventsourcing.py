@@ -124,7 +124,7 @@ def main() -> None:
         t, s = times["trajlog"][k], times["sqlite"][k]
         out[k] = {"trajlog_s": stat(t), "sqlite_s": stat(s),
                   "ratio": stat([a / b for a, b in zip(t, s, strict=True)])}
-    print(json.dumps(out, indent=1))
+    print(json.dumps(out))
 
 
 if __name__ == "__main__":
