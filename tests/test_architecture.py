@@ -23,7 +23,7 @@ MAX_LINES = 600
 # import its own room and rooms below it, never above.
 LAYERS = {
     "_format": 0, "_version": 0, "errors": 1, "events": 2, "_backend": 3, "_kernel_c": 3,
-    "_kernel_py": 3, "_tlcore": 3, "codec": 4, "storage": 5, "lifecycle": 6,
+    "_kernel_py": 3, "_tlcore": 3, "redaction": 3, "codec": 4, "storage": 5, "lifecycle": 6,
     "recovery": 7, "memory": 8, "projections": 9, "api": 10, "aio": 10, "interop": 11,
     "adapters": 12, "viewer": 12, "cli": 13,
 }

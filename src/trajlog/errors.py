@@ -311,6 +311,32 @@ class ErasureError(InvalidStateError):
     structural marker whose removal would unbalance the log)."""
 
 
+class RedactionRefusedError(InvalidArgumentError):
+    """A payload holds a finding whose kind the redaction policy refuses:
+    nothing was written.  Carries ``event_type`` (the event's type, or
+    ``memory/<type>`` for a memory item), ``path`` (the JSON path of the
+    string) and ``kind`` -- never the matched text."""
+
+    def __init__(self, event_type: str, path: str, kind: str) -> None:
+        self.event_type, self.path, self.kind = event_type, path, kind
+        super().__init__(f"{event_type} holds a {kind} at {path}: the redaction policy "
+                         "refuses it (nothing was written)")
+
+
+class RedactionPausedError(InvalidStateError):
+    """The session is paused by the redaction policy (a ``hash`` finding
+    appended ``redaction/paused``): only closing markers, audit and
+    ``redaction/*`` events are taken until a ``redaction/resumed``.
+    Carries ``session``, ``seq`` (where the refused event would have gone)
+    and ``event_type``."""
+
+    def __init__(self, session: str, seq: int, event_type: str) -> None:
+        self.session, self.seq, self.event_type = session, seq, event_type
+        super().__init__(f"session {session} is paused by the redaction policy: "
+                         f"{event_type} refused at seq {seq} (append redaction/resumed "
+                         "to go on)")
+
+
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
 _CLASSES: dict[Status, type[TrajlogError]] = {
@@ -438,6 +464,8 @@ __all__ = [
     "PayloadTooLargeError",
     "PrecedentPoisoningError",
     "PromotionRefusedError",
+    "RedactionPausedError",
+    "RedactionRefusedError",
     "SchemaError",
     "SequenceError",
     "SerializationError",

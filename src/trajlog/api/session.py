@@ -15,7 +15,9 @@ from ..projections.evidence import STATUSES
 from ..projections.folds import SURFACE_REPLACE
 from ..recovery import RecoveryReport
 from ..storage import Backend
+from . import checkpoints as _cp
 from . import checks
+from . import runs as _runs
 from .handles import LogRef, Options
 from .lineage import Lineage, SessionTree
 from .reading import FrameRun, LogReader, SessionFolds, VerifyReport
@@ -94,7 +96,9 @@ class Session:
         writer = self._e.writer
         checks.check_append_type(self.header, type)
         rows = [writer.prepare(type, data, time, envelope)]
-        return writer.submit(self._ref, rows)[0]
+        events = writer.submit(self._ref, rows)
+        _runs.observe(self.id, events)
+        return events[0]
 
     def append_batch(self, items: Iterable[Any]) -> list[Event]:
         """Append several events in one transaction: all of them or none.
@@ -104,7 +108,9 @@ class Session:
         """
         writer = self._e.writer
         rows = writer.prepare_items(self.header, items)
-        return writer.submit(self._ref, rows)
+        events = writer.submit(self._ref, rows)
+        _runs.observe(self.id, events)
+        return events
 
     # -- the writer lease, turns and steps -------------------------------------
 
@@ -168,6 +174,59 @@ class Session:
             raise
         self._step_depth = 0
         self.append("step/end", {})
+
+    # -- runs and model switches ------------------------------------------------
+
+    def run(self, *, model: str, params: Mapping[str, Any] | None = None,
+            policy_version: Any = None, tool_contract_version: Any = None,
+            privacy_mode: str = "full", parent_run: str | None = None,
+            static_prefix: Any = None,
+            run_id: str | None = None) -> contextlib.AbstractContextManager[_runs.Run]:
+        """A run envelope: append ``run/started`` (identity, model and
+        ``params``, policy and tool-contract versions, the SHA-256 of
+        ``static_prefix``, privacy mode, parent run) and, when the block is
+        left, ``run/finalized`` (state ``completed``, ``failed`` on an
+        exception -- which propagates -- or ``interrupted``; cost on four
+        surfaces; a hash over the run's events).  ``parent_run`` defaults to
+        the innermost run of this session open in this context; a subagent's
+        run names its parent's run id.  Read runs back with
+        :func:`trajlog.projections.runs`."""
+        return _runs.run(self, model=model, params=params, policy_version=policy_version,
+                         tool_contract_version=tool_contract_version,
+                         privacy_mode=privacy_mode, parent_run=parent_run,
+                         static_prefix=static_prefix, run_id=run_id)
+
+    def switch_model(self, *, old: str | None, new: str, reason: str,
+                     context_version: Any = None) -> Event:
+        """Append ``model/switch`` (the old and new logical model, why, and the
+        version of the context re-injected into the new one), naming the
+        open run if any; the trajectory shows it."""
+        return _runs.switch_model(self, old=old, new=new, reason=reason,
+                                  context_version=context_version)
+
+    # -- stage checkpoints and resumption (api/checkpoints.py) -----------------------
+
+    def checkpoint(self, stage: str, **options: Any) -> Event:
+        """Append a ``checkpoint/stage`` once the stage's preconditions hold:
+        :func:`trajlog.api.checkpoints.checkpoint`."""
+        return _cp.checkpoint(self, stage, **options)
+
+    def resume(self, checkpoint_seq: int | None = None, **options: Any) -> _cp.Recovery:
+        """Run and record the recovery checks, then ``run/resume`` or
+        ``run/paused``: :func:`trajlog.api.checkpoints.resume`."""
+        return _cp.resume(self, checkpoint_seq, **options)
+
+    def restart(self, checkpoint_seq: int | None = None, *, reason: str,
+                **options: Any) -> _cp.Recovery:
+        """Run a checkpoint's stage again (``run/restart``):
+        :func:`trajlog.api.checkpoints.restart`."""
+        return _cp.restart(self, checkpoint_seq, reason=reason, **options)
+
+    def fork_from(self, checkpoint_seq: int | None = None, *, reason: str,
+                  **options: Any) -> _cp.Recovery:
+        """A trajlog fork at a checkpoint, ``run/fork`` in both logs:
+        :func:`trajlog.api.checkpoints.fork_from`."""
+        return _cp.fork_from(self, checkpoint_seq, reason=reason, **options)
 
     # -- reading --------------------------------------------------------------
 

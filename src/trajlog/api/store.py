@@ -28,6 +28,7 @@ from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionRe
 from ..memory.audit import audit
 from ..memory.index import deploy_global, rebuild
 from ..projections.engine import StateCache
+from ..redaction import RedactionPolicy, Redactor
 from ..storage import Backend, Request, SQLiteBackend, Writer
 from ..storage.schema import APPLICATION_ID
 from ..storage.sqlite import migrate as sqlite_migrate
@@ -77,7 +78,7 @@ def schema_of(path: str) -> int | None:
 def open(path: str = "trajlog.db", durability: str = "full", *,
          busy_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS,
          max_delegation_depth: int = DEFAULT_MAX_DEPTH, backend: Backend | None = None,
-         repack: bool = True) -> Store:
+         repack: bool = True, redaction: RedactionPolicy | None = None) -> Store:
     """Open (creating if needed) the store at ``path``.
 
     ``durability="full"`` (default): an append returns only once it is durable,
@@ -89,10 +90,12 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
     ``backend`` runs the store on another :class:`~trajlog.storage.Backend`
     (``path``, ``durability`` and ``busy_timeout_ms`` are then the backend's).
     ``repack=False`` leaves small rows as they are until :meth:`Store.repack`.
+    ``redaction`` scans every payload and memory item before it is written
+    and routes each identity's privacy mode (:mod:`trajlog.redaction`).
     """
     return Store(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
                  lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth,
-                 backend=backend, repack=repack)
+                 backend=backend, repack=repack, redaction=redaction)
 
 
 @dataclass(frozen=True, slots=True)
@@ -131,7 +134,8 @@ class Store:
     def __init__(self, path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000,
                  lease_ttl_ms: int = LEASE_TTL_MS,
                  max_delegation_depth: int = DEFAULT_MAX_DEPTH,
-                 backend: Backend | None = None, repack: bool = True) -> None:
+                 backend: Backend | None = None, repack: bool = True,
+                 redaction: RedactionPolicy | None = None) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be str or PathLike, not {type(path).__name__}")
         if durability not in DURABILITY:
@@ -167,6 +171,17 @@ class Store:
         self.lease_ttl_ms = lease_ttl_ms
         self.max_delegation_depth = max_delegation_depth
         self.writer_id = options.writer_id
+        self.redaction = redaction
+
+    @property
+    def redaction(self) -> RedactionPolicy | None:
+        """The redaction policy every later write passes through (None: none)."""
+        red = self._e.writer.redactor
+        return None if red is None else red.policy
+
+    @redaction.setter
+    def redaction(self, policy: RedactionPolicy | None) -> None:
+        self._e.writer.redactor = None if policy is None else Redactor(policy)
 
     def close(self) -> None:
         """Release the writer leases this store still holds, then close every
@@ -324,7 +339,7 @@ class Store:
         """The memory view bound to ``identity``: every query it makes carries
         the identity's scope predicates."""
         self._check_open()
-        return MemoryView(self._forget, identity)
+        return MemoryView(self._forget, identity, redactor=self._e.writer.redactor)
 
     def deploy_global(self, type: str, content: Any, *, key: str | None = None,
                       actor: str) -> str:

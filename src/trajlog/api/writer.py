@@ -62,6 +62,7 @@ from ..events import (
     with_seq,
 )
 from ..lifecycle import Tracker
+from ..redaction import Redactor, pause_rows, pause_state, prepare_payload, route_rows
 from ..storage import Backend, GroupCommit, Lease, Request, SessionRow, Writer
 from ..storage.index import entry, marks_of, pack_marks, split_marks
 from . import checks
@@ -76,7 +77,8 @@ _PREFIX_CACHE = 64          # fork points whose prefix state is kept
 _STATES = 1024              # sessions whose write state is kept
 # The events the write path's state follows (lifecycle) besides compactions.
 _STATE_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/start",
-                          "turn/end", "step/start", "step/end"})
+                          "turn/end", "step/start", "step/end", "redaction/paused",
+                          "redaction/resumed"})
 
 
 def _followed(type_: str) -> bool:
@@ -95,6 +97,7 @@ class Row:
     event: Event
     payload: bytes
     check: bool = False  # a compaction or status event: checked in the transaction
+    pause: tuple[tuple[str, str], ...] = ()  # hashed findings: the session pauses after it
 
 
 @dataclass(slots=True)
@@ -111,6 +114,7 @@ class LogState:
     stale: bool = False
     small_rows: int = 0   # rows appended since the last repack request that a repack would merge
     turn_ended: bool = False
+    paused: bool = False  # a redaction/paused with no redaction/resumed after it
 
 
 class WriteEngine:
@@ -123,6 +127,7 @@ class WriteEngine:
         self._chunks = ChunkCompressor()
         self._options = options
         self.on_small_rows = on_small_rows   # the repacker's request, if it runs by itself
+        self.redactor: Redactor | None = None  # trajlog.redaction: set by the store
         self._states: dict[int, LogState] = {}
         self._prefix: dict[tuple[int, int], tuple[Tracker, list[tuple[int, int]]]] = {}
         self._types_seen: dict[str, bool] = {}  # valid types -> checked in the transaction
@@ -178,14 +183,15 @@ class WriteEngine:
         if state is not None and last_seq >= state.synced_seq:
             # Another writer appended: follow its events (a log only grows).
             if last_seq > state.synced_seq:
-                self._follow(tx, ref, state.tracker, state.compactions, state.synced_seq,
-                             last_seq)
+                state.paused = self._follow(tx, ref, state.tracker, state.compactions,
+                                            state.synced_seq, last_seq, state.paused)
             state.synced_seq, state.chain, state.lease, state.stale = last_seq, chain, lease, False
             return state
         tracker, compactions = self._prefix_state(tx, ref)
         state = LogState(ref.seed - 1, chain, lease, tracker.copy(), list(compactions))
         if last_seq > state.synced_seq:
-            self._follow(tx, ref, state.tracker, state.compactions, state.synced_seq, last_seq)
+            state.paused = self._follow(tx, ref, state.tracker, state.compactions,
+                                        state.synced_seq, last_seq)
         state.synced_seq = last_seq
         self._keep(ref.sid, state)
         return state
@@ -200,15 +206,19 @@ class WriteEngine:
             states.pop(next(iter(states)))
 
     def _follow(self, tx: Writer, ref: LogRef, tracker: Tracker,
-                compactions: list[tuple[int, int]], after: int, upto: int) -> None:
+                compactions: list[tuple[int, int]], after: int, upto: int,
+                paused: bool = False) -> bool:
         """Advance ``tracker`` and ``compactions`` over ``ref``'s own events
-        ``after + 1 .. upto`` (verified; only the types they follow decoded)."""
+        ``after + 1 .. upto`` (verified; only the types they follow decoded);
+        returns the redaction pause after them."""
         for ev in self._reading.events(ref, max(after + 1, ref.seed), upto, want=_followed,
                                        reader=tx):
             tracker.feed(ev)
             found = checks.applied_range(ev.type, ev.data)
             if found is not None:
                 compactions.append(found)
+            paused = p if (p := pause_state(ev.type)) is not None else paused
+        return paused
 
     def _prefix_state(self, tx: Writer, ref: LogRef) -> tuple[Tracker, list[tuple[int, int]]]:
         """The lifecycle and compactions of a fork's inherited prefix: a fork may
@@ -269,6 +279,9 @@ class WriteEngine:
         data = check_json(data, "data")
         if type_ in KNOWN_SHAPES:
             check_shape(type_, data)
+        pause: tuple[tuple[str, str], ...] = ()
+        if self.redactor is not None:  # before framing (trajlog.redaction)
+            data, envelope, pause = prepare_payload(self.redactor, type_, data, envelope)
         if time is None:
             time = now_ms()
         elif type(time) is not int or not 0 <= time < 2**63:
@@ -296,7 +309,7 @@ class WriteEngine:
         if size > MAX_PAYLOAD:
             raise PayloadTooLargeError(f"event payload is {size} bytes; the limit is "
                                        f"{MAX_PAYLOAD}")
-        return Row(event, raw, checked)
+        return Row(event, raw, checked, pause)
 
     def prepare_items(self, header: SessionHeader, items: Iterable[Any]) -> list[Row]:
         """Rows for ``append_batch`` items: ``(type, data)`` or ``(type, data,
@@ -374,6 +387,8 @@ class WriteEngine:
         the first write."""
         state = self.state(tx, ref)
         state.lease = self.leases.check(tx, ref.sid, ref.id, state.lease)
+        if self.redactor is not None:  # the identity's privacy mode (trajlog.redaction)
+            rows = route_rows(self.redactor, ref.header.metadata, rows, _remake)
         if expect_last is not None and state.synced_seq != expect_last:
             raise LogMovedError(f"session {ref.id} moved to seq {state.synced_seq}; "
                                 f"expected it at {expect_last}")
@@ -392,8 +407,11 @@ class WriteEngine:
                 if lease_op is not None:  # (as the original did, so that the books agree)
                     state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op, state.lease)
                 return self._replay(tx, ref, rows, found)
-        events = [r.event for r in rows]
         first = state.synced_seq + 1
+        paused = state.paused
+        if paused or any(r.pause or pause_state(r.event.type) is not None for r in rows):
+            rows, paused = pause_rows(ref.id, paused, first, rows, _remake)
+        events = [r.event for r in rows]
         plan = state.tracker.plan(events, first, check=True)
         added: list[tuple[int, int]] = []
         for r in rows:
@@ -420,6 +438,7 @@ class WriteEngine:
         if added:
             state.compactions += added
         state.synced_seq, state.chain = end.next_seq - 1, end.chain
+        state.paused = paused
         for c in chunks:
             if c.raw_len < SMALL_ROW:
                 state.small_rows += 1
@@ -546,7 +565,11 @@ def _returned(rows: list[Row], events: list[Event]) -> list[Event]:
     already returns the stored originals, decoded afresh)."""
     if events and events[0] is rows[0].event:
         return fresh_events([r.payload for r in rows], events[0].seq)
-    return events
+    return events[:len(rows)]   # (not a redaction/paused the write added)
+
+
+def _remake(event: Event, pause: tuple[tuple[str, str], ...] = ()) -> Row:
+    return Row(event, encode_event(event), checks.needs_check(event.type), pause)
 
 
 def _turn_marker(rows: list[Row]) -> str | None:

@@ -9,6 +9,7 @@ import os
 
 from ..api import store as api_store
 from ..api.lineage import DEFAULT_MAX_DEPTH
+from ..redaction import RedactionPolicy
 from ..storage import Backend
 from .export import ExportReport
 from .export import Progress as ExportProgress
@@ -47,12 +48,13 @@ class Store(api_store.Store):
 def open(path: str = "trajlog.db", durability: str = "full", *,
          busy_timeout_ms: int = 10_000, lease_ttl_ms: int = api_store.LEASE_TTL_MS,
          max_delegation_depth: int = DEFAULT_MAX_DEPTH,
-         backend: Backend | None = None, repack: bool = True) -> Store:
+         backend: Backend | None = None, repack: bool = True,
+         redaction: RedactionPolicy | None = None) -> Store:
     """Open (creating if needed) the store at ``path`` (the arguments are those
     of :func:`trajlog.api.open`)."""
     return Store(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
                  lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth,
-                 backend=backend, repack=repack)
+                 backend=backend, repack=repack, redaction=redaction)
 
 
 __all__ = ["Store", "open"]

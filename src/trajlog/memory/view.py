@@ -25,6 +25,7 @@ from ..errors import (
     MemoryStateError,
     StoreError,
 )
+from ..redaction import Redactor
 from ..storage.base import Backend, MemoryRow, Writer
 from .gates import check_evidence, check_promotion, check_write
 from .model import SCOPES, SENSITIVITY, TYPES, Identity, MemoryItem, PurgeReport, digest_of
@@ -88,13 +89,23 @@ def _fts_query(query: str) -> str:
 class MemoryView:
     """Scoped, typed memory for one :class:`Identity` (``store.memory(identity)``)."""
 
-    def __init__(self, host: MemoryHost, identity: Identity) -> None:
+    def __init__(self, host: MemoryHost, identity: Identity, *,
+                 redactor: Redactor | None = None) -> None:
         if not isinstance(identity, Identity):
             raise TypeError(f"identity must be a trajlog.Identity, not "
                             f"{type(identity).__name__}")
         self._host = host
         self._backend = host.backend
         self.identity = identity
+        self._redactor = redactor   # scans content before it is written (trajlog.redaction)
+
+    def _redact(self, type: str, content: Any, sensitivity: str) -> tuple[Any, str, bool]:
+        """Content as the redaction policy stores it, its sensitivity raised,
+        and whether a ``hash`` finding holds the item provisional."""
+        if self._redactor is None:
+            return content, sensitivity, False
+        out = self._redactor.redact(f"memory/{type}", content, sensitivity)
+        return out.data, out.data_class or sensitivity, out.pause
 
     def __repr__(self) -> str:
         return f"<trajlog.MemoryView {self.identity}>"
@@ -305,6 +316,9 @@ class MemoryView:
             raise InvalidArgumentError(f"key must be a non-empty string, not {key!r}")
         scope_key = self.identity.scope_key(scope)
         ev = check_evidence(evidence)
+        content, sensitivity, held = self._redact(type, content, sensitivity)
+        if held:   # memory has no session to pause: a human activates it
+            state = "provisional"
         digest = digest_of(content)
         source_sid, source_type = self._source(source)
         check_write(scope, type, ev, source_type)
@@ -378,7 +392,9 @@ class MemoryView:
                 if self.identity.privacy == "none":
                     raise MemoryAccessError("privacy mode 'none' writes no memory")
                 stored = self.identity.privacy == "full"
-                changed = replace(changed, content=content if stored else None,
+                content, sens, held = self._redact(cur.type, content, cur.sensitivity)
+                changed = replace(changed, state="provisional" if held else to,
+                                  sensitivity=sens, content=content if stored else None,
                                   digest=digest_of(content).hex(),
                                   stored="full" if stored else "metadata", conflicts_with=())
             sid = w.memory_versions(item_id)[-1].source_sid

@@ -10,6 +10,8 @@ from one log by pure folds, made incremental by the engine.
 * :func:`trajectory` -- turns, steps, model requests and tool spans, for debugging.
 * :func:`goal` -- the last valid full goal snapshot (malformed ones reported).
 * :func:`status` -- what is open now: turn, step, tools running.
+* :func:`runs` -- the run envelopes (``Session.run``) with their integrity
+  checked; :func:`run_tree` -- runs across subagents, cost per delegation path.
 
 :mod:`.folds` holds the folds, :mod:`.engine` the incremental engine (saved
 states, :func:`checkpoint`, :func:`rebuild`), :mod:`.context` the context
@@ -38,6 +40,7 @@ from .folds import (
     ToolSpan,
     Turn,
 )
+from .runs import run_tree, runs
 
 
 def project(session: Projectable, fold: Any) -> Any:
@@ -126,6 +129,8 @@ __all__ = [
     "project",
     "rebuild",
     "request_config",
+    "run_tree",
+    "runs",
     "status",
     "trajectory",
 ]

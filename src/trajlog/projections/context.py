@@ -3,11 +3,29 @@ with a record of what was chosen, what was left out and why.
 
 A build runs the four stages of the seed article, in order:
 
-1. **branch and task** -- events of another branch (``data.branch`` differing
-   from the session's ``branch`` metadata, default ``"main"``) are excluded;
-2. **status** -- superseded, rejected, expired and audit-only events are
-   excluded (``event/status``), and so are restricted data classes and
-   untrusted sources (``external:*``, ``web:*``: data, never instructions);
+1. **branch and task** -- events of another branch (``data.branch_id``, or the
+   older ``data.branch``, differing from the build's branch: the ``branch=``
+   argument, else the session's ``branch`` metadata, default ``"main"``) are
+   excluded (``branch.other``);
+2. **status** -- superseded (``event/status``, or a later event's
+   ``data.supersedes``), rejected, expired and audit-only events are excluded,
+   and so are restricted data classes and untrusted sources (``external:*``,
+   ``web:*``: data, never instructions);
+   **facts that expire** -- a tool result or file snapshot whose envelope
+   ``workspace_revision`` is not the current revision is not admitted
+   (``tool.result.stale``, ``file.snapshot.stale``; the latter also for a
+   snapshot a newer one of the same path replaced).  The current revision is
+   the ``workspace_revision=`` argument; else the latest ``workspace/revision``
+   event of the branch (``data.revision``, else its envelope); else, in a log
+   with no such event, the latest revision any envelope states.  The explicit
+   event wins over envelopes so that a late result of a background job, still
+   carrying the old revision, cannot make the old facts current again.
+   A tool result whose ``causal_parent`` names no command -- no ``tool/call``
+   of its call id, nor an ``assistant/message`` requesting it, at an earlier
+   seq -- is incomplete: where it came from is unknown, so it is excluded
+   (``tool.result.incomplete``) and the summary's *to confirm* block names it
+   (by reference, never its output).  A result without ``causal_parent``
+   claims no parent and is not flagged;
 3. **evidence rank** -- the *core* layer (task contract, human decisions) is
    placed first within a reserved quota that session noise cannot crowd out;
    then the evidence layer (active tool results, current file snapshots),
@@ -21,7 +39,8 @@ A build runs the four stages of the seed article, in order:
 If the core does not fit the whole budget, the build refuses
 (:class:`ContextBudgetError`) rather than compress core facts away.  Every build
 appends a ``context/injection`` event: policy name and version, the selected
-seqs, excluded reasons and counts, the summary's SHA-256, the target model.
+seqs, excluded reasons and counts, the summary's SHA-256, the target model,
+the workspace revision and branch the build was made for.
 """
 
 from __future__ import annotations
@@ -36,7 +55,7 @@ import msgspec
 
 from ..errors import ContextBudgetError, InvalidArgumentError
 from ..events import ENVELOPE_FIELDS, Event, SessionHeader
-from .evidence import Evidence, ref, source_class
+from .evidence import Evidence, branch_of, ref, source_class
 
 
 class Session(Protocol):
@@ -54,7 +73,8 @@ class Session(Protocol):
 CORE = ("task.contract", "human.decision")
 STRUCTURAL = frozenset({"turn/start", "turn/end", "step/start", "step/end", "tool/call",
                         "context/injection", "event/status", "request/header",
-                        "approval/policy", "sandbox/mode", "goal/change"})
+                        "approval/policy", "sandbox/mode", "goal/change",
+                        "workspace/revision"})
 BLOCKS = ("confirmed", "failed", "conflicts", "to confirm", "forbidden actions", "next step")
 # Exclusions that keep an event out of the messages but not out of the summary
 # (it is admissible evidence, just not shown in full).
@@ -146,6 +166,20 @@ class ContextBuild:
     injection: Event
     chars: int = 0
     excluded_counts: dict[str, int] = field(default_factory=dict)
+    #: the revision facts were checked against (None: none known) and the branch
+    workspace_revision: str | None = None
+    branch: str = "main"
+
+
+@dataclass(frozen=True, slots=True)
+class _Scope:
+    """What makes a fact current for one build."""
+
+    branch: str
+    revision: str | None
+    latest_file: dict[str, int]
+    #: seq of each command -> the call ids it requests or starts
+    commands: dict[int, frozenset[str]]
 
 
 def _category(ev: Event, latest_plan: int | None) -> str | None:
@@ -202,9 +236,13 @@ def _str(value: Any) -> str:
     return msgspec.json.encode(value).decode() if value is not None else ""
 
 
-def _summary(events: list[Event], evidence: Evidence) -> dict[str, list[str]]:
+def _summary(events: list[Event], evidence: Evidence,
+             orphans: list[Event]) -> dict[str, list[str]]:
     confirmed, conflicts, unconfirmed = evidence.resolve()
     blocks: dict[str, list[str]] = {b: [] for b in BLOCKS}
+    for ev in orphans:
+        blocks["to confirm"].append(f"tool result [{ref(ev)}] names no command (causal "
+                                    f"parent seq {ev.causal_parent}): its origin is unknown")
     for subject, claim in sorted(confirmed.items()):
         blocks["confirmed"].append(f"{subject} = {_str(claim.value)} [{claim.ref}]")
     for c in conflicts:
@@ -252,44 +290,70 @@ def summary_text(blocks: dict[str, list[str]]) -> str:
 
 
 def build_context(session: Session, policy: ContextPolicy | None = None, *,
-                  target_model: str | None = None) -> ContextBuild:
+                  target_model: str | None = None, workspace_revision: str | None = None,
+                  branch: str | None = None) -> ContextBuild:
     """Build the next model context of ``session`` under ``policy`` and record
-    the build as a ``context/injection`` event (see the module docstring)."""
+    the build as a ``context/injection`` event (see the module docstring).
+
+    ``workspace_revision``: the current revision facts must carry (default:
+    the log's latest ``workspace/revision`` event); ``branch``: the branch
+    whose facts count (default: the session's ``branch`` metadata, else
+    ``"main"``)."""
     policy = policy or ContextPolicy()
+    for name, value in (("workspace_revision", workspace_revision), ("branch", branch)):
+        if value is not None and (not isinstance(value, str) or not value):
+            raise InvalidArgumentError(f"{name} must be a non-empty str or None, not {value!r}")
+    if branch is None:
+        branch = str(session.header.metadata.get("branch", "main"))
     events = list(session.events())
-    statuses = Evidence()
+    statuses = Evidence(branch=branch)
     latest_plan = None
-    revision = None
+    declared = stated = None
     latest_file: dict[str, int] = {}
+    commands: dict[int, frozenset[str]] = {}
     for ev in events:
+        statuses.decide(ev)
         if ev.type == "event/status":
-            statuses.feed(ev)
             continue
-        statuses.see(ev)
+        d = ev.data if isinstance(ev.data, dict) else {}
         if ev.type == "plan/update":
             latest_plan = ev.seq
         elif ev.type == "file/snapshot" and isinstance(ev.data, dict):
-            latest_file[str(ev.data.get("path"))] = ev.seq
+            latest_file[str(d.get("path"))] = ev.seq
+        elif ev.type == "workspace/revision" and branch_of(ev) in (None, branch):
+            named = d.get("revision")
+            declared = named if isinstance(named, str) and named else (
+                ev.workspace_revision or declared)
+        elif ev.type == "tool/call" and "call_id" in d:
+            commands[ev.seq] = frozenset((str(d["call_id"]),))
+        elif ev.type == "assistant/message" and isinstance(d.get("tool_calls"), list):
+            commands[ev.seq] = frozenset(str(c.get("id")) for c in d["tool_calls"]
+                                         if isinstance(c, dict))
         if ev.workspace_revision is not None:
-            revision = ev.workspace_revision
-    branch = session.header.metadata.get("branch", "main")
+            stated = ev.workspace_revision
+    revision = workspace_revision or declared or stated
+    scope = _Scope(branch, revision, latest_file, commands)
 
     # Exclusion by branch, status, data class and source applies to everything
     # the context shows -- the summary's claims included.
     excluded: list[Excluded] = []
     candidates: list[tuple[Event, str]] = []
     admitted: list[Event] = []
+    orphans: list[Event] = []
+    # statuses were decided in the first pass: this one only gathers claims
     evidence = Evidence(status=statuses.status)
     for ev in events:
         if ev.type in STRUCTURAL or ev.type.startswith("compaction/"):
             continue
         category = _category(ev, latest_plan)
-        reason = _exclusion(ev, category, policy, statuses, branch, revision, latest_file)
+        reason = _exclusion(ev, category, policy, statuses, scope)
         if reason is not None and not reason.startswith(_SUMMARY_OK):
             excluded.append(Excluded(ev.seq, ref(ev), reason))
+            if reason == "tool.result.incomplete":
+                orphans.append(ev)
             continue
         admitted.append(ev)
-        evidence.feed(ev)
+        evidence.claim(ev)
         if reason is not None:
             excluded.append(Excluded(ev.seq, ref(ev), reason))
         elif category is not None:
@@ -303,7 +367,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
             role, text = _render(ev, policy)
             selected.append(Item(ev.seq, ref(ev), category, "core", role, text))
             used += len(text)
-    blocks = _summary(admitted, evidence)
+    blocks = _summary(admitted, evidence, orphans)
     summary = summary_text(blocks)
     header = (f"Context built by policy {policy.name} v{policy.version}. Facts carry source "
               f"references such as [HUMAN-12] or [TEST-31]; cite them.\n{summary}")
@@ -350,10 +414,10 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     injection = session.append("context/injection", {
         "policy": policy.name, "policy_version": policy.version, "target_model": target_model,
         "selected": [it.seq for it in selected], "excluded": dict(sorted(counts.items())),
-        "excluded_seqs": _excluded_runs(excluded), "summary_sha256": digest, "chars": used},
-        source="trajlog.context")
+        "excluded_seqs": _excluded_runs(excluded), "summary_sha256": digest, "chars": used,
+        "workspace_revision": revision, "branch": branch}, source="trajlog.context")
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
-                        dict(counts))
+                        dict(counts), revision, branch)
 
 
 EXCLUDED_RUNS = 1_000
@@ -375,11 +439,11 @@ def _excluded_runs(excluded: list[Excluded]) -> dict[str, list[list[int]]]:
 
 
 def _exclusion(ev: Event, category: str | None, policy: ContextPolicy, evidence: Evidence,
-               branch: str, revision: str | None, latest_file: dict[str, int]) -> str | None:
+               scope: _Scope) -> str | None:
     """Why ``ev`` may not enter the context, or None."""
     d = ev.data if isinstance(ev.data, dict) else {}
     ex = policy.exclude
-    if "branch.other" in ex and d.get("branch") not in (None, branch):
+    if "branch.other" in ex and branch_of(ev) not in (None, scope.branch):
         return "branch.other"
     status = evidence.status_of(ev.seq)
     if status != "active" and f"event.status.{status}" in ex:
@@ -394,11 +458,20 @@ def _exclusion(ev: Event, category: str | None, policy: ContextPolicy, evidence:
         return "model.plan.stale"
     if category not in policy.include:
         return f"not.included.{category}"
+    revision = scope.revision
     if category == "file.snapshot.current":
         path = str(d.get("path"))
-        if latest_file.get(path) != ev.seq or (
+        if scope.latest_file.get(path) != ev.seq or (
                 revision is not None and ev.workspace_revision != revision):
             return "file.snapshot.stale"
+    if category == "tool.result.active":
+        parent = ev.causal_parent
+        if parent is not None and not (parent < ev.seq and str(d.get("call_id"))
+                                       in scope.commands.get(parent, ())):
+            return "tool.result.incomplete"
+        # a result with no revision is left to require.workspace_revision
+        if revision is not None and ev.workspace_revision not in (None, revision):
+            return "tool.result.stale"
     if category in policy.require_for:
         for name in policy.require:
             if getattr(ev, name) is None:

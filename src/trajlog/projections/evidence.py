@@ -24,6 +24,16 @@ status semantics, and facts must be told apart from interpretations.
   **conflict marker**, no silent pick (check the environment and inputs);
   models only -- nothing is confirmed.  A lower-ranked claim that disagrees
   with the winner is reported as a conflict too, but does not change it.
+* **Supersedes.**  An event whose data names ``supersedes: <seq>`` (an earlier
+  seq) marks that event ``superseded``, as an ``event/status`` from the same
+  source would -- under the same authority rules, so an untrusted source
+  supersedes nothing and a model never supersedes a human's event.  A later
+  ``event/status`` ``active`` of enough authority restores the target.
+* **Branch.**  ``data["branch_id"]`` (or the older ``data["branch"]``; the
+  first wins when both are set) scopes an event to a branch
+  (:func:`branch_of`).  With :attr:`Evidence.branch` set, an event of another
+  branch supersedes nothing.  (Both are data fields, not envelope fields: the
+  envelope is fixed by the frame format.)
 """
 
 from __future__ import annotations
@@ -57,6 +67,14 @@ def source_class(ev: Event) -> str:
     if src or ev.type == "tool/result":
         return "tool"
     return "system"
+
+
+def branch_of(ev: Event) -> Any:
+    """The branch an event is scoped to (``data.branch_id``, else
+    ``data.branch``), or None for an event of every branch."""
+    data = ev.data if isinstance(ev.data, dict) else {}
+    value = data.get("branch_id")
+    return data.get("branch") if value is None else value
 
 
 def ref(ev: Event) -> str:
@@ -114,19 +132,41 @@ class Evidence:
     # who spoke for each event seen (rank), and the rank of each status decision
     ranks: dict[int, int] = field(default_factory=dict)
     decided: dict[int, int] = field(default_factory=dict)
+    #: the branch being built; None: every branch's ``supersedes`` counts
+    branch: str | None = None
 
     def see(self, ev: Event) -> None:
         """Note who an event speaks for (a later status event may target it)."""
         self.ranks[ev.seq] = RANK[source_class(ev)]
 
     def feed(self, ev: Event) -> None:
+        """Apply ``ev``'s status effects (:meth:`decide`) and its claim."""
+        self.decide(ev)
+        self.claim(ev)
+
+    def decide(self, ev: Event) -> None:
+        """Apply what ``ev`` says about other events' status: an
+        ``event/status``, or a ``supersedes`` field (see the module
+        docstring).  Each event must be decided once, in log order."""
         data = ev.data if isinstance(ev.data, dict) else {}
         if ev.type == "event/status":
             self.set_status(ev, data)
             return
         self.see(ev)
+        target = data.get("supersedes")
+        if target is None or (self.branch is not None
+                              and branch_of(ev) not in (None, self.branch)):
+            return
+        # only an earlier event: a forward reference would let an event
+        # retire a fact nobody has seen yet
+        if isinstance(target, int) and not isinstance(target, bool) and 0 <= target < ev.seq:
+            self._set(target, "superseded", f"superseded by seq {ev.seq}", ev)
+
+    def claim(self, ev: Event) -> None:
+        """Note ``ev``'s claim (a string ``subject`` and a ``value``), if any."""
+        data = ev.data if isinstance(ev.data, dict) else {}
         subject = data.get("subject")
-        if isinstance(subject, str) and "value" in data:
+        if ev.type != "event/status" and isinstance(subject, str) and "value" in data:
             self.claims.setdefault(subject, []).append(
                 Claim(subject, data["value"], ev.seq, source_class(ev), ref(ev)))
 
@@ -140,12 +180,15 @@ class Evidence:
         target, status = data.get("target"), data.get("status")
         if not isinstance(target, int) or isinstance(target, bool) or status not in STATUSES:
             return
+        self._set(target, str(status), str(data.get("reason", "")), ev)
+
+    def _set(self, target: int, status: str, reason: str, ev: Event) -> None:
         authority = RANK[source_class(ev)]
         if authority < 0 or authority < self.decided.get(target, -1):
             return
         if self.ranks.get(target, -1) >= RANK["human"] > authority:
             return
-        self.status[target] = (status, str(data.get("reason", "")), ev.source, ev.seq)
+        self.status[target] = (status, reason, ev.source, ev.seq)
         self.decided[target] = authority
 
     def status_of(self, seq: int) -> str:
@@ -194,5 +237,5 @@ def collect(events: Iterable[Event]) -> Evidence:
     return ev
 
 
-__all__ = ["RANK", "STATUSES", "Claim", "Conflict", "Evidence", "collect", "ref",
+__all__ = ["RANK", "STATUSES", "Claim", "Conflict", "Evidence", "branch_of", "collect", "ref",
            "source_class"]

@@ -119,11 +119,28 @@ class Step(msgspec.Struct, frozen=True):
     tools: list[ToolSpan]
 
 
+class ModelSwitch(msgspec.Struct, frozen=True):
+    """A ``model/switch``: the old and new logical model, why, the context
+    version re-injected, and the run it happened in."""
+
+    seq: int
+    old: str | None
+    new: str | None
+    reason: str | None
+    context_version: Any
+    run_id: str | None
+
+
 class Turn(msgspec.Struct, frozen=True):
+    """``switches``: the model switches inside the turn, and those appended
+    since the turn before it (their seq is below ``start_seq``); switches no
+    turn followed yet end the list in a turn with no steps and no seqs."""
+
     start_seq: int | None
     end_seq: int | None
     interrupted: bool | None
     steps: list[Step]
+    switches: list[ModelSwitch] = []
 
 
 class GoalView(msgspec.Struct, frozen=True):
@@ -367,19 +384,20 @@ class TrajectoryState(msgspec.Struct):
     turns: list[dict[str, Any]]
     calls: dict[str, list[int]]      # call id -> [turn index, step index, tool index]
     last_request: dict[str, Any] | None
+    pending: list[dict[str, Any]] = []   # model switches outside a turn, for the next one
 
 
 class Trajectory:
     name: ClassVar[str] = "trajectory"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2  # 2: model switches
     state_type: ClassVar[Any] = TrajectoryState
     autosave: ClassVar[bool] = False
     wants = staticmethod(frozenset({"turn/start", "turn/end", "step/start", "step/end",
                                     "request/header", "assistant/message", "tool/call",
-                                    "tool/result"}).__contains__)
+                                    "tool/result", "model/switch"}).__contains__)
 
     def init(self) -> TrajectoryState:
-        return TrajectoryState([], {}, None)
+        return TrajectoryState([], {}, None, [])
 
     @staticmethod
     def _open_turn(state: TrajectoryState) -> dict[str, Any]:
@@ -392,7 +410,14 @@ class Trajectory:
         t, d = ev.type, ev.data if isinstance(ev.data, dict) else {}
         if t == "turn/start":
             state.turns.append({"start_seq": ev.seq, "end_seq": None, "interrupted": None,
-                                "steps": [], "time": ev.time})
+                                "steps": [], "time": ev.time, "switches": state.pending})
+            state.pending = []
+        elif t == "model/switch":
+            switch = {"seq": ev.seq, **{k: d.get(k) for k in (
+                "old", "new", "reason", "context_version", "run_id")}}
+            open_turn = state.turns and state.turns[-1]["end_seq"] is None
+            (state.turns[-1].setdefault("switches", []) if open_turn
+             else state.pending).append(switch)
         elif t == "turn/end":
             turn = self._open_turn(state)
             turn["end_seq"], turn["interrupted"] = ev.seq, bool(d.get("interrupted"))
@@ -471,7 +496,10 @@ class Trajectory:
                           [ModelRequest(**r) for r in s["requests"]],
                           [ToolSpan(**{k: v for k, v in x.items() if k != "started_time"})
                            for x in s["tools"]]) for s in t["steps"]]
-            out.append(Turn(t["start_seq"], t["end_seq"], t["interrupted"], steps))
+            out.append(Turn(t["start_seq"], t["end_seq"], t["interrupted"], steps,
+                            [ModelSwitch(**x) for x in t.get("switches", ())]))
+        if state.pending:
+            out.append(Turn(None, None, None, [], [ModelSwitch(**x) for x in state.pending]))
         return out
 
 

@@ -1,0 +1,309 @@
+"""Run envelopes, materialised from the log: :func:`runs` and :func:`run_tree`.
+
+A run is the seq range of one session between a ``run/started`` event and
+its ``run/finalized`` (written by :meth:`trajlog.Session.run`).  Nothing about
+a run is kept anywhere but in those events and the ones between them: the
+envelope is a fold of the log, and a run whose ``run/finalized`` is missing
+(a crash) is reported as ``open``.
+
+Integrity.  ``run/finalized`` records ``integrity.digest``: a SHA-256 hash
+chain over the events ``first_seq .. last_seq`` of the run, each as
+``seq || event payload v1`` (the bytes :func:`trajlog.events.encode_event`
+gives for the event as read back).  The fold recomputes it and reports
+``integrity`` as ``ok``, ``mismatch`` (the events the log holds now are not
+the ones the run was finalized over), ``erased`` (an event of the run was
+erased under a tombstone: its content is gone by design, so the digest cannot
+be recomputed -- the frame chain still covers it, ``Session.verify()``),
+``unverified`` (another writer appended between the run's last event and its
+``run/finalized``), or ``open``.  Like the frame chain it is keyless: it
+detects a changed log, not a forger who rewrites the digest too.
+
+Usage and cost.  Each event is attributed to the innermost run open when it
+was appended (the most recently started one).  Inference usage is the sum of
+``assistant/message`` ``usage`` (the fields the trajectory reads), tools
+usage counts ``tool/result`` events, persistence usage counts the events of
+the run; amounts, and any further usage, come from ``run.add_cost`` and are
+recorded in ``run/finalized``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import math
+from collections.abc import Iterable, Iterator
+from typing import Any, ClassVar
+
+import msgspec
+
+from ..events import Event, encode_event
+from .engine import Projectable
+from .engine import project as _project
+
+STARTED, FINALIZED, SWITCH = "run/started", "run/finalized", "model/switch"
+COST_SURFACES = ("inference", "retrieval", "tools", "persistence")
+RUN_STATES = ("completed", "failed", "interrupted")
+PRIVACY_MODES = ("full", "metadata", "none")
+DIGEST = "sha256-chain/1"
+_TOKENS = ("input_tokens", "output_tokens")
+
+
+def prefix_hash(prefix: Any) -> str | None:
+    """SHA-256 (hex) of a static prompt prefix: a str as UTF-8, any other JSON
+    value as JSON with sorted keys (so equal prefixes hash equal)."""
+    if prefix is None:
+        return None
+    raw = prefix.encode() if isinstance(prefix, str) else msgspec.json.encode(
+        prefix, order="sorted")
+    return hashlib.sha256(raw).hexdigest()
+
+
+def digest_start(run_id: str) -> bytes:
+    """The hash chain's seed: bound to the run id, so two runs never share it."""
+    return hashlib.sha256(b"trajlog run\x00" + run_id.encode()).digest()
+
+
+def digest_add(digest: bytes, ev: Event) -> bytes:
+    """One link of the run's hash chain."""
+    return hashlib.sha256(digest + ev.seq.to_bytes(8, "big") + encode_event(ev)).digest()
+
+
+def is_erased(ev: Event) -> bool:
+    """An event read back as its tombstone's replacement (memory/records.py)."""
+    return isinstance(ev.data, dict) and isinstance(ev.data.get("erased"), dict)
+
+
+def empty_cost() -> dict[str, dict[str, float]]:
+    return {s: {"amount": 0.0} for s in COST_SURFACES}
+
+
+def tally(cost: dict[str, dict[str, float]], ev: Event) -> None:
+    """Add what ``ev`` itself says about usage to ``cost`` (the run's own)."""
+    usage = cost["persistence"]
+    usage["events"] = usage.get("events", 0) + 1
+    d = ev.data
+    if not isinstance(d, dict):
+        return
+    if ev.type == "assistant/message":
+        inference = cost["inference"]
+        inference["requests"] = inference.get("requests", 0) + 1
+        u = d.get("usage")
+        if isinstance(u, dict):
+            for k in _TOKENS:
+                v = u.get(k)
+                if isinstance(v, (int, float)) and not isinstance(v, bool):
+                    inference[k] = inference.get(k, 0) + v
+    elif ev.type == "tool/result":
+        cost["tools"]["calls"] = cost["tools"].get("calls", 0) + 1
+
+
+def add_costs(into: dict[str, dict[str, float]], other: dict[str, dict[str, float]]) -> None:
+    """Sum ``other`` into ``into``, surface by surface and key by key."""
+    for surface, fields in other.items():
+        mine = into.setdefault(surface, {"amount": 0.0})
+        for k, v in fields.items():
+            if isinstance(v, (int, float)) and not isinstance(v, bool) and math.isfinite(v):
+                mine[k] = mine.get(k, 0) + v
+
+
+class RunEnvelope(msgspec.Struct, frozen=True):
+    """One run as the log records it.  ``state``: open, completed, failed or
+    interrupted; ``integrity``: ok, mismatch, erased, unverified or open (see
+    the module); ``cost``: per surface, ``amount`` and usage counters;
+    ``switches``: the ``model/switch`` events inside the run."""
+
+    run_id: str
+    session_id: str | None
+    parent_run: str | None
+    started_seq: int
+    finalized_seq: int | None
+    state: str
+    model: str | None
+    params: dict[str, Any]
+    policy_version: Any
+    tool_contract_version: Any
+    static_prefix_hash: str | None
+    privacy_mode: str | None
+    identity: dict[str, Any]
+    cost: dict[str, dict[str, float]]
+    integrity: str
+    integrity_detail: str | None
+    switches: list[dict[str, Any]]
+    error: str | None
+    started_at: int
+    finalized_at: int | None
+
+
+class RunsState(msgspec.Struct):
+    runs: dict[str, dict[str, Any]]   # run id -> envelope fields
+    open: list[str]                   # open run ids, in the order they started
+    digests: dict[str, bytes]         # open run id -> hash chain so far
+    digest_seq: dict[str, int]        # open run id -> last seq in its chain
+    erased: dict[str, list[int]]      # open run id -> erased seqs met
+
+
+class Runs:
+    """The fold behind :func:`runs` (every event: a run covers all types)."""
+
+    name: ClassVar[str] = "runs"
+    version: ClassVar[int] = 1
+    state_type: ClassVar[Any] = RunsState
+    autosave: ClassVar[bool] = True
+
+    def init(self) -> RunsState:
+        return RunsState({}, [], {}, {}, {})
+
+    def step(self, state: RunsState, ev: Event) -> RunsState:
+        d = ev.data if isinstance(ev.data, dict) else {}
+        rid = d.get("run_id")
+        if ev.type == STARTED and isinstance(rid, str) and rid not in state.runs:
+            state.runs[rid] = self._started(ev, d, rid)
+            state.open.append(rid)
+            state.digests[rid], state.erased[rid] = digest_start(rid), []
+        elif ev.type == FINALIZED and isinstance(rid, str) and rid in state.open:
+            self._finalized(state, ev, d, rid)
+        if ev.type == SWITCH and state.open:
+            state.runs[state.open[-1]]["switches"].append(
+                {"seq": ev.seq, **{k: d.get(k) for k in ("old", "new", "reason",
+                                                          "context_version")}})
+        for open_id in state.open:
+            state.digests[open_id] = digest_add(state.digests[open_id], ev)
+            state.digest_seq[open_id] = ev.seq
+            if is_erased(ev):
+                state.erased[open_id].append(ev.seq)
+        if state.open:
+            tally(state.runs[state.open[-1]]["tally"], ev)
+        return state
+
+    @staticmethod
+    def _started(ev: Event, d: dict[str, Any], rid: str) -> dict[str, Any]:
+        found, given = d.get("identity"), d.get("params")
+        identity: dict[str, Any] = found if isinstance(found, dict) else {}
+        params: dict[str, Any] = given if isinstance(given, dict) else {}
+        return {"run_id": rid, "session_id": identity.get("session"),
+                "parent_run": d.get("parent_run"), "started_seq": ev.seq,
+                "finalized_seq": None, "state": "open", "model": d.get("model"),
+                "params": params, "policy_version": d.get("policy_version"),
+                "tool_contract_version": d.get("tool_contract_version"),
+                "static_prefix_hash": d.get("static_prefix_hash"),
+                "privacy_mode": d.get("privacy_mode"), "identity": identity,
+                "cost": None, "integrity": "open", "integrity_detail": None, "switches": [],
+                "error": None, "started_at": ev.time, "finalized_at": None,
+                "tally": empty_cost()}
+
+    @staticmethod
+    def _finalized(state: RunsState, ev: Event, d: dict[str, Any], rid: str) -> None:
+        run = state.runs[rid]
+        state.open.remove(rid)
+        digest, last = state.digests.pop(rid), state.digest_seq.pop(rid)
+        erased = state.erased.pop(rid)
+        found = d.get("integrity")
+        rec: dict[str, Any] = found if isinstance(found, dict) else {}
+        if rec.get("first_seq") != run["started_seq"] or not isinstance(
+                rec.get("last_seq"), int):
+            verdict, detail = "mismatch", "the recorded range does not start at run/started"
+        elif rec["last_seq"] != last:
+            verdict = "unverified"
+            detail = (f"recorded over seqs {rec['first_seq']}..{rec['last_seq']}, but "
+                      f"events up to {last} came before run/finalized (another writer)")
+        elif erased:
+            verdict, detail = "erased", f"erased seqs {erased}"
+        elif rec.get("algorithm") != DIGEST or rec.get("digest") != digest.hex():
+            verdict, detail = "mismatch", (f"the log's events {rec['first_seq']}..{last} "
+                                           f"do not hash to the recorded digest")
+        else:
+            verdict, detail = "ok", None
+        state_ = d.get("state")
+        cost = d.get("cost")
+        run.update(finalized_seq=ev.seq, finalized_at=ev.time,
+                   state=state_ if state_ in RUN_STATES else "interrupted",
+                   integrity=verdict, integrity_detail=detail,
+                   error=d.get("error") if isinstance(d.get("error"), str) else None,
+                   cost=cost if isinstance(cost, dict) else None)
+
+    def view(self, state: RunsState) -> list[RunEnvelope]:
+        out = []
+        for run in state.runs.values():
+            fields = {k: v for k, v in run.items() if k != "tally"}
+            cost = run["cost"] if run["cost"] is not None else run["tally"]
+            fields["cost"] = _json_copy(cost)
+            fields["params"] = _json_copy(run["params"])
+            fields["identity"] = _json_copy(run["identity"])
+            fields["switches"] = _json_copy(run["switches"])
+            out.append(RunEnvelope(**fields))
+        return out
+
+
+def _json_copy(value: Any) -> Any:
+    return msgspec.msgpack.decode(msgspec.msgpack.encode(value))
+
+
+RUNS = Runs()
+
+
+def runs(session: Projectable) -> list[RunEnvelope]:
+    """Every run of ``session``'s log (its inherited prefix first, for a
+    fork), in the order they started, with their integrity checked."""
+    result: list[RunEnvelope] = _project(session.fold_source(), RUNS)
+    return result
+
+
+class RunNode(msgspec.Struct, frozen=True):
+    """A run and the runs it delegated to.  ``path``: run ids from the root
+    run down to this one; ``total``: the cost of this run and every run
+    below it, per surface."""
+
+    run: RunEnvelope
+    path: tuple[str, ...]
+    total: dict[str, dict[str, float]]
+    children: list[RunNode]
+
+    def walk(self) -> Iterator[RunNode]:
+        """This node and every node below it, parents first."""
+        yield self
+        for child in self.children:
+            yield from child.walk()
+
+
+def run_tree(session: Any) -> list[RunNode]:
+    """The runs of ``session`` and of every session below it (the handles of
+    ``session.children()``, recursively: forks and subagents, as
+    ``s.tree()``), as trees linked by ``parent_run``, with cost summed per
+    delegation path (:attr:`RunNode.total`).  A run whose parent is in no
+    session of the tree is a root.  Runs a fork inherited are counted once."""
+    envelopes: dict[str, RunEnvelope] = {}
+    for handle in _handles(session):
+        for env in runs(handle):
+            envelopes.setdefault(env.run_id, env)
+    return build_tree(envelopes.values())
+
+
+def _handles(session: Any) -> Iterator[Any]:
+    yield session
+    for child in session.children():
+        yield from _handles(child)
+
+
+def build_tree(envelopes: Iterable[RunEnvelope]) -> list[RunNode]:
+    """Link runs by ``parent_run`` and sum cost along each delegation path."""
+    by_id = {e.run_id: e for e in envelopes}
+    kids: dict[str | None, list[RunEnvelope]] = {}
+    for e in by_id.values():
+        parent = e.parent_run if e.parent_run in by_id else None
+        kids.setdefault(parent, []).append(e)
+
+    def node(env: RunEnvelope, path: tuple[str, ...], seen: frozenset[str]) -> RunNode:
+        path = (*path, env.run_id)
+        children = [node(k, path, seen | {env.run_id}) for k in kids.get(env.run_id, [])
+                    if k.run_id not in seen]
+        total = _json_copy(env.cost)
+        for child in children:
+            add_costs(total, child.total)
+        return RunNode(env, path, total, children)
+
+    return [node(e, (), frozenset()) for e in kids.get(None, [])]
+
+
+__all__ = ["COST_SURFACES", "DIGEST", "FINALIZED", "PRIVACY_MODES", "RUNS", "RUN_STATES",
+           "STARTED", "SWITCH", "RunEnvelope", "RunNode", "Runs", "build_tree",
+           "digest_add", "digest_start", "empty_cost", "is_erased", "prefix_hash", "run_tree",
+           "runs", "tally"]
