@@ -11,6 +11,7 @@ checks, not merely a damaged row.
 from __future__ import annotations
 
 import contextlib
+import os
 from collections.abc import Callable, Iterator
 
 import apsw
@@ -19,6 +20,16 @@ from trajlog import codec
 from trajlog.codec.chunks import body_seed
 from trajlog.storage import statements as storage
 from trajlog.storage.statements import i64, rid, u64
+
+
+def file_bytes(path: str) -> bytes:
+    """The raw bytes of a database and its WAL and journal, as on disk."""
+    out = b""
+    for suffix in ("", "-wal", "-journal"):
+        if os.path.exists(path + suffix):
+            with open(path + suffix, "rb") as f:
+                out += f.read()
+    return out
 
 
 def foreign(store) -> apsw.Connection:

@@ -3,27 +3,19 @@ still verifies -- proven on the raw bytes of the database files."""
 
 from __future__ import annotations
 
-import os
-
 import apsw
 import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as hs
 
 import trajlog
+from tamper import file_bytes
 from trajlog import Identity, projections
 from trajlog.errors import ChecksumError, CorruptionError, ErasureError
 
 SECRET = "S3CR3T-PAYLOAD-{}"
 
 
-def _files(path: str) -> bytes:
-    out = b""
-    for suffix in ("", "-wal", "-journal"):
-        if os.path.exists(path + suffix):
-            with open(path + suffix, "rb") as f:
-                out += f.read()
-    return out
 
 
 def _agent(s, secret: str, call: str = "c1") -> None:
@@ -44,7 +36,7 @@ def store(tmp_path):
         yield s
 
 
-def test_an_erased_event_is_gone_from_every_read_path_and_the_files(store):
+def test_an_erased_event_is_gone_from_every_read_path_and_thefile_bytes(store):
     s = store.create_session(cwd="/r")
     _agent(s, SECRET.format(1))                       # seqs 0..7
     s.append_batch([("note/big", {"text": SECRET.format(2) + " " + "filler " * 400})]
@@ -70,10 +62,10 @@ def test_an_erased_event_is_gone_from_every_read_path_and_the_files(store):
     assert s.verify().ok and store.verify_memory().ok
     view, _ = s.inspect()
     assert SECRET.format(1) not in repr(view)
-    raw = _files(store.path)     # the store still open: its WAL is there too
+    raw = file_bytes(store.path)     # the store still open: its WAL is there too
     assert SECRET.format(1).encode() not in raw and SECRET.format(2).encode() not in raw
     store.close()
-    raw = _files(store.path)
+    raw = file_bytes(store.path)
     assert SECRET.format(1).encode() not in raw and SECRET.format(2).encode() not in raw
     with trajlog.open(store.path) as again:
         assert again.session(s.id).verify().ok
@@ -103,7 +95,7 @@ def test_a_parents_payload_erased_under_a_fork_is_erased_for_the_children(store)
         assert x.verify().ok
         assert SECRET.format(3) not in repr(list(x.events()))
     store.close()
-    raw = _files(store.path)
+    raw = file_bytes(store.path)
     assert raw.count(SECRET.format(3).encode()) == 0
 
 
@@ -189,7 +181,7 @@ def test_a_damaged_row_is_never_erased(store):
 
 # -- revocation ---------------------------------------------------------------------
 
-def test_a_revoked_item_is_absent_from_reads_the_index_and_the_files(store):
+def test_a_revoked_item_is_absent_from_reads_the_index_and_thefile_bytes(store):
     s = store.create_session()
     _agent(s, "x")
     mem = store.memory(Identity("acme", user="alice", session=s.id))
@@ -207,9 +199,9 @@ def test_a_revoked_item_is_absent_from_reads_the_index_and_the_files(store):
     assert store.verify_memory().ok and mem.revoke(item.id, reason="again").already
     store.rebuild_memory_index()
     assert mem.search("REVOKEDWORDXYZ") == []
-    assert b"REVOKEDWORDXYZ" not in _files(store.path)   # open: database and WAL
+    assert b"REVOKEDWORDXYZ" not in file_bytes(store.path)   # open: database and WAL
     store.close()
-    assert b"REVOKEDWORDXYZ" not in _files(store.path)
+    assert b"REVOKEDWORDXYZ" not in file_bytes(store.path)
 
 
 # -- retention -------------------------------------------------------------------------
@@ -241,7 +233,7 @@ def test_retention_revokes_expired_items_and_erases_old_events_idempotently(stor
         "SELECT reason, actor FROM tombstones ORDER BY tid").fetchall()
     assert all(r.startswith("retention: ") and a == "trajlog:retention" for r, a in tomb)
     store.close()
-    raw = _files(store.path)
+    raw = file_bytes(store.path)
     for word in (SECRET.format(7).encode(), b"EXPIRINGFACT", b"UNTILCLOSED"):
         assert word not in raw
     assert b"forever" in raw
@@ -307,7 +299,7 @@ def test_property_erasure_removes_exactly_what_it_names(tmp_path_factory, batche
                 assert ev.data == {"text": f"TOKEN{ev.seq:05d}X " * 3}
         if child is not None:
             assert child.verify().ok
-        raw = _files(path)
+        raw = file_bytes(path)
         for seq in erased:    # (kept ones may be inside compressed rows: not greppable)
             assert f"TOKEN{seq:05d}X".encode() not in raw, seq
 

@@ -4,13 +4,13 @@ on what the store returns and on the raw bytes of the database files."""
 
 from __future__ import annotations
 
-import os
 import re
 
 import pytest
 
 import trajlog
 import trajlog.api
+from tamper import file_bytes
 from trajlog import Identity, projections
 from trajlog.errors import RedactionPausedError, RedactionRefusedError
 from trajlog.redaction import (
@@ -47,13 +47,6 @@ SAMPLES = {
 }
 
 
-def _files(path: str) -> bytes:
-    out = b""
-    for suffix in ("", "-wal", "-journal"):
-        if os.path.exists(path + suffix):
-            with open(path + suffix, "rb") as f:
-                out += f.read()
-    return out
 
 
 def _open(tmp_path, policy=None, name="r.db"):
@@ -109,7 +102,7 @@ def _plant(s, mem, secret: str) -> None:
 
 
 @pytest.mark.parametrize("masked", [False, True])
-def test_redaction_mask_keeps_a_secret_out_of_the_database_files(tmp_path, masked):
+def test_redaction_mask_keeps_a_secret_out_of_the_databasefile_bytes(tmp_path, masked):
     """Tool output, model output and a memory item: under the masking policy
     the secret is nowhere in the .db or -wal bytes (without it, it is: the
     test can fail)."""
@@ -119,7 +112,7 @@ def test_redaction_mask_keeps_a_secret_out_of_the_database_files(tmp_path, maske
     _plant(s, mem, AWS)
     projections.model_history(s)
     projections.checkpoint(s)
-    raw = _files(store.path)
+    raw = file_bytes(store.path)
     assert (AWS.encode() in raw) is not masked
     if masked:
         events = list(s.events())
@@ -133,7 +126,7 @@ def test_redaction_mask_keeps_a_secret_out_of_the_database_files(tmp_path, maske
         assert mem.search("deploy")                 # the index holds the masked text
         assert b"[REDACTED:aws_access_key]" in raw
     store.close()
-    assert (AWS.encode() in _files(store.path)) is not masked
+    assert (AWS.encode() in file_bytes(store.path)) is not masked
 
 
 def test_redaction_data_class_is_raised_never_lowered(tmp_path):
@@ -152,7 +145,7 @@ def test_redaction_batches_and_atomic_writes_are_redacted(tmp_path):
     assert a.data == {"t": "[REDACTED:github_token]"} and b.data == {"t": "fine"}
     [[c]] = store.append_atomic([(s, [("note/z", {"t": SLACK})], None)])
     assert c.data == {"t": "[REDACTED:slack_token]"}
-    assert GITHUB.encode() not in _files(store.path)
+    assert GITHUB.encode() not in file_bytes(store.path)
 
 
 def test_redaction_policy_set_on_an_open_store(tmp_path):
@@ -186,7 +179,7 @@ def test_redaction_refuse_names_type_path_and_kind_and_writes_nothing(tmp_path):
     assert err.value.event_type == "memory/fact"
     assert mem.list() == []
     store.close()
-    assert b"MIIEow" not in _files(store.path)
+    assert b"MIIEow" not in file_bytes(store.path)
 
 
 # -- hash, and the pause it causes -----------------------------------------------
@@ -215,7 +208,7 @@ def test_redaction_hash_stores_a_digest_and_pauses_the_session(tmp_path):
     other.close()
     s.append("redaction/resumed", {"by": "human:alice", "reason": "checked"})
     assert s.append("user/message", {"content": "go on"}).seq == s.last_seq
-    assert CARD.encode() not in _files(store.path)
+    assert CARD.encode() not in file_bytes(store.path)
 
 
 def test_redaction_hash_in_memory_holds_the_item_provisional(tmp_path):
@@ -280,7 +273,7 @@ def test_redaction_privacy_mode_routes_before_any_write(tmp_path, mode):
     store.export(s.id, str(tmp_path / "s.jsonl"))
     store.export(s.id, str(tmp_path / "s.tlog"))
     exported = (tmp_path / "s.jsonl").read_bytes() + (tmp_path / "s.tlog").read_bytes()
-    raw = _files(store.path)
+    raw = file_bytes(store.path)
     kept = mode == "full"
     assert (text.encode() in raw) is kept
     assert (text.encode() in exported) is kept
