@@ -36,7 +36,7 @@ def store(tmp_path):
         yield s
 
 
-def test_an_erased_event_is_gone_from_every_read_path_and_thefile_bytes(store):
+def test_an_erased_event_is_gone_from_every_read_path_and_the_files(store):
     s = store.create_session(cwd="/r")
     _agent(s, SECRET.format(1))                       # seqs 0..7
     s.append_batch([("note/big", {"text": SECRET.format(2) + " " + "filler " * 400})]
@@ -181,7 +181,7 @@ def test_a_damaged_row_is_never_erased(store):
 
 # -- revocation ---------------------------------------------------------------------
 
-def test_a_revoked_item_is_absent_from_reads_the_index_and_thefile_bytes(store):
+def test_a_revoked_item_is_absent_from_reads_the_index_and_the_files(store):
     s = store.create_session()
     _agent(s, "x")
     mem = store.memory(Identity("acme", user="alice", session=s.id))

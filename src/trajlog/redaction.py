@@ -181,7 +181,9 @@ SECRET_RULES = (
 PII_RULES = (
     Rule("email", re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
                              r"\.[A-Za-z]{2,}\b")),
-    Rule("credit_card", re.compile(r"(?<![\d-])(?:\d[ -]?){12,18}\d(?![\d-])"), _luhn),
+    # delimited by non-word characters: a run of digits inside a hex digest or
+    # an id (a run's integrity hash, a uuid) is not a card number
+    Rule("credit_card", re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])"), _luhn),
     # international (+cc ...), (area) nnn-nnnn or nnn-nnn-nnnn; never a piece
     # of a longer run of digit groups (a card number, an id)
     Rule("phone", re.compile(r"(?<![\w+-])(?<!\d )(?:\+\d{1,3}[ -]?(?:\(\d{1,4}\)|\d{1,4})"
