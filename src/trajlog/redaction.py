@@ -359,6 +359,9 @@ def passes_pause(type_: str, data: Any) -> bool:
             or (isinstance(data, dict) and data.get("synthetic") is True))
 
 
+PAUSE_TYPES = frozenset({PAUSED, RESUMED})   # the events that move the pause
+
+
 def pause_state(type_: str) -> bool | None:
     """What an event does to the pause: True pauses, False resumes, None neither."""
     return True if type_ == PAUSED else False if type_ == RESUMED else None

@@ -62,7 +62,7 @@ from ..events import (
     with_seq,
 )
 from ..lifecycle import Tracker
-from ..redaction import Redactor, pause_rows, pause_state, prepare_payload, route_rows
+from ..redaction import PAUSE_TYPES, Redactor, pause_rows, pause_state, prepare_payload, route_rows
 from ..storage import Backend, GroupCommit, Lease, Request, SessionRow, Writer
 from ..storage.index import entry, marks_of, pack_marks, split_marks
 from . import checks
@@ -408,10 +408,12 @@ class WriteEngine:
                     state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op, state.lease)
                 return self._replay(tx, ref, rows, found)
         first = state.synced_seq + 1
-        paused = state.paused
-        if paused or any(r.pause or pause_state(r.event.type) is not None for r in rows):
+        paused, events = state.paused, [r.event for r in rows]
+        # (per event on the hot path: one set test of the types, no call)
+        if paused or not PAUSE_TYPES.isdisjoint([e.type for e in events]) or (
+                self.redactor is not None and any(r.pause for r in rows)):
             rows, paused = pause_rows(ref.id, paused, first, rows, _remake)
-        events = [r.event for r in rows]
+            events = [r.event for r in rows]
         plan = state.tracker.plan(events, first, check=True)
         added: list[tuple[int, int]] = []
         for r in rows:
