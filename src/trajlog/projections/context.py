@@ -163,7 +163,8 @@ class ContextBuild:
     excluded: list[Excluded]
     summary: dict[str, list[str]]
     summary_text: str
-    injection: Event
+    #: the ``context/injection`` event the build appended (None: ``record=False``)
+    injection: Event | None
     chars: int = 0
     excluded_counts: dict[str, int] = field(default_factory=dict)
     #: the revision facts were checked against (None: none known) and the branch
@@ -291,21 +292,28 @@ def summary_text(blocks: dict[str, list[str]]) -> str:
 
 def build_context(session: Session, policy: ContextPolicy | None = None, *,
                   target_model: str | None = None, workspace_revision: str | None = None,
-                  branch: str | None = None) -> ContextBuild:
+                  branch: str | None = None, upto: int | None = None,
+                  record: bool = True) -> ContextBuild:
     """Build the next model context of ``session`` under ``policy`` and record
     the build as a ``context/injection`` event (see the module docstring).
 
     ``workspace_revision``: the current revision facts must carry (default:
     the log's latest ``workspace/revision`` event); ``branch``: the branch
     whose facts count (default: the session's ``branch`` metadata, else
-    ``"main"``)."""
+    ``"main"``); ``upto``: build from the events before this seq only (the
+    context as it could have been built then -- what replay compares);
+    ``record=False``: append nothing (``injection`` is None) -- a replay or a
+    dry run must not change the log it reads."""
     policy = policy or ContextPolicy()
     for name, value in (("workspace_revision", workspace_revision), ("branch", branch)):
         if value is not None and (not isinstance(value, str) or not value):
             raise InvalidArgumentError(f"{name} must be a non-empty str or None, not {value!r}")
     if branch is None:
         branch = str(session.header.metadata.get("branch", "main"))
-    events = list(session.events())
+    if upto is not None and (not isinstance(upto, int) or isinstance(upto, bool) or upto < 0):
+        raise InvalidArgumentError(f"upto must be a seq (int >= 0) or None, not {upto!r}")
+    events = list(session.events()) if upto is None else (
+        list(session.events(0, upto - 1)) if upto else [])   # to_seq is inclusive
     statuses = Evidence(branch=branch)
     latest_plan = None
     declared = stated = None
@@ -414,13 +422,21 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     injection = session.append("context/injection", {
         "policy": policy.name, "policy_version": policy.version, "target_model": target_model,
         "selected": [it.seq for it in selected], "excluded": dict(sorted(counts.items())),
-        "excluded_seqs": _excluded_runs(excluded), "summary_sha256": digest, "chars": used,
-        "workspace_revision": revision, "branch": branch}, source="trajlog.context")
+        "excluded_seqs": _excluded_runs(excluded), "summary_sha256": digest,
+        "messages_sha256": messages_digest(messages), "chars": used,
+        "workspace_revision": revision, "branch": branch},
+        source="trajlog.context") if record else None
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
                         dict(counts), revision, branch)
 
 
 EXCLUDED_RUNS = 1_000
+
+
+def messages_digest(messages: list[dict[str, Any]]) -> str:
+    """SHA-256 of the messages a build produced, canonically encoded (sorted
+    keys): what lets a replay prove it rebuilt the exact model input."""
+    return hashlib.sha256(msgspec.json.encode(messages, order="sorted")).hexdigest()
 
 
 def _excluded_runs(excluded: list[Excluded]) -> dict[str, list[list[int]]]:
@@ -480,4 +496,4 @@ def _exclusion(ev: Event, category: str | None, policy: ContextPolicy, evidence:
 
 
 __all__ = ["BLOCKS", "ContextBuild", "ContextPolicy", "Excluded", "Item", "build_context",
-           "summary_text"]
+           "messages_digest", "summary_text"]
