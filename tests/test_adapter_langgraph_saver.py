@@ -155,8 +155,8 @@ def test_writes_idempotent_and_special_channels_replace(db: str) -> None:
         s = saver.store.session(session_id_of("t"))
         saver.put_writes(stored, [("a", 1), ("b", 2)], "task")
         last = s.last_seq
-        saver.put_writes(stored, [("a", 1), ("b", 2)], "task")     # a retry: nothing written
-        assert s.last_seq == last
+        saver.put_writes(stored, [("a", 1), ("b", 2)], "task")     # a retry: recorded, once
+        assert s.last_seq == last + 1 and s.get(s.last_seq).type == "request/retry"
         saver.put_writes(stored, [("a", 9)], "task")               # (task, 0) again: first wins
         saver.put_writes(stored, [(ERROR, "boom")], "task")
         saver.put_writes(stored, [(ERROR, "worse")], "task")       # special only: replaces

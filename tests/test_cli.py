@@ -74,6 +74,10 @@ def test_demo_is_a_tour_of_the_product(tour):
     assert "alice's search finds 1, another tenant's finds 0" in out
     assert "the secret is no longer in the database files; verify: ok" in out
     assert "verified on its own: clean" in out
+    assert "same model: no drift" in out
+    assert "model demo-model-2: drift, cause model" in out
+    assert "policy v4 admitting untrusted sources: drift, cause policy" in out
+    assert "exclude -source.untrusted; now admitted" in out
     assert (tour["dir"] / "trajlog-tour.zip").exists()
     assert (tour["dir"] / "trajlog-tour.html").exists()
     raw = b"".join(p.read_bytes() for p in tour["dir"].glob("trajlog.db*"))
@@ -351,7 +355,7 @@ READS = [["ls"], ["show", "x"], ["tail", "x"], ["chat", "x"], ["trajectory", "x"
          ["context", "x"], ["tree", "x"], ["verify"], ["load", "x"], ["inspect", "x"],
          ["fork", "x"], ["export", "x", "-o", "o.tlog"], ["erase", "x", "1", "--reason", "r"],
          ["memory", "ls", "--tenant", "t"], ["stats"], ["view", "x"], ["repack"],
-         ["migrate"], ["retention"]]
+         ["migrate"], ["retention"], ["runs", "x"], ["checkpoints", "x"]]
 
 
 @whole_suite_only

@@ -115,7 +115,7 @@ def test_build_selects_with_refs_and_records_the_injection(store):
     assert "[TEST-4] run_tests (error): 12 passed" in all_text(build)
     inj = build.injection
     assert inj.type == "context/injection" and inj.seq == s.last_seq
-    assert inj.data["policy"] == "coding-default" and inj.data["policy_version"] == 2
+    assert inj.data["policy"] == "coding-default" and inj.data["policy_version"] == 3
     assert inj.data["selected"] == [it.seq for it in build.selected]
     assert inj.data["target_model"] == "m-large"
     assert inj.data["summary_sha256"] == hashlib.sha256(build.summary_text.encode()).hexdigest()

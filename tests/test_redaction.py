@@ -307,3 +307,222 @@ def test_redaction_privacy_mode_of_other_identities(tmp_path):
     assert a.append("note/x", {"t": "x"}).data["privacy"]["mode"] == "none"
     assert b.append("note/x", {"t": "x"}).data["privacy"]["mode"] == "metadata"
     assert c.append("note/x", {"t": "x"}).data == {"t": "x"}
+
+
+# -- trajlog's own machine fields are not scanned ------------------------------------
+
+# a scanner that takes every long hex run or UUID for a secret (as a generic
+# high-entropy detector would): it would mask every digest and id trajlog writes
+HEXISH = PatternScanner([Rule("hexish", re.compile(
+    r"\b[0-9a-f]{32,}\b|\b[0-9a-f]{8}(?:-[0-9a-f]{4}){3}-[0-9a-f]{12}\b"))])
+DIGEST = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
+UUID = "0b6d6c1e-2f4a-4c1b-9a57-3e2d1f0c9b8a"
+
+
+def test_redaction_machine_fields_of_a_run_are_left_intact(tmp_path):
+    """run/started and run/finalized carry ids and digests trajlog made: a
+    scanner that flags hex never masks them (the run's integrity still
+    verifies), but a secret in a user-supplied field of the same events is
+    masked.  Fails if MACHINE_FIELDS loses run/started or run/finalized."""
+    store = _open(tmp_path, RedactionPolicy(scanners=(HEXISH, BUILTIN)))
+    s = store.create_session()
+    assert s.append("note/x", {"t": DIGEST}).data == {"t": "[REDACTED:hexish]"}
+    with s.run(model=f"m {AWS}", run_id=UUID, static_prefix="system prompt") as run:
+        s.append("user/message", {"content": "hi"})
+        s.switch_model(old="a", new="b", reason=f"key {AWS}")
+    started = next(e for e in s.events() if e.type == "run/started")
+    finalized = next(e for e in s.events() if e.type == "run/finalized")
+    switch = next(e for e in s.events() if e.type == "model/switch")
+    assert started.data["run_id"] == UUID == finalized.data["run_id"] == run.id
+    assert re.fullmatch(r"[0-9a-f]{64}", started.data["static_prefix_hash"])
+    assert re.fullmatch(r"[0-9a-f]{64}", finalized.data["integrity"]["digest"])
+    assert started.data["model"] == "m [REDACTED:aws_access_key]"      # user text: scanned
+    assert switch.data["run_id"] == UUID
+    assert switch.data["reason"] == "key [REDACTED:aws_access_key]"
+    [envelope] = projections.runs(s)
+    assert envelope.integrity == "ok"
+    assert AWS.encode() not in file_bytes(store.path)
+
+
+def test_redaction_machine_fields_are_skipped_only_in_their_format():
+    """A machine path holding anything but an id or a digest (a secret, text,
+    an all-digit "revision" that may be a card number) is scanned; the other
+    fields of the event are scanned.  Fails without the format check."""
+    red = trajlog.redaction.Redactor(RedactionPolicy(scanners=(HEXISH, BUILTIN)))
+    out = red.redact("checkpoint/invalidated", {
+        "recorded_revision": DIGEST[:40], "current_revision": f"{AWS}",
+        "reason": f"mail {DIGEST}"}, None)
+    assert out.data == {"recorded_revision": DIGEST[:40],
+                        "current_revision": "[REDACTED:aws_access_key]",
+                        "reason": "mail [REDACTED:hexish]"}
+    out = red.redact("checkpoint/stage", {"workspace_revision": "4111111111111111"}, None)
+    assert out.data == {"workspace_revision": "[REDACTED:credit_card]"}
+    out = red.redact("run/fork", {"parent_session": f"{UUID} me@example.org"}, None)
+    assert out.data == {"parent_session": "[REDACTED:hexish] [REDACTED:email]"}
+    # the same fields of a type trajlog does not write are scanned
+    out = red.redact("note/x", {"run_id": UUID, "integrity": {"digest": DIGEST}}, None)
+    assert out.data == {"run_id": "[REDACTED:hexish]",
+                        "integrity": {"digest": "[REDACTED:hexish]"}}
+
+
+@pytest.mark.parametrize(("type_", "path"), sorted(
+    (t, p) for t, spec in trajlog.redaction.MACHINE_FIELDS.items() for p in spec))
+def test_redaction_every_machine_field_is_skipped(type_, path):
+    """Each entry of MACHINE_FIELDS: its value (a UUID or a digest, as its
+    format says) survives a scanner that flags it; removing the entry fails."""
+    form = trajlog.redaction.MACHINE_FIELDS[type_][path]
+    value = UUID if form.fullmatch(UUID) else DIGEST
+    data: dict = {}
+    node = data
+    for key in path[:-1]:
+        node = node.setdefault(key, {})
+    node[path[-1]] = value
+    red = trajlog.redaction.Redactor(RedactionPolicy(scanners=(HEXISH,)))
+    assert red.redact(type_, data, None).data == data
+    assert red.redact("note/x", data, None).data != data
+
+
+# -- the prefilter: it skips rules that cannot match, never one that can ---------------
+
+@pytest.mark.parametrize(("kind", "text", "span"), [
+    ("github_token", "pat github_pat_" + "A1b2C3d4E5f6G7h8I9j0K1l2M3", None),
+    ("bearer_token", "authorization: bearer " + BEARER, BEARER),
+    ("credential", f"PASSWORD : '{PASSWORD.replace('&', 'x')}'", PASSWORD.replace("&", "x")),
+    ("credential", f"client-secret=\"{PASSWORD.replace('&', 'x')}\"", None),
+    ("credit_card", "card 4111-1111-1111-1111.", "4111-1111-1111-1111"),
+    ("phone", "call (415) 555-2671 now", "(415) 555-2671"),
+    ("phone", "call 415-555-2671 now", "415-555-2671"),
+    ("email", "x@y.io", "x@y.io"),                       # the shortest matches kept
+    # (each string exactly the shortest match: a min_len one too long fails)
+    ("phone", "+441234567", "+441234567"),
+    ("phone", "415-555-2671", "415-555-2671"),
+    ("credit_card", "4222222222222", "4222222222222"),
+    ("private_key", "-----BEGIN PRIVATE KEY-----", "-----BEGIN PRIVATE KEY-----"),
+    ("github_token", "github_pat_" + "a" * 22, "github_pat_" + "a" * 22),
+    ("aws_access_key", AWS, AWS),
+    ("slack_token", "xoxb-1234567890", "xoxb-1234567890"),
+    ("email", "a@b.cc", "a@b.cc"),
+    ("openai_key", "sk-" + "a" * 20, "sk-" + "a" * 20),
+    ("github_token", "ghp_" + "a" * 36, "ghp_" + "a" * 36),
+    ("bearer_token", "Bearer " + "Ab9" * 5 + "Z", "Ab9" * 5 + "Z"),
+    ("credential", "pwd=Xy7#kP2q", "Xy7#kP2q"),
+])
+def test_redaction_prefilter_keeps_every_form_of_a_rule(kind, text, span):
+    """Spellings each trigger must let through (case, separators, the
+    shortest match): a trigger or min_len that is not a necessary condition
+    of its pattern fails here."""
+    found = BUILTIN.scan(text)
+    assert [f.kind for f in found] == [kind]
+    if span is not None:
+        assert text[found[0].start:found[0].end] == span
+
+
+def test_redaction_prefilter_triggers_hold_on_every_sample():
+    for rule in BUILTIN.rules:
+        text, _ = SAMPLES[rule.kind]
+        match = rule.pattern.search(text)
+        assert match is not None and rule.trigger is not None and rule.trigger(match.group(0))
+        assert len(match.group(0)) >= rule.min_len
+
+
+def test_redaction_prefilter_skips_what_cannot_match():
+    """A rule whose trigger fails or whose min_len exceeds the string is not
+    run (the skip is real, not a no-op)."""
+    pattern = re.compile(r"secret")
+    assert PatternScanner([Rule("k", pattern)]).scan({"a": "secret"}) != []
+    assert PatternScanner([Rule("k", pattern, trigger=lambda t: False)]).scan("secret") == []
+    assert PatternScanner([Rule("k", pattern, min_len=7)]).scan(["secret"]) == []
+    assert PatternScanner([Rule("k", pattern, min_len=6)]).scan(["secret"]) != []
+
+
+# -- a child of a paused session starts paused ---------------------------------------
+
+def _paused_session(tmp_path):
+    store = _open(tmp_path, RedactionPolicy(actions={"credit_card": "hash"}))
+    s = store.create_session()
+    with s.turn():
+        s.append("user/message", {"content": "hello"})
+    first = s.last_seq                                      # a turn end before the pause
+    with s.turn():
+        s.append("user/message", {"content": f"my card is {CARD}"})
+    assert s.get(s.last_seq - 1).type == "redaction/paused"
+    return store, s, first
+
+
+def test_redaction_fork_of_a_paused_session_starts_paused(tmp_path):
+    """Fails without the copy lineage.fork appends: the fork would take
+    content the parent refuses."""
+    _, s, _ = _paused_session(tmp_path)
+    pause = s.get(s.last_seq - 1)
+    fork = s.fork(at_seq=s.last_seq)
+    own = fork.get(fork.last_seq)
+    assert (own.type, own.seq) == ("redaction/paused", s.last_seq + 1)
+    assert own.data["inherited"] == {"session": s.id, "seq": pause.seq}
+    assert own.data["events"] == pause.data["events"]
+    assert own.data["reason"] == pause.data["reason"]
+    with pytest.raises(RedactionPausedError) as err:
+        fork.append("user/message", {"content": "go on"})
+    assert err.value.session == fork.id
+    # another store on the file reads the fork's pause from its log
+    other = _open(tmp_path)
+    with pytest.raises(RedactionPausedError):
+        other.session(fork.id).append("note/x", {})
+    other.close()
+    # resuming the fork resumes the fork only
+    fork.append("redaction/resumed", {"by": "human:alice", "reason": "checked"})
+    fork.append("user/message", {"content": "go on"})
+    with pytest.raises(RedactionPausedError):
+        s.append("user/message", {"content": "parent still paused"})
+    # a fork of the paused fork before its resume is paused too
+    assert fork.fork(at_seq=own.seq).get(own.seq + 1).type == "redaction/paused"
+
+
+def test_redaction_parent_resume_does_not_resume_its_forks(tmp_path):
+    """The pause is per log: a fork made while paused stays paused after the
+    parent resumes; a fork cut after the resume is not paused, one cut
+    inside the paused stretch is, one cut before the pause is not."""
+    _, s, before = _paused_session(tmp_path)
+    paused_end = s.last_seq
+    early = s.fork(at_seq=paused_end)
+    s.append("redaction/resumed", {"by": "human:alice", "reason": "checked"})
+    with s.turn():
+        s.append("user/message", {"content": "resumed"})
+    with pytest.raises(RedactionPausedError):
+        early.append("user/message", {"content": "x"})
+    late = s.fork(at_seq=s.last_seq)
+    assert late.append("user/message", {"content": "x"}).data == {"content": "x"}
+    inside = s.fork(at_seq=paused_end)                    # a cut before the resume
+    with pytest.raises(RedactionPausedError):
+        inside.append("user/message", {"content": "x"})
+    clean = s.fork(at_seq=before)                         # a cut before the pause
+    assert clean.append("user/message", {"content": "x"}).seq == before + 1
+
+
+def test_redaction_subagents_of_a_paused_session_start_paused(tmp_path):
+    store, s, _ = _paused_session(tmp_path)
+    for child in (s.spawn_subagent("look at the logs"), s.fork_subagent("summarise")):
+        task, pause = child.get(child.last_seq - 1), child.get(child.last_seq)
+        assert task.type == "user/message" and task.data == {"content": (
+            "look at the logs" if child.header.metadata["kind"] == "spawned" else "summarise")}
+        assert pause.type == "redaction/paused"
+        assert pause.data["inherited"]["session"] == s.id
+        with pytest.raises(RedactionPausedError):
+            child.append("assistant/message", {"content": "working"})
+        child.append("redaction/resumed", {"by": "human:alice", "reason": "ok"})
+        child.append("assistant/message", {"content": "working"})
+    # a background job's answer goes to the paused parent: refused, no child left
+    before = len(list(store.sessions(include_subagents=True)))
+    with pytest.raises(RedactionPausedError):
+        s.spawn_subagent("bg", call_id="c9", background=True)
+    assert len(list(store.sessions(include_subagents=True))) == before
+
+
+def test_redaction_children_of_an_unpaused_session_get_no_pause(tmp_path):
+    store = _open(tmp_path, RedactionPolicy(actions={"credit_card": "hash"}))
+    s = store.create_session()
+    with s.turn():
+        s.append("user/message", {"content": "hello"})
+    fork = s.fork(at_seq=s.last_seq)
+    assert fork.last_seq == s.last_seq
+    child = s.spawn_subagent("task")
+    assert [e.type for e in child.events()] == ["user/message"]

@@ -128,7 +128,8 @@ def test_idempotent_retry_with_tuple_data_returns_the_original(store):
     s = store.create_session(cwd="/r")
     s.append("x/y", {"args": (1, 2)}, idempotency_key="k")
     again = s.append("x/y", {"args": (1, 2)}, idempotency_key="k")
-    assert again == s.get(0) and again.data == {"args": [1, 2]} and s.last_seq == 0
+    assert again == s.get(0) and again.data == {"args": [1, 2]} and s.last_seq == 1
+    assert s.get(1).type == "request/retry"
     with pytest.raises(errors.IdempotencyConflictError):
         s.append("x/y", {"args": (1, 3)}, idempotency_key="k")
 
@@ -143,7 +144,7 @@ def test_retried_batch_with_key_on_second_row(store):
         again = None
     if again is not None:
         assert again == first
-    assert s.last_seq == 1
+    assert s.last_seq == (1 if again is None else 2)   # a retry is recorded once
 
 
 # --- leases and recovery ---------------------------------------------------------------

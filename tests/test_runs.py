@@ -314,3 +314,115 @@ def test_bad_run_arguments_write_nothing(store):
         with pytest.raises((TypeError, errors.ValidationError)), s.run(**kwargs):
             pass
     assert s.last_seq == -1
+
+
+def test_pinned_artifacts_are_recorded_and_on_the_envelope(store):
+    """Rules: run(..., artifacts={name: id}) records them in run/started as
+    ``artifacts`` and the envelope exposes them (drop either: fails); anything
+    but a mapping of non-empty str to non-empty str is InvalidArgumentError
+    before any write (drop the check: the bad ones are written)."""
+    s = store.create_session(cwd="/r")
+    pinned = {"a.py": "sha256:" + "ab" * 32, "dataset": "ds-2024-07", "tools": "doc-7"}
+    with s.run(model="m", artifacts=pinned) as run:
+        one_turn(s, 1)
+    assert s.get(run.started.seq).data["artifacts"] == pinned
+    with s.run(model="m") as plain:   # none given: an empty mapping
+        pass
+    assert plain.started.data["artifacts"] == {}
+    envs = {e.run_id: e for e in projections.runs(s)}
+    assert envs[run.id].artifacts == pinned and envs[plain.id].artifacts == {}
+    assert envs[run.id].integrity == "ok"
+    last = s.last_seq
+    for bad in (["sha256:x"], "sha256:x", {"a": 1}, {1: "x"}, {"a": None}, {"": "x"},
+                {"a": ""}, {"a": b"x"}):
+        with pytest.raises(errors.InvalidArgumentError), s.run(model="m", artifacts=bad):
+            pass
+    assert s.last_seq == last
+    # an envelope folds only str -> str from a hand-written run/started
+    s.append(STARTED, {"run_id": "r-odd", "model": "m", "artifacts": {"ok": "id", "n": 3}})
+    assert projections.runs(s)[-1].artifacts == {"ok": "id"}
+
+
+def test_digest_extend_is_the_chain_of_digest_add(store):
+    """Rule: the one-pass digest a run computes at finalize is the fold's
+    per-event chain (change either link: they differ)."""
+    from trajlog.projections.runs import digest_add, digest_extend, digest_start
+    s = store.create_session(cwd="/r")
+    one_turn(s, 1)
+    s.append("user/message", {"content": "enveloped"}, source="human:a",
+             workspace_revision="rev-1")
+    evs = list(s.events())
+    chained = digest_start("r")
+    for ev in evs:
+        chained = digest_add(chained, ev)
+    assert digest_extend(digest_start("r"), evs) == chained
+    assert digest_extend(digest_start("r"), evs[:-1]) != chained
+    # its no-envelope fast path: any one envelope field set (the last one too)
+    # takes the payload encoding with it (narrow the check: these differ)
+    from trajlog.events import ENVELOPE_FIELDS, Event
+    values = {"causal_parent": 3, "supersedes": 2}
+    made = [Event("tool/result", 1, {"output": "x"}, seq=i, **{f: values.get(f, "v")})
+            for i, f in enumerate(ENVELOPE_FIELDS)]
+    made.append(Event("user/message", 2, {"content": "plain"}, seq=len(made)))
+    chained = digest_start("r")
+    for ev in made:
+        chained = digest_add(chained, ev)
+    assert digest_extend(digest_start("r"), made) == chained
+
+
+def test_a_long_run_folds_in_chunks_and_counts_every_event(store, monkeypatch):
+    """Rule: the events a run collects are folded every _FOLD_EVERY events and
+    at finalize, each once and in order (lose or repeat a chunk: the digest
+    reads mismatch and the counts are off), with a nested run's usage kept out
+    across a chunk boundary."""
+    from trajlog.api import runs as api_runs
+    monkeypatch.setattr(api_runs, "_FOLD_EVERY", 4)
+    s = store.create_session(cwd="/r")
+    with s.run(model="outer") as outer:
+        one_turn(s, 1, (100, 10))
+        with s.run(model="inner") as inner:
+            one_turn(s, 2, (1, 1))
+            one_turn(s, 3, (2, 2))
+        one_turn(s, 4, (1000, 0))
+        assert len(outer._seen) < 4   # folded as it went: bounded memory
+    envs = {e.run_id: e for e in projections.runs(s)}
+    assert envs[outer.id].integrity == envs[inner.id].integrity == "ok"
+    integ = outer.finalized.data["integrity"]
+    assert integ["events"] == outer.finalized.seq - outer.started.seq
+    assert outer.finalized.data["cost"]["inference"]["input_tokens"] == 1100
+    assert inner.finalized.data["cost"]["inference"]["input_tokens"] == 3
+    # the outer run's events: its own and the inner run/finalized, as the fold counts
+    own = integ["events"] - (inner.finalized.seq - inner.started.seq)
+    assert outer.finalized.data["cost"]["persistence"]["events"] == own
+
+
+def test_events_another_handle_appended_are_read_back_at_finalize(store):
+    """Rule: a run that missed events (appended from another thread, which
+    does not see the run: a gap, or after its last own append) reads them
+    back before run/finalized, so its digest and usage cover them (skip the
+    read-back, or its last batch: unverified, usage short)."""
+    import threading
+
+    s = store.create_session(cwd="/r")
+
+    def elsewhere(k, tokens):
+        t = threading.Thread(target=one_turn, args=(store.session(s.id), k, tokens))
+        t.start()
+        t.join()
+
+    with s.run(model="m") as run:
+        one_turn(s, 1, (5, 1))
+        elsewhere(2, (7, 1))        # a gap for the run's next own append
+        s.append("user/message", {"content": "mine"})
+        elsewhere(3, (11, 1))       # after the run's last own append
+        assert run._observing is False
+    (env,) = projections.runs(s)
+    assert env.integrity == "ok"
+    assert run.finalized.data["cost"]["inference"]["input_tokens"] == 23
+    assert run.finalized.data["integrity"]["events"] == run.finalized.seq - run.started.seq
+    # events of the same session appended in this context by another handle
+    # are seen as they return: no gap
+    with s.run(model="m") as seen:
+        one_turn(store.session(s.id), 4)
+        assert seen._observing is True and len(seen._seen) == 7
+    assert projections.runs(s)[-1].integrity == "ok"

@@ -160,15 +160,17 @@ def test_store_batch_is_all_or_nothing(session):
 def test_store_idempotent_retry_returns_original(session):
     a = session.append("user/message", {"content": "once"}, idempotency_key="req-1")
     b = session.append("user/message", {"content": "once"}, idempotency_key="req-1")
-    assert a.seq == b.seq == 0 and session.last_seq == 0
+    # the retry is recorded (seed 000: duplicate requests are logged, not dropped)
+    assert a.seq == b.seq == 0 and session.last_seq == 1
+    assert session.get(1).type == "request/retry" and session.get(1).data["original"] == 0
     with pytest.raises(errors.IdempotencyConflictError):
         session.append("user/message", {"content": "different"}, idempotency_key="req-1")
     batch = [("user/message", {"content": "x"}, {"idempotency_key": "b1"}),
              ("user/message", {"content": "y"}, {"idempotency_key": "b2"})]
     first = session.append_batch(batch)
     again = session.append_batch(batch)
-    assert [e.seq for e in first] == [e.seq for e in again] == [1, 2]
-    assert session.last_seq == 2
+    assert [e.seq for e in first] == [e.seq for e in again] == [2, 3]
+    assert session.last_seq == 4 and session.get(4).type == "request/retry"
     with pytest.raises(errors.IdempotencyConflictError):
         session.append_batch([("user/message", {"content": "a"}, {"idempotency_key": "d"}),
                               ("user/message", {"content": "b"}, {"idempotency_key": "d"})])
@@ -193,7 +195,9 @@ def test_store_idempotency_across_processes(tmp_path):
                            capture_output=True, text=True).stdout.strip() for _ in range(3)]
     assert seqs == ["1", "1", "1"]
     with trajlog.open(path) as st:
-        assert st.session(sid).last_seq == 1
+        s = st.session(sid)
+        assert s.last_seq == 3     # the event, then one request/retry per retry
+        assert [e.data["attempt"] for e in s.events(2)] == [2, 3]
 
 
 # --- validation of the known types ---------------------------------------------

@@ -20,6 +20,7 @@ from .interop.store import Store, open
 from .memory import Identity, MemoryItem, MemoryView, PurgeReport
 from .projections import context, evidence
 from .projections.context import ContextPolicy, build_context
+from .projections.replay import ReplayResult, replay
 
 
 def __getattr__(name: str) -> str:
@@ -41,6 +42,7 @@ __all__ = [
     "MemoryItem",
     "MemoryView",
     "PurgeReport",
+    "ReplayResult",
     "ScanReport",
     "Session",
     "SessionHeader",
@@ -63,4 +65,5 @@ __all__ = [
     "open",
     "projections",
     "recovery",
+    "replay",
 ]

@@ -337,6 +337,18 @@ class RedactionPausedError(InvalidStateError):
                          "to go on)")
 
 
+class ReplayError(InvalidArgumentError):
+    """A run that cannot be replayed: no such run in the session, or it
+    recorded nothing a model input can be rebuilt from (no
+    ``context/injection`` answered by an ``assistant/message``).  Carries
+    ``session``, ``run_id`` and ``seq`` (where the log says so, or None)."""
+
+    def __init__(self, session: str, run_id: str, seq: int | None, why: str) -> None:
+        self.session, self.run_id, self.seq = session, run_id, seq
+        where = f" at seq {seq}" if seq is not None else ""
+        super().__init__(f"run {run_id} of session {session}{where}: {why}")
+
+
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
 _CLASSES: dict[Status, type[TrajlogError]] = {
@@ -466,6 +478,7 @@ __all__ = [
     "PromotionRefusedError",
     "RedactionPausedError",
     "RedactionRefusedError",
+    "ReplayError",
     "SchemaError",
     "SequenceError",
     "SerializationError",

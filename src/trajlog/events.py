@@ -4,7 +4,10 @@ Event payload v1 (the bytes inside an EVENT frame, before optional zstd) is a
 MessagePack array, in this order, with trailing unset fields left out:
 
     [type, time, data, source, causal_parent, workspace_revision,
-     data_class, idempotency_key]
+     data_class, idempotency_key, supersedes, branch_id]
+
+(``supersedes`` and ``branch_id`` came later, as trailing fields: a payload
+written before them is a prefix of this layout and decodes unchanged.)
 
 The seq is not in the payload: it is the frame's, and it seeds the payload
 check, so a payload moved to another seq fails verification.  Keeping it out
@@ -42,8 +45,8 @@ MAX_TYPE_LEN = 128
 
 class Event(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True, gc=False):
     """One event of a session's log: ``seq``, ``type``, ``time`` (epoch ms),
-    ``data`` and the envelope (``source`` ... ``idempotency_key``, ``None``
-    when not given).  Immutable: no field can be reassigned.
+    ``data`` and the envelope (``source`` ... ``branch_id``, ``None`` when
+    not given: see :data:`ENVELOPE_FIELDS`).  Immutable: no field can be reassigned.
 
     ``data`` is decoded afresh for every event handed out, so it belongs to
     the caller: changing it changes nothing in the store or in any other
@@ -59,6 +62,8 @@ class Event(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True, gc
     workspace_revision: str | None = None
     data_class: str | None = None
     idempotency_key: str | None = None
+    supersedes: int | None = None
+    branch_id: str | None = None
     seq: int = -1
 
     @property
@@ -73,9 +78,13 @@ def envelope_of(event: Any) -> dict[str, Any]:
 
 
 # The envelope: optional metadata beside an event's data, in the payload's
-# order.  Every list of envelope fields in trajlog is this one.
+# order.  Every list of envelope fields in trajlog is this one.  ``supersedes``:
+# the seq of an earlier event whose fact this one replaces; ``branch_id``: the
+# branch (approach) the event belongs to, so that facts of different
+# approaches do not mix (FORMAT.md, "Event payload").
 ENVELOPE_FIELDS = ("source", "causal_parent", "workspace_revision", "data_class",
-                   "idempotency_key")
+                   "idempotency_key", "supersedes", "branch_id")
+_N_FIELDS = 3 + len(ENVELOPE_FIELDS)
 
 
 @dataclass(frozen=True, slots=True)
@@ -105,11 +114,12 @@ _set = msgspec.structs.force_setattr
 def encode_event(event: Event) -> bytes:
     """The event payload v1 bytes (uncompressed), without the seq."""
     fields = [event.type, event.time, event.data, event.source, event.causal_parent,
-              event.workspace_revision, event.data_class, event.idempotency_key]
-    n = 8
+              event.workspace_revision, event.data_class, event.idempotency_key,
+              event.supersedes, event.branch_id]
+    n = _N_FIELDS
     while n > 3 and fields[n - 1] is None:
         n -= 1
-    return _ENCODER.encode(fields[:n] if n < 8 else fields)
+    return _ENCODER.encode(fields[:n] if n < _N_FIELDS else fields)
 
 
 def decode_event(payload: Any, seq: int) -> Event:
@@ -137,6 +147,8 @@ class LazyEvent(msgspec.Struct, frozen=True, array_like=True, gc=False):
     workspace_revision: str | None = None
     data_class: str | None = None
     idempotency_key: str | None = None
+    supersedes: int | None = None
+    branch_id: str | None = None
     seq: int = -1
     decoded: Any = _UNSET
 
@@ -155,7 +167,8 @@ class LazyEvent(msgspec.Struct, frozen=True, array_like=True, gc=False):
 
     def event(self) -> Event:
         return Event(self.type, self.time, self.data, self.source, self.causal_parent,
-                     self.workspace_revision, self.data_class, self.idempotency_key, self.seq)
+                     self.workspace_revision, self.data_class, self.idempotency_key,
+                     self.supersedes, self.branch_id, self.seq)
 
 
 _LAZY_DECODER = msgspec.msgpack.Decoder(LazyEvent)
@@ -407,19 +420,23 @@ def check_shape(type_: str, data: Any) -> None:
 
 
 def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, data_class: Any,
-                   idempotency_key: Any) -> None:
-    """Type- and value-check the optional envelope fields."""
+                   idempotency_key: Any, supersedes: Any = None, branch_id: Any = None) -> None:
+    """Type- and value-check the optional envelope fields.  (That
+    ``supersedes`` names an *earlier* seq is checked at append, once the new
+    event's seq is known.)"""
     for name, value in (("source", source), ("workspace_revision", workspace_revision),
-                        ("idempotency_key", idempotency_key)):
+                        ("idempotency_key", idempotency_key), ("branch_id", branch_id)):
         if value is not None and not isinstance(value, str):
             raise TypeError(f"{name} must be str or None, not {type(value).__name__}")
         if isinstance(value, str) and (not value or len(value) > 512):
             raise ValidationError(f"{name} must be 1 to 512 characters")
-    if causal_parent is not None and (not isinstance(causal_parent, int)
-                                      or isinstance(causal_parent, bool)):
-        raise TypeError(f"causal_parent must be int or None, not {type(causal_parent).__name__}")
-    if causal_parent is not None and not 0 <= causal_parent < 2**63:
-        raise ValidationError("causal_parent must be a seq (0 <= seq < 2**63)")
+    for name, value in (("causal_parent", causal_parent), ("supersedes", supersedes)):
+        if value is None:
+            continue
+        if not isinstance(value, int) or isinstance(value, bool):
+            raise TypeError(f"{name} must be int or None, not {type(value).__name__}")
+        if not 0 <= value < 2**63:
+            raise ValidationError(f"{name} must be a seq (0 <= seq < 2**63)")
     if data_class is not None and data_class not in DATA_CLASSES:
         raise ValidationError(f"data_class must be one of {', '.join(DATA_CLASSES)}")
 

@@ -132,12 +132,15 @@ class AsyncSession:
     async def append(self, type: str, data: Any = None, *, time: int | None = None,
                      source: str | None = None, causal_parent: int | None = None,
                      workspace_revision: str | None = None, data_class: str | None = None,
-                     idempotency_key: str | None = None) -> Event:
+                     idempotency_key: str | None = None,
+                     supersedes: int | None = None, branch_id: str | None = None) -> Event:
         """:meth:`trajlog.Session.append`, awaiting durability without blocking the loop."""
         envelope = {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
                                       ("workspace_revision", workspace_revision),
                                       ("data_class", data_class),
-                                      ("idempotency_key", idempotency_key)) if v is not None}
+                                      ("idempotency_key", idempotency_key),
+                                      ("supersedes", supersedes), ("branch_id", branch_id))
+                    if v is not None}
         check_append_type(self.header, type)
         rows = [self.sync._e.writer.prepare(type, data, time, envelope)]
         return (await self._submit(rows))[0]

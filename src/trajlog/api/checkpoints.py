@@ -70,7 +70,7 @@ from ..events import Event, now_ms
 from ..lifecycle import TOOL_OUTCOME_UNKNOWN, Tracker
 from ..projections import goal as goal_view
 from ..projections.engine import FoldSource
-from ..projections.evidence import collect, source_class
+from ..projections.evidence import collect, expires_at, source_class
 
 STAGES = ("context-ready", "analysis-complete", "patch-prepared", "tests-running",
           "human-approved")
@@ -205,21 +205,11 @@ def _key(ev: Event) -> str:
     return f"{ev.type}@{ev.seq}"
 
 
-def _expires(ev: Event) -> int | None:
-    d = ev.data if isinstance(ev.data, dict) else {}
-    at, ttl = d.get("expires_at"), d.get("ttl_ms")
-    if isinstance(at, int) and not isinstance(at, bool):
-        return at
-    if isinstance(ttl, int) and not isinstance(ttl, bool):
-        return ev.time + ttl
-    return None
-
-
 def _in_force(session: CheckpointSession, log: _Log, now: int) -> list[dict[str, Any]]:
     """The permissions in force at ``now``: granted, unexpired, not marked dead."""
     out = []
     for ev in [*session.approvals(), *log.grants]:
-        expires = _expires(ev)
+        expires = expires_at(ev)
         if log.status.get(ev.seq) in _DEAD or (expires is not None and expires <= now):
             continue
         out.append({"seq": ev.seq, "type": ev.type, "key": _key(ev), "expires_at": expires})

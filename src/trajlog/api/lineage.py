@@ -24,6 +24,16 @@ for the child).  Subagents get the parent's explicit sandbox settings (its last
 ``sandbox/mode`` event, or ``sandbox=`` given at spawn) snapshotted into their
 own log at creation, so a later change in the parent does not reach them.
 
+A child of a session paused by the redaction policy (a ``redaction/paused``
+with no ``redaction/resumed`` after it, up to the cut) starts paused: its
+log gets a ``redaction/paused`` copy carrying the parent's ``reason`` and
+``events`` (the hashed findings) and ``inherited: {session, seq}`` naming
+the pause it copies -- for a subagent after its task message, so the
+child exists but takes no content until a ``redaction/resumed`` in its own
+log.  The pause is per log: resuming the parent does not resume a child
+already made (it was forked from paused content; a human clears each
+branch), and resuming the child does not resume the parent.
+
 Results flow back without merging logs: :meth:`Session.finish` on a foreground
 subagent appends exactly one ``tool/result`` for the spawning call to the parent;
 a background subagent's spawn appends a ``tool/result`` carrying the job id at
@@ -47,7 +57,8 @@ from ..errors import (
     index_mismatch,
 )
 from ..events import Event, SessionHeader
-from ..storage import Backend
+from ..redaction import PAUSE_TYPES, PAUSED
+from ..storage import Backend, Writer
 from .handles import LogRef, Options
 from .reading import LogReader
 from .writer import WriteEngine
@@ -182,10 +193,43 @@ class Lineage:
         meta = _inherited_metadata(parent, {**_caller_metadata(metadata, _FORK_KEYS),
                                             "forked_at": at_seq})
         cut = self.turn_end_of(parent, at_seq)
-        return self._writer.create(
-            cwd=parent.header.cwd, agent_preset=parent.header.agent_preset, metadata=meta,
-            session_id=session_id, parent=parent, seed_length=cut + 1, origin=None,
-            delegation_depth=parent.header.delegation_depth)
+        with self._writer.transaction() as tx:   # (the pause read where the child is made)
+            return self._writer.create(
+                cwd=parent.header.cwd, agent_preset=parent.header.agent_preset, metadata=meta,
+                session_id=session_id, parent=parent, seed_length=cut + 1, origin=None,
+                delegation_depth=parent.header.delegation_depth,
+                initial=self._pause_copy(tx, parent, cut), tx=tx)
+
+    def _paused_at(self, tx: Writer, ref: LogRef, upto: int) -> tuple[LogRef, Event] | None:
+        """The ``redaction/paused`` in force in ``ref``'s log at seq ``upto``
+        (and the log holding it), or None.  A child made paused holds its own
+        copy, so a log's own events decide; the parent's cached write state
+        answers the usual case (a cut at its head, not paused) without a read."""
+        while ref.parent is not None and upto < ref.seed:
+            ref = ref.parent   # the cut lies in an inherited prefix
+        if upto < ref.seed:
+            return None
+        state = self._writer.state(tx, ref)
+        if upto == state.synced_seq and not state.paused:
+            return None
+        found: Event | None = None
+        for ev in self._reading.events(ref, ref.seed, upto, want=PAUSE_TYPES.__contains__,
+                                       reader=tx):
+            found = ev if ev.type == PAUSED else None
+        return None if found is None else (ref, found)
+
+    def _pause_copy(self, tx: Writer, parent: LogRef, upto: int,
+                    ) -> list[tuple[str, Any, Mapping[str, Any]]]:
+        """The ``redaction/paused`` a child of ``parent`` cut at ``upto`` starts
+        with ([] when that point is not paused)."""
+        at = self._paused_at(tx, parent, upto)
+        if at is None:
+            return []
+        owner, ev = at
+        d = ev.data if isinstance(ev.data, dict) else {}
+        return [(PAUSED, {"reason": d.get("reason"), "events": d.get("events", []),
+                          "inherited": {"session": owner.id, "seq": ev.seq}},
+                 {"source": "trajlog:redaction"})]
 
     def spawn(self, parent: LogRef, task: str, agent_preset: str | None, *, seeded: bool,
               call_id: str | None, background: bool, sandbox: Mapping[str, Any] | None,
@@ -229,12 +273,15 @@ class Lineage:
                 "status": "running", "output": f"subagent {child_id} started in the background",
                 "is_error": False}, {"source": f"session:{child_id}",
                                      "idempotency_key": _key(child_id, "job")}))
-        return self._writer.create(
-            cwd=parent.header.cwd, agent_preset=agent_preset or parent.header.agent_preset,
-            metadata=_inherited_metadata(parent, extra), parent=parent, seed_length=seed,
-            origin="subagent", delegation_depth=depth, session_id=child_id,
-            initial=[(t, d, {"source": f"session:{parent.id}"}) for t, d in initial],
-            parent_events=answer)
+        with self._writer.transaction() as tx:
+            # a subagent of a paused session starts paused (after its task)
+            return self._writer.create(
+                cwd=parent.header.cwd, agent_preset=agent_preset or parent.header.agent_preset,
+                metadata=_inherited_metadata(parent, extra), parent=parent, seed_length=seed,
+                origin="subagent", delegation_depth=depth, session_id=child_id,
+                initial=[*((t, d, {"source": f"session:{parent.id}"}) for t, d in initial),
+                         *self._pause_copy(tx, parent, last)],
+                parent_events=answer, tx=tx)
 
     # -- results flowing back -----------------------------------------------------------
 

@@ -5,14 +5,16 @@
 ``run/finalized``; the envelope a reader gets is folded from those events and
 the ones between them (:func:`trajlog.projections.runs`), never kept beside
 the log.  The run object holds only what ``run/finalized`` will record: the
-amounts given to :meth:`Run.add_cost`.
+amounts given to :meth:`Run.add_cost`, and its hash chain and usage so far
+(the last few events it saw are folded into them in one pass, off the
+per-append path: what keeps a run's overhead a few percent of its turns).
 
 Event shapes (``data``)::
 
     run/started   {run_id, identity: {session, agent_preset, tenant?, user?,
                    identity?}, model, params, policy_version,
                    tool_contract_version, static_prefix_hash, privacy_mode,
-                   parent_run}
+                   parent_run, artifacts: {name: pinned id}}
     run/finalized {run_id, state: completed | failed | interrupted,
                    cost: {inference | retrieval | tools | persistence:
                           {amount, <usage counters>}},
@@ -30,7 +32,7 @@ import uuid
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from ..errors import InvalidStateError, TrajlogError, ValidationError
+from ..errors import InvalidArgumentError, InvalidStateError, TrajlogError, ValidationError
 from ..events import Event, SessionHeader
 from ..projections.runs import (
     COST_SURFACES,
@@ -40,7 +42,7 @@ from ..projections.runs import (
     STARTED,
     SWITCH,
     add_costs,
-    digest_add,
+    digest_extend,
     digest_start,
     empty_cost,
     prefix_hash,
@@ -48,6 +50,8 @@ from ..projections.runs import (
 )
 
 _IDENTITY_KEYS = ("tenant", "user", "identity")   # the header metadata a child inherits
+_FOLD_EVERY = 64   # seen events a run holds before folding them (bounds its memory)
+_EDGES = frozenset((STARTED, FINALIZED))
 
 
 class _Log(Protocol):
@@ -78,27 +82,42 @@ class Run:
         self.started = started
         self.finalized: Event | None = None
         self._added: dict[str, dict[str, float]] = {}
-        # the hash chain and usage over the events seen so far, from run/started on:
-        # the handle's own appends are fed as they return (observe), so finalize
-        # reads back only what it did not see (another handle's, an async append's)
+        # The hash chain and usage over the events from run/started on.  The
+        # handle's own appends are collected as they return (observe: one list
+        # extend on the append path) and folded in one tight pass at finalize,
+        # or every _FOLD_EVERY events (bounded memory); finalize reads back only
+        # what it did not see (another handle's, an async append's).
         self._digest = digest_start(self.id)
         self._count = 0
         self._cost = empty_cost()
         self._nested: list[str] = []   # runs started inside this one and still open
-        self._next = started.seq        # the next seq to feed
+        self._seen: list[Event] = [started]   # seen, not yet folded
+        self._next = started.seq + 1    # the next seq to see
         self._observing = True
-        self._feed(started)
 
-    def _feed(self, ev: Event) -> None:
-        self._digest, self._count = digest_add(self._digest, ev), self._count + 1
-        self._next = ev.seq + 1
-        rid = ev.data.get("run_id") if isinstance(ev.data, dict) else None
-        if ev.type == STARTED and ev.seq != self.started.seq and isinstance(rid, str):
-            self._nested.append(rid)
-        elif ev.type == FINALIZED and rid in self._nested:
-            self._nested.remove(rid)
-        if not self._nested:
-            tally(self._cost, ev)
+    def _take(self, events: list[Event]) -> None:
+        self._seen += events
+        self._next = events[-1].seq + 1
+        if len(self._seen) >= _FOLD_EVERY:
+            self._fold()
+
+    def _fold(self) -> None:
+        """Fold the events seen since the last fold into the chain, the count
+        and the usage (attributed as the fold attributes it: to the innermost
+        open run, so not to this one while a nested run is open)."""
+        seen, self._seen = self._seen, []
+        nested, cost, own = self._nested, self._cost, self.started.seq
+        for ev in seen:
+            t = ev.type
+            if t in _EDGES:
+                rid = ev.data.get("run_id") if isinstance(ev.data, dict) else None
+                if t == STARTED and ev.seq != own and isinstance(rid, str):
+                    nested.append(rid)
+                elif t == FINALIZED and rid in nested:
+                    nested.remove(rid)   # (its run/finalized is the parent's, as in the fold)
+            if not nested:
+                tally(cost, ev)
+        self._digest, self._count = digest_extend(self._digest, seen), self._count + len(seen)
 
     def __repr__(self) -> str:
         return f"<trajlog.Run {self.id} session={self.session_id}>"
@@ -129,14 +148,20 @@ def observe(session_id: str, events: list[Event]) -> None:
     """Feed events a handle of ``session_id`` just appended to the runs of it
     open in this context; a run that missed events (a gap) stops taking them
     and :func:`finalize` reads the rest back from the log."""
-    for run in _OPEN.get():
-        if run.session_id != session_id or not run._observing or not events:
+    open_runs = _OPEN.get()
+    if not open_runs or not events:   # the append path with no run: one lookup
+        return
+    for run in open_runs:
+        if run.session_id != session_id or not run._observing:
             continue
         if events[0].seq != run._next:
             run._observing = False
             continue
-        for ev in events:
-            run._feed(ev)
+        seen = run._seen   # (Run._take, inlined: this is on every append of a run)
+        seen += events
+        run._next = events[-1].seq + 1
+        if len(seen) >= _FOLD_EVERY:
+            run._fold()
 
 
 def current_run(session_id: str) -> Run | None:
@@ -156,8 +181,11 @@ def _identity(header: SessionHeader) -> dict[str, Any]:
 def started_data(session: _Log, *, model: str, params: Mapping[str, Any] | None,
                  policy_version: Any, tool_contract_version: Any, privacy_mode: str,
                  parent_run: str | None, static_prefix: Any,
-                 run_id: str | None) -> dict[str, Any]:
-    """The ``run/started`` payload, checked."""
+                 run_id: str | None,
+                 artifacts: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """The ``run/started`` payload, checked.  ``artifacts``: the ids the run
+    pinned (a file's ``sha256:...``, a dataset id, a tool-contract document),
+    by name, so that a replay rebuilds its input from the same ones."""
     if not isinstance(model, str) or not model:
         raise TypeError("model must be a non-empty str")
     if privacy_mode not in PRIVACY_MODES:
@@ -167,6 +195,7 @@ def started_data(session: _Log, *, model: str, params: Mapping[str, Any] | None,
     for name, value in (("parent_run", parent_run), ("run_id", run_id)):
         if value is not None and (not isinstance(value, str) or not value):
             raise TypeError(f"{name} must be a non-empty str")
+    pinned = _artifacts(artifacts)
     if parent_run is None:
         enclosing = current_run(session.id)
         parent_run = None if enclosing is None else enclosing.id
@@ -174,7 +203,21 @@ def started_data(session: _Log, *, model: str, params: Mapping[str, Any] | None,
             "model": model, "params": dict(params or {}), "policy_version": policy_version,
             "tool_contract_version": tool_contract_version,
             "static_prefix_hash": prefix_hash(static_prefix), "privacy_mode": privacy_mode,
-            "parent_run": parent_run}
+            "parent_run": parent_run, "artifacts": pinned}
+
+
+def _artifacts(artifacts: Mapping[str, str] | None) -> dict[str, str]:
+    if artifacts is None:
+        return {}
+    if not isinstance(artifacts, Mapping):
+        raise InvalidArgumentError("artifacts must be a mapping of str names to str ids")
+    pinned = dict(artifacts)
+    for name, ident in pinned.items():
+        # plain, non-empty str both sides: what the envelope and a replay read back
+        if type(name) is not str or type(ident) is not str or not name or not ident:
+            raise InvalidArgumentError(f"artifact {name!r}: names and ids must be "
+                                       "non-empty str")
+    return pinned
 
 
 @contextlib.contextmanager
@@ -212,8 +255,15 @@ def finalize(session: _Log, current: Run, state: str, error: str | None = None) 
     first, last = current.started.seq, session.last_seq
     current._observing = False
     if current._next <= last:   # what the run did not see appended
+        batch: list[Event] = []
         for ev in session.events(current._next, last):
-            current._feed(ev)
+            batch.append(ev)
+            if len(batch) >= _FOLD_EVERY:
+                current._take(batch)
+                batch = []
+        if batch:
+            current._take(batch)
+    current._fold()
     digest, count, cost = current._digest, current._count, current._cost
     add_costs(cost, current._added)
     data: dict[str, Any] = {

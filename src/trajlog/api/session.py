@@ -81,18 +81,26 @@ class Session:
     def append(self, type: str, data: Any = None, *, time: int | None = None,
                source: str | None = None, causal_parent: int | None = None,
                workspace_revision: str | None = None, data_class: str | None = None,
-               idempotency_key: str | None = None) -> Event:
+               idempotency_key: str | None = None,
+               supersedes: int | None = None, branch_id: str | None = None) -> Event:
         """Append one event; return it with its seq once it is durable.
 
         ``data`` must be JSON-compatible.  With an ``idempotency_key`` already
-        used in this session for the same event, nothing is written and the
-        original event is returned (also across processes); for a different
-        event, :class:`IdempotencyConflictError`.
+        used in this session for the same event, the event is not written
+        again: the original is returned (also across processes) and a
+        ``request/retry`` event records the repeated request
+        (:mod:`trajlog.api.retries`); for a different event,
+        :class:`IdempotencyConflictError`.  ``supersedes``: the seq of an
+        earlier event whose fact this one replaces (a later seq is refused);
+        ``branch_id``: the branch (approach) the event belongs to -- the
+        context builder keeps other branches' facts out.
         """
         envelope = {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
                                       ("workspace_revision", workspace_revision),
                                       ("data_class", data_class),
-                                      ("idempotency_key", idempotency_key)) if v is not None}
+                                      ("idempotency_key", idempotency_key),
+                                      ("supersedes", supersedes), ("branch_id", branch_id))
+                    if v is not None}
         writer = self._e.writer
         checks.check_append_type(self.header, type)
         rows = [writer.prepare(type, data, time, envelope)]
@@ -104,7 +112,11 @@ class Session:
         """Append several events in one transaction: all of them or none.
 
         Each item is ``(type, data)`` or ``(type, data, envelope)``, where
-        ``envelope`` is a dict of ``time`` and the envelope fields.
+        ``envelope`` is a dict of ``time`` and the envelope fields.  A batch
+        whose every keyed event repeats the original batch is a retry: the
+        originals are returned and one ``request/retry`` event is appended,
+        named by the batch's first key; a batch mixing used and new keys is
+        refused (:class:`IdempotencyConflictError`).
         """
         writer = self._e.writer
         rows = writer.prepare_items(self.header, items)
@@ -180,8 +192,9 @@ class Session:
     def run(self, *, model: str, params: Mapping[str, Any] | None = None,
             policy_version: Any = None, tool_contract_version: Any = None,
             privacy_mode: str = "full", parent_run: str | None = None,
-            static_prefix: Any = None,
-            run_id: str | None = None) -> contextlib.AbstractContextManager[_runs.Run]:
+            static_prefix: Any = None, run_id: str | None = None,
+            artifacts: Mapping[str, str] | None = None,
+            ) -> contextlib.AbstractContextManager[_runs.Run]:
         """A run envelope: append ``run/started`` (identity, model and
         ``params``, policy and tool-contract versions, the SHA-256 of
         ``static_prefix``, privacy mode, parent run) and, when the block is
@@ -189,12 +202,14 @@ class Session:
         exception -- which propagates -- or ``interrupted``; cost on four
         surfaces; a hash over the run's events).  ``parent_run`` defaults to
         the innermost run of this session open in this context; a subagent's
-        run names its parent's run id.  Read runs back with
-        :func:`trajlog.projections.runs`."""
+        run names its parent's run id.  ``artifacts``: the ids of what the run
+        is pinned to, by name (a repository revision, an index build, a
+        dataset), which :func:`trajlog.replay` hands the model again.  Read
+        runs back with :func:`trajlog.projections.runs`."""
         return _runs.run(self, model=model, params=params, policy_version=policy_version,
                          tool_contract_version=tool_contract_version,
                          privacy_mode=privacy_mode, parent_run=parent_run,
-                         static_prefix=static_prefix, run_id=run_id)
+                         static_prefix=static_prefix, run_id=run_id, artifacts=artifacts)
 
     def switch_model(self, *, old: str | None, new: str, reason: str,
                      context_version: Any = None) -> Event:

@@ -44,7 +44,6 @@ from ..errors import (
     LogMovedError,
     PayloadTooLargeError,
     SerializationError,
-    index_mismatch,
 )
 from ..events import (
     ENVELOPE_FIELDS,
@@ -65,7 +64,7 @@ from ..lifecycle import Tracker
 from ..redaction import PAUSE_TYPES, Redactor, pause_rows, pause_state, prepare_payload, route_rows
 from ..storage import Backend, GroupCommit, Lease, Request, SessionRow, Writer
 from ..storage.index import entry, marks_of, pack_marks, split_marks
-from . import checks
+from . import checks, retries
 from .handles import LogRef, Options
 from .leases import Leases
 from .reading import LogReader
@@ -298,6 +297,7 @@ class WriteEngine:
                    else v for v in env]
             check_envelope(*env)
             event = Event(type_, time, data, *env)
+            checked = checked or event.supersedes is not None  # (its seq: in the transaction)
         else:
             event = Event(type_, time, data)
         try:
@@ -392,6 +392,7 @@ class WriteEngine:
         if expect_last is not None and state.synced_seq != expect_last:
             raise LogMovedError(f"session {ref.id} moved to seq {state.synced_seq}; "
                                 f"expected it at {expect_last}")
+        retried: list[Event] | None = None
         keyed = [(i, r.event.idempotency_key) for i, r in enumerate(rows)
                  if r.event.idempotency_key is not None] if len(rows) > 1 or (
             rows[0].event.idempotency_key is not None) else None
@@ -403,10 +404,19 @@ class WriteEngine:
                     raise IdempotencyConflictError(
                         "the batch mixes idempotency keys already used in this session "
                         "with new ones")
-                # A retry: the original batch began len(rows before the key) earlier.
-                if lease_op is not None:  # (as the original did, so that the books agree)
-                    state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op, state.lease)
-                return self._replay(tx, ref, rows, found)
+                # A retry: the originals are returned, and the request recorded
+                # (trajlog.api.retries) -- its lease op applied as the original's was
+                retried = retries.originals(self._reading, tx, ref, [r.event for r in rows],
+                                            found)
+                if state.synced_seq >= self._backend.max_session_seq:
+                    if lease_op is not None:  # (a full log: nothing more fits)
+                        state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op,
+                                                                state.lease)
+                    return retried
+                t, d, env = retries.retry_record(tx, ref, retried, keyed[0][1])
+                rows = [self.prepare(t, d, None, env)]
+                if self.redactor is not None:
+                    rows = route_rows(self.redactor, ref.header.metadata, rows, _remake)
         first = state.synced_seq + 1
         paused, events = state.paused, [r.event for r in rows]
         # (per event on the hot path: one set test of the types, no call)
@@ -417,7 +427,8 @@ class WriteEngine:
         plan = state.tracker.plan(events, first, check=True)
         added: list[tuple[int, int]] = []
         for r in rows:
-            if r.check:
+            if r.check:  # (an event with ``supersedes`` is checked too: see prepare)
+                retries.check_supersedes(ref.id, events, first)
                 added = checks.check_events(self._reading, ref, tx, events, first,
                                             state.compactions)
                 break
@@ -447,43 +458,9 @@ class WriteEngine:
         if state.small_rows > 1 and plan.turn_start is None and any(
                 ev.type == "turn/end" for ev in events[-2:]):
             state.turn_ended = True
+        if retried is not None:
+            return retried
         return [with_seq(ev, first + i) for i, ev in enumerate(events)]
-
-    def _replay(self, tx: Writer, ref: LogRef, rows: list[Row],
-                found: list[tuple[int, int]]) -> list[Event]:
-        """An idempotent retry: the original events, if they are the same
-        events.  ``found``: (row, seq) of each key the index knows; each is
-        checked against its frame (the index is a copy, the frame decides)."""
-        for i, seq in found:
-            key = rows[i].event.idempotency_key
-            at = list(self._reading.events(ref, seq, seq, reader=tx))
-            if not at or at[0].idempotency_key != key:
-                raise index_mismatch(ref.id, seq, f"indexed with idempotency key {key!r}, "
-                                     f"the frame has {at[0].idempotency_key if at else None!r}")
-        first_seq = found[0][1] - found[0][0]  # the original batch began this much earlier
-        for i, seq in found:
-            if seq - i != first_seq or first_seq < ref.seed:
-                raise IdempotencyConflictError(
-                    f"the retried batch does not match the original: its event {i} has the "
-                    f"idempotency key of seq {seq}, so the original would have begun at seq "
-                    f"{seq - i}" + ("" if seq - i == first_seq else
-                                    f", and by its event {found[0][0]} at seq {first_seq}") +
-                    f" (this session's own log begins at seq {ref.seed})")
-        stored = list(self._reading.events(ref, first_seq, first_seq + len(rows) - 1,
-                                           reader=tx))
-        if len(stored) != len(rows):
-            raise IdempotencyConflictError("the retried batch is longer than the original")
-        originals = []
-        for row, original in zip(rows, stored, strict=True):
-            # Compared as encoded payloads: a tuple sent and the list it
-            # decodes to are the same event.
-            mine = encode_event(msgspec.structs.replace(row.event, time=original.time))
-            if mine != encode_event(original):
-                raise IdempotencyConflictError(
-                    f"idempotency key {row.event.idempotency_key!r} was used for a different "
-                    f"event (seq {original.seq})")
-            originals.append(original)
-        return originals
 
     # -- sessions -------------------------------------------------------------------
 
@@ -571,7 +548,8 @@ def _returned(rows: list[Row], events: list[Event]) -> list[Event]:
 
 
 def _remake(event: Event, pause: tuple[tuple[str, str], ...] = ()) -> Row:
-    return Row(event, encode_event(event), checks.needs_check(event.type), pause)
+    return Row(event, encode_event(event),
+               checks.needs_check(event.type) or event.supersedes is not None, pause)
 
 
 def _turn_marker(rows: list[Row]) -> str | None:

@@ -54,7 +54,9 @@ class MappedEvent:
     cause: int | None = None
     line: int | None = None   # where it came from (for errors)
     #: other envelope fields as stored (workspace_revision, data_class,
-    #: idempotency_key; an import of a trajlog export carries them all)
+    #: idempotency_key, supersedes, branch_id: every name of
+    #: ``trajlog.events.ENVELOPE_FIELDS``; an import of a trajlog export
+    #: carries them all, seqs included, so ``supersedes`` still names its target)
     envelope: dict[str, Any] | None = None
 
 

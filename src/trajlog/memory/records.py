@@ -239,7 +239,7 @@ def replacement_event(ev: Event, tombstone: dict[str, Any]) -> bytes:
     data["erased"] = tombstone
     return msgspec.msgpack.encode(Event(ev.type, ev.time, data, ev.source, ev.causal_parent,
                                         ev.workspace_revision, ev.data_class,
-                                        ev.idempotency_key))
+                                        ev.idempotency_key, ev.supersedes, ev.branch_id))
 
 
 __all__ = [

@@ -27,20 +27,21 @@ from .engine import SAVE_EVERY, FoldSource, Projectable, from_scratch
 from .engine import checkpoint as _checkpoint
 from .engine import project as _project
 from .engine import rebuild as _rebuild
-from .folds import (
-    FOLDS,
-    SURFACE_REPLACE,
+from .folds import FOLDS, SURFACE_REPLACE
+from .runs import run_tree, runs
+from .shapes import (
     ChatNode,
     GoalView,
     Message,
     ModelRequest,
+    ModelSwitch,
     RequestConfig,
+    RequestRetry,
     StatusView,
     Step,
     ToolSpan,
     Turn,
 )
-from .runs import run_tree, runs
 
 
 def project(session: Projectable, fold: Any) -> Any:
@@ -113,8 +114,10 @@ __all__ = [
     "GoalView",
     "Message",
     "ModelRequest",
+    "ModelSwitch",
     "Projectable",
     "RequestConfig",
+    "RequestRetry",
     "StatusView",
     "Step",
     "ToolSpan",

@@ -3,14 +3,19 @@ with a record of what was chosen, what was left out and why.
 
 A build runs the four stages of the seed article, in order:
 
-1. **branch and task** -- events of another branch (``data.branch_id``, or the
-   older ``data.branch``, differing from the build's branch: the ``branch=``
-   argument, else the session's ``branch`` metadata, default ``"main"``) are
-   excluded (``branch.other``);
-2. **status** -- superseded (``event/status``, or a later event's
-   ``data.supersedes``), rejected, expired and audit-only events are excluded,
-   and so are restricted data classes and untrusted sources (``external:*``,
-   ``web:*``: data, never instructions);
+1. **branch and task** -- events of another branch (the envelope's
+   ``branch_id``, in older logs ``data.branch_id`` or ``data.branch``,
+   differing from the build's branch: the ``branch=`` argument, else the
+   session's ``branch`` metadata, default ``"main"``) are excluded
+   (``branch.other``);
+2. **status** -- superseded (``event/status``, or a later event's envelope
+   ``supersedes``; in older logs ``data.supersedes``), rejected, expired and
+   audit-only events are excluded,
+   and so are restricted data classes, untrusted sources (``external:*``,
+   ``web:*``: data, never instructions) and permissions (``approval/grant``,
+   ``lease/grant``) whose ``expires_at`` / ``ttl_ms`` has passed at the
+   build's ``now`` (``permission.expired``: an approval that lapsed must not
+   read to the model as one still in force);
    **facts that expire** -- a tool result or file snapshot whose envelope
    ``workspace_revision`` is not the current revision is not admitted
    (``tool.result.stale``, ``file.snapshot.stale``; the latter also for a
@@ -48,14 +53,14 @@ from __future__ import annotations
 import hashlib
 from collections import Counter
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from typing import Any, Protocol
 
 import msgspec
 
 from ..errors import ContextBudgetError, InvalidArgumentError
-from ..events import ENVELOPE_FIELDS, Event, SessionHeader
-from .evidence import Evidence, branch_of, ref, source_class
+from ..events import ENVELOPE_FIELDS, Event, SessionHeader, now_ms
+from .evidence import GRANTS, Evidence, branch_of, expires_at, ref, source_class
 
 
 class Session(Protocol):
@@ -87,13 +92,14 @@ class ContextPolicy:
     ``context_policy`` example).  Budgets are in characters."""
 
     name: str = "coding-default"
-    version: int = 2
+    version: int = 3
     include: tuple[str, ...] = ("task.contract", "human.decision", "tool.result.active",
                                 "file.snapshot.current", "model.plan.latest",
                                 "conversation.recent")
     exclude: tuple[str, ...] = ("event.status.rejected", "event.status.expired",
                                 "event.status.superseded", "event.status.audit-only",
-                                "branch.other", "data_class.restricted", "source.untrusted")
+                                "branch.other", "data_class.restricted", "source.untrusted",
+                                "permission.expired")
     max_events: int = 60
     max_tool_output_chars: int = 12_000
     max_file_snippets: int = 16
@@ -133,6 +139,31 @@ class ContextPolicy:
             raise InvalidArgumentError(
                 f"require names unknown envelope field(s) {', '.join(map(repr, unknown))}; "
                 f"one of {', '.join(ENVELOPE_FIELDS)}")
+
+    def config(self) -> dict[str, Any]:
+        """Every field as JSON values: what a ``context/injection`` records so
+        that a replay can rebuild the policy the build ran under."""
+        return {f.name: _jsonable(getattr(self, f.name)) for f in fields(self)}
+
+    @classmethod
+    def from_config(cls, config: dict[str, Any]) -> ContextPolicy:
+        """The policy :meth:`config` described (lists back to tuples); a field
+        this version does not know raises :class:`InvalidArgumentError`."""
+        if not isinstance(config, dict):
+            raise InvalidArgumentError(f"a policy config is a dict, not {type(config).__name__}")
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(config) - known)
+        if unknown:
+            raise InvalidArgumentError(f"policy config names unknown field(s) {unknown}")
+        return cls(**{k: _tupled(v) for k, v in config.items()})
+
+
+def _jsonable(value: Any) -> Any:
+    return [_jsonable(v) for v in value] if isinstance(value, tuple) else value
+
+
+def _tupled(value: Any) -> Any:
+    return tuple(_tupled(v) for v in value) if isinstance(value, list) else value
 
 
 @dataclass(frozen=True, slots=True)
@@ -181,6 +212,8 @@ class _Scope:
     latest_file: dict[str, int]
     #: seq of each command -> the call ids it requests or starts
     commands: dict[int, frozenset[str]]
+    #: the time permissions are checked against (epoch ms)
+    now: int
 
 
 def _category(ev: Event, latest_plan: int | None) -> str | None:
@@ -293,7 +326,7 @@ def summary_text(blocks: dict[str, list[str]]) -> str:
 def build_context(session: Session, policy: ContextPolicy | None = None, *,
                   target_model: str | None = None, workspace_revision: str | None = None,
                   branch: str | None = None, upto: int | None = None,
-                  record: bool = True) -> ContextBuild:
+                  record: bool = True, now: int | None = None) -> ContextBuild:
     """Build the next model context of ``session`` under ``policy`` and record
     the build as a ``context/injection`` event (see the module docstring).
 
@@ -303,15 +336,21 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     ``"main"``); ``upto``: build from the events before this seq only (the
     context as it could have been built then -- what replay compares);
     ``record=False``: append nothing (``injection`` is None) -- a replay or a
-    dry run must not change the log it reads."""
+    dry run must not change the log it reads; ``now``: the time (epoch ms)
+    permissions are checked against (default: the clock; recorded, so that
+    a replay checks them against the same time)."""
     policy = policy or ContextPolicy()
     for name, value in (("workspace_revision", workspace_revision), ("branch", branch)):
         if value is not None and (not isinstance(value, str) or not value):
             raise InvalidArgumentError(f"{name} must be a non-empty str or None, not {value!r}")
     if branch is None:
         branch = str(session.header.metadata.get("branch", "main"))
-    if upto is not None and (not isinstance(upto, int) or isinstance(upto, bool) or upto < 0):
-        raise InvalidArgumentError(f"upto must be a seq (int >= 0) or None, not {upto!r}")
+    for name, number in (("upto", upto), ("now", now)):
+        if number is not None and (not isinstance(number, int) or isinstance(number, bool)
+                                   or number < 0):
+            raise InvalidArgumentError(f"{name} must be an int >= 0 or None, not {number!r}")
+    if now is None:
+        now = now_ms()
     events = list(session.events()) if upto is None else (
         list(session.events(0, upto - 1)) if upto else [])   # to_seq is inclusive
     statuses = Evidence(branch=branch)
@@ -340,7 +379,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         if ev.workspace_revision is not None:
             stated = ev.workspace_revision
     revision = workspace_revision or declared or stated
-    scope = _Scope(branch, revision, latest_file, commands)
+    scope = _Scope(branch, revision, latest_file, commands, now)
 
     # Exclusion by branch, status, data class and source applies to everything
     # the context shows -- the summary's claims included.
@@ -424,13 +463,17 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         "selected": [it.seq for it in selected], "excluded": dict(sorted(counts.items())),
         "excluded_seqs": _excluded_runs(excluded), "summary_sha256": digest,
         "messages_sha256": messages_digest(messages), "chars": used,
-        "workspace_revision": revision, "branch": branch},
+        "policy_config": policy.config(), "builder_version": BUILDER_VERSION,
+        "workspace_revision": revision, "branch": branch, "now": now},
         source="trajlog.context") if record else None
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
                         dict(counts), revision, branch)
 
 
 EXCLUDED_RUNS = 1_000
+#: bumped when the same policy over the same events would select differently
+#: (a replay names "builder" as the cause of such a drift)
+BUILDER_VERSION = 1
 
 
 def messages_digest(messages: list[dict[str, Any]]) -> str:
@@ -468,6 +511,9 @@ def _exclusion(ev: Event, category: str | None, policy: ContextPolicy, evidence:
         return f"data_class.{ev.data_class}"
     if "source.untrusted" in ex and source_class(ev) == "untrusted":
         return "source.untrusted"
+    if ev.type in GRANTS and "permission.expired" in ex and (
+            (lapse := expires_at(ev)) is not None and lapse <= scope.now):
+        return "permission.expired"
     if category is None:
         return None
     if category == "model.plan.stale":
@@ -495,5 +541,5 @@ def _exclusion(ev: Event, category: str | None, policy: ContextPolicy, evidence:
     return None
 
 
-__all__ = ["BLOCKS", "ContextBuild", "ContextPolicy", "Excluded", "Item", "build_context",
-           "messages_digest", "summary_text"]
+__all__ = ["BLOCKS", "BUILDER_VERSION", "ContextBuild", "ContextPolicy", "Excluded", "Item",
+           "build_context", "messages_digest", "summary_text"]

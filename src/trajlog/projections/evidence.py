@@ -24,16 +24,18 @@ status semantics, and facts must be told apart from interpretations.
   **conflict marker**, no silent pick (check the environment and inputs);
   models only -- nothing is confirmed.  A lower-ranked claim that disagrees
   with the winner is reported as a conflict too, but does not change it.
-* **Supersedes.**  An event whose data names ``supersedes: <seq>`` (an earlier
-  seq) marks that event ``superseded``, as an ``event/status`` from the same
-  source would -- under the same authority rules, so an untrusted source
-  supersedes nothing and a model never supersedes a human's event.  A later
-  ``event/status`` ``active`` of enough authority restores the target.
-* **Branch.**  ``data["branch_id"]`` (or the older ``data["branch"]``; the
-  first wins when both are set) scopes an event to a branch
-  (:func:`branch_of`).  With :attr:`Evidence.branch` set, an event of another
-  branch supersedes nothing.  (Both are data fields, not envelope fields: the
-  envelope is fixed by the frame format.)
+* **Supersedes.**  An event whose envelope names ``supersedes=<seq>`` (an
+  earlier seq; the append refuses any other) marks that event ``superseded``,
+  as an ``event/status`` from the same source would -- under the same
+  authority rules, so an untrusted source supersedes nothing and a model never
+  supersedes a human's event.  A later ``event/status`` ``active`` of enough
+  authority restores the target.  Logs written before the envelope field
+  carry it as ``data["supersedes"]``, still honoured when the envelope has
+  none (:func:`supersedes_of`).
+* **Branch.**  The envelope's ``branch_id`` -- else, in older logs,
+  ``data["branch_id"]``, else ``data["branch"]`` -- scopes an event to a
+  branch (:func:`branch_of`).  With :attr:`Evidence.branch` set, an event of
+  another branch supersedes nothing.
 """
 
 from __future__ import annotations
@@ -43,6 +45,23 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..events import Event
+
+#: event types that grant a permission with an expiry (``expires_at`` epoch ms,
+#: or ``ttl_ms`` from the event's time)
+GRANTS = frozenset({"approval/grant", "lease/grant"})
+
+
+def expires_at(ev: Event) -> int | None:
+    """When the permission ``ev`` grants lapses (epoch ms), or None: its
+    ``expires_at``, else its time plus ``ttl_ms``."""
+    d = ev.data if isinstance(ev.data, dict) else {}
+    at, ttl = d.get("expires_at"), d.get("ttl_ms")
+    if isinstance(at, int) and not isinstance(at, bool):
+        return at
+    if isinstance(ttl, int) and not isinstance(ttl, bool):
+        return ev.time + ttl
+    return None
+
 
 STATUSES = ("active", "superseded", "rejected", "expired", "audit-only")
 RANK = {"human": 3, "tool": 2, "system": 2, "user": 1, "model": 0, "untrusted": -1}
@@ -70,11 +89,23 @@ def source_class(ev: Event) -> str:
 
 
 def branch_of(ev: Event) -> Any:
-    """The branch an event is scoped to (``data.branch_id``, else
-    ``data.branch``), or None for an event of every branch."""
+    """The branch an event is scoped to (its envelope's ``branch_id``; for a
+    log written before that field, ``data.branch_id``, else ``data.branch``),
+    or None for an event of every branch."""
+    if ev.branch_id is not None:
+        return ev.branch_id
     data = ev.data if isinstance(ev.data, dict) else {}
     value = data.get("branch_id")
     return data.get("branch") if value is None else value
+
+
+def supersedes_of(ev: Event) -> Any:
+    """The seq whose fact ``ev`` replaces (its envelope's ``supersedes``; for
+    a log written before that field, ``data.supersedes``), or None."""
+    if ev.supersedes is not None:
+        return ev.supersedes
+    data = ev.data if isinstance(ev.data, dict) else {}
+    return data.get("supersedes")
 
 
 def ref(ev: Event) -> str:
@@ -148,12 +179,11 @@ class Evidence:
         """Apply what ``ev`` says about other events' status: an
         ``event/status``, or a ``supersedes`` field (see the module
         docstring).  Each event must be decided once, in log order."""
-        data = ev.data if isinstance(ev.data, dict) else {}
         if ev.type == "event/status":
-            self.set_status(ev, data)
+            self.set_status(ev, ev.data if isinstance(ev.data, dict) else {})
             return
         self.see(ev)
-        target = data.get("supersedes")
+        target = supersedes_of(ev)
         if target is None or (self.branch is not None
                               and branch_of(ev) not in (None, self.branch)):
             return
@@ -238,4 +268,4 @@ def collect(events: Iterable[Event]) -> Evidence:
 
 
 __all__ = ["RANK", "STATUSES", "Claim", "Conflict", "Evidence", "branch_of", "collect", "ref",
-           "source_class"]
+           "source_class", "supersedes_of"]

@@ -35,6 +35,19 @@ import msgspec
 from ..events import Event
 from ..lifecycle import Phase, outcome, requested_calls, transitions
 from ..recovery import OpenState
+from .shapes import (
+    ChatNode,
+    GoalView,
+    Message,
+    ModelRequest,
+    ModelSwitch,
+    RequestConfig,
+    RequestRetry,
+    StatusView,
+    Step,
+    ToolSpan,
+    Turn,
+)
 
 SURFACE_REPLACE = "surface-replace"
 
@@ -47,123 +60,6 @@ def surface_range(type_: str, data: Any) -> tuple[Any, Any] | None:
         return None
     return data.get("from_seq"), data.get("to_seq")
 
-
-class Message(msgspec.Struct, frozen=True, omit_defaults=True, gc=False):
-    """One entry of the model history.  ``role`` is ``user``, ``assistant``,
-    ``tool`` or ``summary`` (a compaction's summary of ``seq .. until``)."""
-
-    role: str
-    content: Any
-    seq: int
-    tool_calls: list[Any] | None = None
-    reasoning: Any = None
-    tool_call_id: str | None = None
-    is_error: bool | None = None
-    status: str | None = None
-    until: int | None = None
-
-
-class RequestConfig(msgspec.Struct, frozen=True):
-    """What the last ``request/header`` said about the model request."""
-
-    seq: int
-    model: str | None
-    system_prompt: Any
-    tools: list[Any]
-    parameters: dict[str, Any]
-
-
-class ChatNode(msgspec.Struct, frozen=True):
-    """A bubble (``kind="message"``) or a tool card (``kind="tool"``).  A tool
-    card's ``status``: requested, running, done, error, unknown, not_started."""
-
-    kind: str
-    seq: int
-    role: str | None = None
-    text: str | None = None
-    call_id: str | None = None
-    name: str | None = None
-    arguments: Any = None
-    status: str | None = None
-    output: str | None = None
-    result_seq: int | None = None
-
-
-class ToolSpan(msgspec.Struct, frozen=True):
-    call_id: str
-    name: str | None
-    arguments: Any
-    requested_seq: int
-    started_seq: int | None
-    result_seq: int | None
-    duration_ms: int | None
-    error: bool | None
-    status: str
-    result_summary: str | None
-
-
-class ModelRequest(msgspec.Struct, frozen=True):
-    seq: int
-    model: str | None
-    latency_ms: int | None
-    ttft_ms: int | None
-    tokens_in: int | None
-    tokens_out: int | None
-    tool_calls: int
-
-
-class Step(msgspec.Struct, frozen=True):
-    start_seq: int | None
-    end_seq: int | None
-    requests: list[ModelRequest]
-    tools: list[ToolSpan]
-
-
-class ModelSwitch(msgspec.Struct, frozen=True):
-    """A ``model/switch``: the old and new logical model, why, the context
-    version re-injected, and the run it happened in."""
-
-    seq: int
-    old: str | None
-    new: str | None
-    reason: str | None
-    context_version: Any
-    run_id: str | None
-
-
-class Turn(msgspec.Struct, frozen=True):
-    """``switches``: the model switches inside the turn, and those appended
-    since the turn before it (their seq is below ``start_seq``); switches no
-    turn followed yet end the list in a turn with no steps and no seqs."""
-
-    start_seq: int | None
-    end_seq: int | None
-    interrupted: bool | None
-    steps: list[Step]
-    switches: list[ModelSwitch] = []
-
-
-class GoalView(msgspec.Struct, frozen=True):
-    """The current goal: ``goal`` is None when none was set or it was cleared."""
-
-    goal: Any
-    revision: int | None
-    seq: int | None
-    cleared: bool
-    skipped: list[dict[str, Any]]
-
-
-class StatusView(msgspec.Struct, frozen=True):
-    turn_open_since: int | None
-    step_open_since: int | None
-    tools_running: list[str]
-    tools_requested: list[str]
-    last_seq: int
-
-
-# ---------------------------------------------------------------------------
-# The folds.  State objects are msgspec Structs or plain containers so that the
-# engine can persist them with MessagePack.
 
 def _json_copy(value: Any) -> Any:
     """A deep copy of a JSON value, for the small views (goal, request config):
@@ -380,21 +276,33 @@ class Chat:
         return [ChatNode(**n) for n in state.nodes]
 
 
+def _noted(notes: Any) -> tuple[list[ModelSwitch], list[RequestRetry]]:
+    def of(kind: str, cls: Any) -> list[Any]:
+        return [cls(**{k: v for k, v in n.items() if k != "type"}) for n in notes
+                if n["type"] == kind]
+    return of("model/switch", ModelSwitch), of("request/retry", RequestRetry)
+
+
 class TrajectoryState(msgspec.Struct):
     turns: list[dict[str, Any]]
     calls: dict[str, list[int]]      # call id -> [turn index, step index, tool index]
     last_request: dict[str, Any] | None
-    pending: list[dict[str, Any]] = []   # model switches outside a turn, for the next one
+    pending: list[dict[str, Any]] = []   # notes outside a turn, for the next one
+
+
+# events noted on their turn: type -> (the Turn field, the fields kept)
+_NOTES = {"model/switch": ("switches", ("old", "new", "reason", "context_version", "run_id")),
+          "request/retry": ("retries", ("idempotency_key", "original", "attempt", "outcome"))}
 
 
 class Trajectory:
     name: ClassVar[str] = "trajectory"
-    version: ClassVar[int] = 2  # 2: model switches
+    version: ClassVar[int] = 3  # 2: model switches; 3: retried requests
     state_type: ClassVar[Any] = TrajectoryState
     autosave: ClassVar[bool] = False
     wants = staticmethod(frozenset({"turn/start", "turn/end", "step/start", "step/end",
                                     "request/header", "assistant/message", "tool/call",
-                                    "tool/result", "model/switch"}).__contains__)
+                                    "tool/result", *_NOTES}).__contains__)
 
     def init(self) -> TrajectoryState:
         return TrajectoryState([], {}, None, [])
@@ -410,14 +318,13 @@ class Trajectory:
         t, d = ev.type, ev.data if isinstance(ev.data, dict) else {}
         if t == "turn/start":
             state.turns.append({"start_seq": ev.seq, "end_seq": None, "interrupted": None,
-                                "steps": [], "time": ev.time, "switches": state.pending})
+                                "steps": [], "time": ev.time, "notes": state.pending})
             state.pending = []
-        elif t == "model/switch":
-            switch = {"seq": ev.seq, **{k: d.get(k) for k in (
-                "old", "new", "reason", "context_version", "run_id")}}
+        elif t in _NOTES:
+            note = {"type": t, "seq": ev.seq, **{k: d.get(k) for k in _NOTES[t][1]}}
             open_turn = state.turns and state.turns[-1]["end_seq"] is None
-            (state.turns[-1].setdefault("switches", []) if open_turn
-             else state.pending).append(switch)
+            (state.turns[-1].setdefault("notes", []) if open_turn
+             else state.pending).append(note)
         elif t == "turn/end":
             turn = self._open_turn(state)
             turn["end_seq"], turn["interrupted"] = ev.seq, bool(d.get("interrupted"))
@@ -497,9 +404,9 @@ class Trajectory:
                           [ToolSpan(**{k: v for k, v in x.items() if k != "started_time"})
                            for x in s["tools"]]) for s in t["steps"]]
             out.append(Turn(t["start_seq"], t["end_seq"], t["interrupted"], steps,
-                            [ModelSwitch(**x) for x in t.get("switches", ())]))
+                            *_noted(t.get("notes", ()))))
         if state.pending:
-            out.append(Turn(None, None, None, [], [ModelSwitch(**x) for x in state.pending]))
+            out.append(Turn(None, None, None, [], *_noted(state.pending)))
         return out
 
 

@@ -35,7 +35,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from ..events import Event, encode_event
+from ..events import ENVELOPE_FIELDS, Event, encode_event
 from .engine import Projectable
 from .engine import project as _project
 
@@ -65,6 +65,26 @@ def digest_start(run_id: str) -> bytes:
 def digest_add(digest: bytes, ev: Event) -> bytes:
     """One link of the run's hash chain."""
     return hashlib.sha256(digest + ev.seq.to_bytes(8, "big") + encode_event(ev)).digest()
+
+
+# An Event with no envelope field set: its payload v1 is [type, time, data]
+# (trailing unset fields left out), encoded straight from the struct's tuple --
+# the same bytes as encode_event, without building its field list.
+_ENVELOPE_END = 3 + len(ENVELOPE_FIELDS)
+_NO_ENVELOPE = (None,) * len(ENVELOPE_FIELDS)
+_encode = msgspec.msgpack.Encoder().encode
+
+
+def digest_extend(digest: bytes, events: Iterable[Event]) -> bytes:
+    """:func:`digest_add` over ``events`` in order (the same links, in one
+    tight loop: what a run folds, off the per-append path)."""
+    sha, astuple, end, none = hashlib.sha256, msgspec.structs.astuple, _ENVELOPE_END, _NO_ENVELOPE
+    for ev in events:
+        fields = astuple(ev)
+        raw = _encode(fields[:3]) if type(ev) is Event and fields[3:end] == none else (
+            encode_event(ev))
+        digest = sha(digest + ev.seq.to_bytes(8, "big") + raw).digest()
+    return digest
 
 
 def is_erased(ev: Event) -> bool:
@@ -109,7 +129,8 @@ class RunEnvelope(msgspec.Struct, frozen=True):
     """One run as the log records it.  ``state``: open, completed, failed or
     interrupted; ``integrity``: ok, mismatch, erased, unverified or open (see
     the module); ``cost``: per surface, ``amount`` and usage counters;
-    ``switches``: the ``model/switch`` events inside the run."""
+    ``switches``: the ``model/switch`` events inside the run; ``artifacts``:
+    the ids it pinned, by name (``run/started``)."""
 
     run_id: str
     session_id: str | None
@@ -131,6 +152,7 @@ class RunEnvelope(msgspec.Struct, frozen=True):
     error: str | None
     started_at: int
     finalized_at: int | None
+    artifacts: dict[str, str] = msgspec.field(default_factory=dict)
 
 
 class RunsState(msgspec.Struct):
@@ -145,7 +167,7 @@ class Runs:
     """The fold behind :func:`runs` (every event: a run covers all types)."""
 
     name: ClassVar[str] = "runs"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2   # 2: envelopes carry artifacts
     state_type: ClassVar[Any] = RunsState
     autosave: ClassVar[bool] = True
 
@@ -176,9 +198,11 @@ class Runs:
 
     @staticmethod
     def _started(ev: Event, d: dict[str, Any], rid: str) -> dict[str, Any]:
-        found, given = d.get("identity"), d.get("params")
+        found, given, pinned = d.get("identity"), d.get("params"), d.get("artifacts")
         identity: dict[str, Any] = found if isinstance(found, dict) else {}
         params: dict[str, Any] = given if isinstance(given, dict) else {}
+        artifacts = {k: v for k, v in pinned.items() if isinstance(k, str) and isinstance(
+            v, str)} if isinstance(pinned, dict) else {}
         return {"run_id": rid, "session_id": identity.get("session"),
                 "parent_run": d.get("parent_run"), "started_seq": ev.seq,
                 "finalized_seq": None, "state": "open", "model": d.get("model"),
@@ -188,7 +212,7 @@ class Runs:
                 "privacy_mode": d.get("privacy_mode"), "identity": identity,
                 "cost": None, "integrity": "open", "integrity_detail": None, "switches": [],
                 "error": None, "started_at": ev.time, "finalized_at": None,
-                "tally": empty_cost()}
+                "artifacts": artifacts, "tally": empty_cost()}
 
     @staticmethod
     def _finalized(state: RunsState, ev: Event, d: dict[str, Any], rid: str) -> None:
@@ -229,6 +253,7 @@ class Runs:
             fields["params"] = _json_copy(run["params"])
             fields["identity"] = _json_copy(run["identity"])
             fields["switches"] = _json_copy(run["switches"])
+            fields["artifacts"] = dict(run.get("artifacts", {}))
             out.append(RunEnvelope(**fields))
         return out
 
@@ -305,5 +330,5 @@ def build_tree(envelopes: Iterable[RunEnvelope]) -> list[RunNode]:
 
 __all__ = ["COST_SURFACES", "DIGEST", "FINALIZED", "PRIVACY_MODES", "RUNS", "RUN_STATES",
            "STARTED", "SWITCH", "RunEnvelope", "RunNode", "Runs", "build_tree",
-           "digest_add", "digest_start", "empty_cost", "is_erased", "prefix_hash", "run_tree",
-           "runs", "tally"]
+           "digest_add", "digest_extend", "digest_start", "empty_cost", "is_erased",
+           "prefix_hash", "run_tree", "runs", "tally"]

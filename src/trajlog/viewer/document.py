@@ -26,7 +26,13 @@ The shapes (short keys; the page's script, ``assets/*.js``, is their only reader
 * ``hist``: ``[role, seq]`` (role ``u``/``a``/``t``) or ``["s", from, to,
   summary]`` for a compacted range;
 * ``ctx``: seqs of ``context/injection`` events; ``goals``: seqs of
-  ``goal/change`` events; ``skipped``: ``{seq: reason}`` of the malformed ones.
+  ``goal/change`` events; ``skipped``: ``{seq: reason}`` of the malformed ones;
+* ``runs``: the run envelopes (:func:`trajlog.projections.runs`, derived:
+  integrity verdicts and cost are not in any one event), each ``[run_id,
+  model, state, integrity, integrity_detail, started_seq, finalized_seq,
+  parent_run, cost, started_at, finalized_at, error, switches]``;
+* ``marks``: ``{"cp": checkpoints, "rec": recovery attempts, "fork": forks}``
+  as :func:`trajlog.viewer.marks.read_marks` gives them (small dicts).
 """
 
 from __future__ import annotations
@@ -39,10 +45,13 @@ from .. import projections
 from ..api import Session, Store
 from ..errors import InvalidArgumentError, TrajlogError
 from ..events import SessionHeader
+from ..projections.runs import RUNS, RunEnvelope
+from .marks import Marks
 
 VERSION = 1
 _ROLES = {"user": "u", "assistant": "a", "tool": "t"}
-_ENV = ("causal_parent", "workspace_revision", "data_class", "idempotency_key")
+_ENV = ("causal_parent", "workspace_revision", "data_class", "idempotency_key", "supersedes",
+        "branch_id")
 
 
 class _Tables:
@@ -164,11 +173,16 @@ def _session_model(s: Session, tables: _Tables, inh: int, sink: Sink | None) -> 
     folds = [projections.FOLDS[name] for name in _VIEW_FOLDS]
     states = [f.init() for f in folds]
     wants = [f.wants for f in folds]
+    # runs and checkpoints in the same pass (the runs fold reads every event:
+    # its integrity chain covers them all)
+    runs_state, marks = RUNS.init(), Marks()
     for ev in s.events(0):
         t, d = ev.type, ev.data
         for i, fold in enumerate(folds):
             if wants[i](t):
                 states[i] = fold.step(states[i], ev)
+        runs_state = RUNS.step(runs_state, ev)
+        marks.feed(ev)
         # the prefix a fork inherits is read for the folds and the session-level
         # lists (context, goals, erased bubbles) but embedded only in its parent
         if ev.seq >= base:
@@ -176,7 +190,8 @@ def _session_model(s: Session, tables: _Tables, inh: int, sink: Sink | None) -> 
             if sink is not None:
                 d = sink.extract(d, [], refs)
             row: list[Any] = [ev.seq, type_id(t), ev.time, source_id(ev.source), d]
-            env = {k: v for k in _ENV if (v := getattr(ev, k)) is not None}
+            # getattr with a default: supersedes / branch_id are newer envelope fields
+            env = {k: v for k in _ENV if (v := getattr(ev, k, None)) is not None}
             if env or refs:
                 row.append(env or 0)
             if refs:
@@ -216,7 +231,14 @@ def _session_model(s: Session, tables: _Tables, inh: int, sink: Sink | None) -> 
     return {**_header(s.header), "inh": inh, "base": base, "last": s.last_seq, "ev": rows,
             "chat": chat, "traj": traj, "hist": hist, "ctx": ctx, "goals": goals,
             "skipped": {str(x["seq"]): x.get("reason") for x in goal.skipped},
-            "goal_rev": goal.revision}
+            "goal_rev": goal.revision, "runs": [_run_row(r) for r in RUNS.view(runs_state)],
+            "marks": {"cp": marks.checkpoints, "rec": marks.recoveries, "fork": marks.forks}}
+
+
+def _run_row(r: RunEnvelope) -> list[Any]:
+    return [r.run_id, r.model, r.state, r.integrity, r.integrity_detail, r.started_seq,
+            r.finalized_seq, r.parent_run, r.cost, r.started_at, r.finalized_at, r.error,
+            r.switches]
 
 
 def build_document(store: Store, session_id: str, *, sink: Sink | None = None) -> dict[str, Any]:
@@ -246,7 +268,7 @@ def build_document(store: Store, session_id: str, *, sink: Sink | None = None) -
         if model is None:
             model = {**_header(h), "inh": -1, "base": 0, "last": -1, "ev": [], "chat": [],
                      "traj": [], "hist": [], "ctx": [], "goals": [], "skipped": {},
-                     "goal_rev": None}
+                     "goal_rev": None, "runs": [], "marks": {"cp": [], "rec": [], "fork": []}}
         index[h.id] = len(sessions)
         sessions.append(model)
     for model in sessions:

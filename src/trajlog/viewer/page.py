@@ -30,7 +30,7 @@ _BLOBS = "__TRAJLOG_BLOBS__"
 _BLOB_TAG = '<script type="application/x-trajlog-gzip" class="trajlog-blob">'
 # The viewer's script, by responsibility, in order: the body of the one
 # function viewer.html wraps around _JS, so the parts share its scope.
-_SCRIPTS = ("data.js", "views.js", "shell.js")
+_SCRIPTS = ("data.js", "views.js", "runs.js", "shell.js")
 # gzip level 6: a sixth smaller than level 1 for about twice the (threaded)
 # time -- the page's open time is mostly the browser reading its bytes.
 _LEVEL = 6

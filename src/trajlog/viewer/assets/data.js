@@ -1,5 +1,5 @@
-/* trajlog viewer, part 1 of 3: data.js, views.js, shell.js.
- * Not standalone scripts: page.py joins the three, in that order, inside the
+/* trajlog viewer, part 1 of 4: data.js, views.js, runs.js, shell.js.
+ * Not standalone scripts: page.py joins the four, in that order, inside the
  * one strict-mode function viewer.html wraps around them, so they share its
  * names (views.js and shell.js use what is declared here; VList reads shell.js's
  * keepY and keepList, listView its listKey,

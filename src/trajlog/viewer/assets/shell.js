@@ -1,4 +1,4 @@
-/* trajlog viewer, part 3 of 3 (data.js, views.js, shell.js: one shared scope,
+/* trajlog viewer, part 4 of 4 (data.js, views.js, runs.js, shell.js: one shared scope,
  * see data.js): the header, the tabs and the hash navigation
  * (#session=..&view=..), the search box and the type filter, rendering and
  * refreshing the current view, and the start -- the first render, then the

@@ -1,4 +1,4 @@
-/* trajlog viewer, part 2 of 3 (data.js, views.js, shell.js: one shared scope,
+/* trajlog viewer, part 2 of 4 (data.js, views.js, runs.js, shell.js: one shared scope,
  * see data.js): the renderers of each view -- chat, trajectory (with its
  * timeline), model history, context, goals, sessions, events -- one function
  * per view in `views`, each filtering by the search and drawing into its
@@ -196,6 +196,10 @@ views.trajectory = function (host) {
   const shown = [];
   turns.forEach((turn, i) => { if (!re || turnMatches(turn, i)) shown.push(i); });
   count(shown.length, turns.length);
+  // the runs and checkpoint markers of the session, above its turns (runs.js)
+  if (!re && (listOf(s.runs).length || listOf(marksOf(s).cp).length ||
+      listOf(marksOf(s).rec).length))
+    host.appendChild(runStrip(cur));
   if (!shown.length) { host.appendChild(el("div", "empty", "no turns")); return; }
   const few = turns.length <= 20;
   for (const i of shown) {
