@@ -11,10 +11,11 @@ import hashlib
 
 import pytest
 
+import trajlog
 from trajlog import errors, projections
 from trajlog.api.runs import current_run
 from trajlog.projections.engine import from_scratch
-from trajlog.projections.runs import FINALIZED, STARTED, Runs
+from trajlog.projections.runs import FINALIZED, STARTED, Runs, settle
 
 
 def one_turn(s, k, tokens=(10, 5)):
@@ -205,19 +206,25 @@ def _copy(src, dst, change=None):
     dst.append_batch(items)
 
 
-def test_integrity_detects_a_rewritten_log_but_not_an_identical_copy(store):
-    """Rule: the fold recomputes the hash chain and compares it with run/finalized
-    (remove the comparison: the rewritten copy reads ok)."""
+def test_integrity_detects_a_rewritten_log_but_not_an_exported_copy(store, tmp_path):
+    """Rule: runs() binds the recorded digest to the log's frame chain at the
+    run's last seq (remove the comparison: the rewritten log reads ok).  An
+    export / import keeps the frames and their chain: the copy reads ok."""
     s = store.create_session(cwd="/r")
     with s.run(model="m"):
         one_turn(s, 1)
-    same, changed = store.create_session(cwd="/r"), store.create_session(cwd="/r")
-    _copy(s, same)
+    assert projections.runs(s)[0].integrity == "ok"
+    store.export(s.id, tmp_path / "s.tlog")
+    with trajlog.open(str(tmp_path / "other.db")) as other:
+        other.import_path(tmp_path / "s.tlog")
+        assert projections.runs(other.session(s.id))[0].integrity == "ok"
+    changed, copied = store.create_session(cwd="/r"), store.create_session(cwd="/r")
     _copy(s, changed, change=2)   # the user message inside the run
-    assert changed.verify().ok    # the frame chain cannot tell: it was recomputed
-    assert projections.runs(same)[0].integrity == "ok"
-    env = projections.runs(changed)[0]
-    assert env.integrity == "mismatch" and "do not hash" in env.integrity_detail
+    _copy(s, copied)              # the same events re-chained in another log
+    assert changed.verify().ok    # its frames verify: they were re-chained
+    for log in (changed, copied):   # a run is bound to the log it was finalized in
+        env = projections.runs(log)[0]
+        assert env.integrity == "mismatch" and "frame chain" in env.integrity_detail
 
 
 def test_integrity_flags_a_finalized_record_that_does_not_match(store):
@@ -274,7 +281,7 @@ def test_incremental_fold_equals_from_scratch(store):
     projections.runs(s)      # cache a state mid-log
     with s.run(model="m"), s.run(model="m2"):
         one_turn(s, 2)
-    assert projections.runs(s) == from_scratch(s.events(), Runs())
+    assert projections.runs(s) == settle(from_scratch(s.events(), Runs()), s._chain_at)
 
 
 def test_model_switch_is_an_event_and_the_trajectory_shows_it(store):

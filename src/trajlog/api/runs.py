@@ -5,20 +5,24 @@
 ``run/finalized``; the envelope a reader gets is folded from those events and
 the ones between them (:func:`trajlog.projections.runs`), never kept beside
 the log.  The run object holds only what ``run/finalized`` will record: the
-amounts given to :meth:`Run.add_cost`, and its hash chain and usage so far
-(the last few events it saw are folded into them in one pass, off the
-per-append path: what keeps a run's overhead a few percent of its turns).
+amounts given to :meth:`Run.add_cost` and its usage so far (the last few
+events it saw are tallied in one pass, off the per-append path).  Its
+integrity digest costs nothing per event: at finalize it binds the run id
+and range to the log's own frame chain at the run's last event
+(``frame-chain/1``, :mod:`trajlog.projections.runs`).
 
 Event shapes (``data``)::
 
     run/started   {run_id, identity: {session, agent_preset, tenant?, user?,
                    identity?}, model, params, policy_version,
                    tool_contract_version, static_prefix_hash, privacy_mode,
-                   parent_run, artifacts: {name: pinned id}}
+                   parent_run, artifacts: {name: pinned id},
+                   integrity: "frame-chain/1"}
     run/finalized {run_id, state: completed | failed | interrupted,
                    cost: {inference | retrieval | tools | persistence:
                           {amount, <usage counters>}},
-                   integrity: {algorithm, first_seq, last_seq, events, digest},
+                   integrity: {algorithm, first_seq, last_seq, events, chain,
+                               digest},
                    error?}
     model/switch  {old, new, reason, context_version, run_id}
 """
@@ -35,15 +39,14 @@ from typing import Any, Protocol
 from ..errors import InvalidArgumentError, InvalidStateError, TrajlogError, ValidationError
 from ..events import Event, SessionHeader
 from ..projections.runs import (
+    CHAIN_DIGEST,
     COST_SURFACES,
-    DIGEST,
     FINALIZED,
     PRIVACY_MODES,
     STARTED,
     SWITCH,
     add_costs,
-    digest_extend,
-    digest_start,
+    chain_digest,
     empty_cost,
     prefix_hash,
     tally,
@@ -65,6 +68,8 @@ class _Log(Protocol):
     @property
     def last_seq(self) -> int: ...
 
+    def _head(self) -> tuple[int, int]: ...
+
     def append(self, type: str, data: Any = None) -> Event: ...
 
     def events(self, from_seq: int = 0, to_seq: int | None = None, *,
@@ -82,12 +87,11 @@ class Run:
         self.started = started
         self.finalized: Event | None = None
         self._added: dict[str, dict[str, float]] = {}
-        # The hash chain and usage over the events from run/started on.  The
-        # handle's own appends are collected as they return (observe: one list
-        # extend on the append path) and folded in one tight pass at finalize,
-        # or every _FOLD_EVERY events (bounded memory); finalize reads back only
-        # what it did not see (another handle's, an async append's).
-        self._digest = digest_start(self.id)
+        # The usage over the events from run/started on.  The handle's own
+        # appends are collected as they return (observe: one list extend on the
+        # append path) and tallied in one tight pass at finalize, or every
+        # _FOLD_EVERY events (bounded memory); finalize reads back only what it
+        # did not see (another handle's, an async append's).
         self._count = 0
         self._cost = empty_cost()
         self._nested: list[str] = []   # runs started inside this one and still open
@@ -117,7 +121,7 @@ class Run:
                     nested.remove(rid)   # (its run/finalized is the parent's, as in the fold)
             if not nested:
                 tally(cost, ev)
-        self._digest, self._count = digest_extend(self._digest, seen), self._count + len(seen)
+        self._count += len(seen)
 
     def __repr__(self) -> str:
         return f"<trajlog.Run {self.id} session={self.session_id}>"
@@ -203,7 +207,7 @@ def started_data(session: _Log, *, model: str, params: Mapping[str, Any] | None,
             "model": model, "params": dict(params or {}), "policy_version": policy_version,
             "tool_contract_version": tool_contract_version,
             "static_prefix_hash": prefix_hash(static_prefix), "privacy_mode": privacy_mode,
-            "parent_run": parent_run, "artifacts": pinned}
+            "parent_run": parent_run, "artifacts": pinned, "integrity": CHAIN_DIGEST}
 
 
 def _artifacts(artifacts: Mapping[str, str] | None) -> dict[str, str]:
@@ -250,9 +254,10 @@ def _close_quietly(session: _Log, current: Run, state: str, exc: BaseException) 
 
 def finalize(session: _Log, current: Run, state: str, error: str | None = None) -> Event:
     """Append ``run/finalized``: the run's own usage (read back from the log,
-    attributed as the fold attributes it), the added amounts, and the hash
-    chain over its events."""
-    first, last = current.started.seq, session.last_seq
+    attributed as the fold attributes it), the added amounts, and the
+    digest binding the run to the frame chain at its last event."""
+    first = current.started.seq
+    last, chain = session._head()   # one read: the last seq and its chain
     current._observing = False
     if current._next <= last:   # what the run did not see appended
         batch: list[Event] = []
@@ -264,12 +269,13 @@ def finalize(session: _Log, current: Run, state: str, error: str | None = None) 
         if batch:
             current._take(batch)
     current._fold()
-    digest, count, cost = current._digest, current._count, current._cost
+    count, cost = current._count, current._cost
     add_costs(cost, current._added)
     data: dict[str, Any] = {
         "run_id": current.id, "state": state, "cost": cost,
-        "integrity": {"algorithm": DIGEST, "first_seq": first, "last_seq": last,
-                      "events": count, "digest": digest.hex()}}
+        "integrity": {"algorithm": CHAIN_DIGEST, "first_seq": first, "last_seq": last,
+                      "events": count, "chain": f"{chain:016x}",
+                      "digest": chain_digest(current.id, first, last, chain)}}
     if error is not None:
         data["error"] = error
     current.finalized = session.append(FINALIZED, data)

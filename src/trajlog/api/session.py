@@ -73,6 +73,11 @@ class Session:
     def _chain_at(self, seq: int) -> int:
         return self._e.reading.chain_at(self._ref, seq)
 
+    def _head(self) -> tuple[int, int]:
+        """(last seq, its chain) in one read -- what a run's digest binds to."""
+        head = self._e.reading.head(self._ref)
+        return head.last_seq, head.chain
+
     def _wrap(self, ref: LogRef) -> Session:
         return Session(self._e, ref)
 

@@ -6,11 +6,18 @@ a run is kept anywhere but in those events and the ones between them: the
 envelope is a fold of the log, and a run whose ``run/finalized`` is missing
 (a crash) is reported as ``open``.
 
-Integrity.  ``run/finalized`` records ``integrity.digest``: a SHA-256 hash
-chain over the events ``first_seq .. last_seq`` of the run, each as
-``seq || event payload v1`` (the bytes :func:`trajlog.events.encode_event`
-gives for the event as read back).  The fold recomputes it and reports
-``integrity`` as ``ok``, ``mismatch`` (the events the log holds now are not
+Integrity.  ``run/finalized`` records ``integrity.digest`` over the events
+``first_seq .. last_seq`` of the run.  Algorithm ``frame-chain/1`` (what
+:meth:`Session.run` writes; ``run/started`` declares it): SHA-256 of the run
+id, the range and the log's frame chain at ``last_seq`` -- the chain of
+FORMAT.md §3 already binds every frame's payload check to the one before,
+so the run costs no hashing per event.  :func:`runs` reads the stored chain
+(verified with its row) and recomputes the digest; the frames themselves are
+checked as the fold reads them.  Algorithm ``sha256-chain/1`` (runs written
+before): a SHA-256 hash chain over the events, each as ``seq || event
+payload v1`` (:func:`trajlog.events.encode_event` of the event as read
+back), recomputed by the fold.  Either way ``integrity`` is ``ok``,
+``mismatch`` (the events the log holds now are not
 the ones the run was finalized over), ``erased`` (an event of the run was
 erased under a tombstone: its content is gone by design, so the digest cannot
 be recomputed -- the frame chain still covers it, ``Session.verify()``),
@@ -30,7 +37,7 @@ from __future__ import annotations
 
 import hashlib
 import math
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from typing import Any, ClassVar
 
 import msgspec
@@ -44,6 +51,7 @@ COST_SURFACES = ("inference", "retrieval", "tools", "persistence")
 RUN_STATES = ("completed", "failed", "interrupted")
 PRIVACY_MODES = ("full", "metadata", "none")
 DIGEST = "sha256-chain/1"
+CHAIN_DIGEST = "frame-chain/1"
 _TOKENS = ("input_tokens", "output_tokens")
 
 
@@ -73,6 +81,14 @@ def digest_add(digest: bytes, ev: Event) -> bytes:
 _ENVELOPE_END = 3 + len(ENVELOPE_FIELDS)
 _NO_ENVELOPE = (None,) * len(ENVELOPE_FIELDS)
 _encode = msgspec.msgpack.Encoder().encode
+
+
+def chain_digest(run_id: str, first: int, last: int, chain: int) -> str:
+    """The ``frame-chain/1`` digest: SHA-256 of the run id, its seq range and
+    the log's own frame chain at ``last`` -- which already commits to every
+    frame up to it, so a run needs no second hash over its events."""
+    return hashlib.sha256(digest_start(run_id) + first.to_bytes(8, "big")
+                          + last.to_bytes(8, "big") + chain.to_bytes(8, "big")).hexdigest()
 
 
 def digest_extend(digest: bytes, events: Iterable[Event]) -> bytes:
@@ -153,6 +169,9 @@ class RunEnvelope(msgspec.Struct, frozen=True):
     started_at: int
     finalized_at: int | None
     artifacts: dict[str, str] = msgspec.field(default_factory=dict)
+    #: a ``frame-chain/1`` run not checked yet: (last seq, recorded digest);
+    #: :func:`settle` checks it against the log's chain (None once settled)
+    chain_check: tuple[int, str] | None = None
 
 
 class RunsState(msgspec.Struct):
@@ -167,7 +186,7 @@ class Runs:
     """The fold behind :func:`runs` (every event: a run covers all types)."""
 
     name: ClassVar[str] = "runs"
-    version: ClassVar[int] = 2   # 2: envelopes carry artifacts
+    version: ClassVar[int] = 3   # 2: envelopes carry artifacts; 3: frame-chain runs
     state_type: ClassVar[Any] = RunsState
     autosave: ClassVar[bool] = True
 
@@ -180,7 +199,9 @@ class Runs:
         if ev.type == STARTED and isinstance(rid, str) and rid not in state.runs:
             state.runs[rid] = self._started(ev, d, rid)
             state.open.append(rid)
-            state.digests[rid], state.erased[rid] = digest_start(rid), []
+            state.erased[rid] = []
+            if d.get("integrity") != CHAIN_DIGEST:   # an older run: hashed event by event
+                state.digests[rid] = digest_start(rid)
         elif ev.type == FINALIZED and isinstance(rid, str) and rid in state.open:
             self._finalized(state, ev, d, rid)
         if ev.type == SWITCH and state.open:
@@ -188,7 +209,8 @@ class Runs:
                 {"seq": ev.seq, **{k: d.get(k) for k in ("old", "new", "reason",
                                                           "context_version")}})
         for open_id in state.open:
-            state.digests[open_id] = digest_add(state.digests[open_id], ev)
+            if open_id in state.digests:
+                state.digests[open_id] = digest_add(state.digests[open_id], ev)
             state.digest_seq[open_id] = ev.seq
             if is_erased(ev):
                 state.erased[open_id].append(ev.seq)
@@ -212,13 +234,13 @@ class Runs:
                 "privacy_mode": d.get("privacy_mode"), "identity": identity,
                 "cost": None, "integrity": "open", "integrity_detail": None, "switches": [],
                 "error": None, "started_at": ev.time, "finalized_at": None,
-                "artifacts": artifacts, "tally": empty_cost()}
+                "artifacts": artifacts, "tally": empty_cost(), "chain_check": None}
 
     @staticmethod
     def _finalized(state: RunsState, ev: Event, d: dict[str, Any], rid: str) -> None:
         run = state.runs[rid]
         state.open.remove(rid)
-        digest, last = state.digests.pop(rid), state.digest_seq.pop(rid)
+        digest, last = state.digests.pop(rid, None), state.digest_seq.pop(rid)
         erased = state.erased.pop(rid)
         found = d.get("integrity")
         rec: dict[str, Any] = found if isinstance(found, dict) else {}
@@ -231,7 +253,12 @@ class Runs:
                       f"events up to {last} came before run/finalized (another writer)")
         elif erased:
             verdict, detail = "erased", f"erased seqs {erased}"
-        elif rec.get("algorithm") != DIGEST or rec.get("digest") != digest.hex():
+        elif rec.get("algorithm") == CHAIN_DIGEST and isinstance(rec.get("digest"), str):
+            # checked against the frame chain by settle(): the fold sees no chains
+            verdict, detail = "pending", None
+            run["chain_check"] = (last, rec["digest"])
+        elif (rec.get("algorithm") != DIGEST or digest is None
+              or rec.get("digest") != digest.hex()):
             verdict, detail = "mismatch", (f"the log's events {rec['first_seq']}..{last} "
                                            f"do not hash to the recorded digest")
         else:
@@ -254,8 +281,31 @@ class Runs:
             fields["identity"] = _json_copy(run["identity"])
             fields["switches"] = _json_copy(run["switches"])
             fields["artifacts"] = dict(run.get("artifacts", {}))
+            check = run.get("chain_check")
+            fields["chain_check"] = None if check is None else (int(check[0]), str(check[1]))
             out.append(RunEnvelope(**fields))
         return out
+
+
+def settle(envelopes: list[RunEnvelope],
+           chain_at: Callable[[int], int]) -> list[RunEnvelope]:
+    """Check each ``frame-chain/1`` run the fold left pending against the
+    log's frame chain at its last seq (``chain_at``: a session's stored,
+    verified chain value at a seq): ``ok`` or ``mismatch``."""
+    out = []
+    for env in envelopes:
+        if env.chain_check is not None:
+            last, recorded = env.chain_check
+            found = chain_digest(env.run_id, env.started_seq, last, chain_at(last))
+            verdict, detail = ("ok", None) if found == recorded else (
+                "mismatch", f"the log's frame chain at seq {last} is not the one the run "
+                            f"was finalized over: events {env.started_seq}..{last} (or before) "
+                            "changed, or the run was copied into another log (an export and "
+                            "import keep the chain)")
+            env = msgspec.structs.replace(env, integrity=verdict, integrity_detail=detail,
+                                          chain_check=None)
+        out.append(env)
+    return out
 
 
 def _json_copy(value: Any) -> Any:
@@ -268,8 +318,9 @@ RUNS = Runs()
 def runs(session: Projectable) -> list[RunEnvelope]:
     """Every run of ``session``'s log (its inherited prefix first, for a
     fork), in the order they started, with their integrity checked."""
-    result: list[RunEnvelope] = _project(session.fold_source(), RUNS)
-    return result
+    source = session.fold_source()
+    result: list[RunEnvelope] = _project(source, RUNS)
+    return settle(result, source.chain_at)
 
 
 class RunNode(msgspec.Struct, frozen=True):

@@ -45,7 +45,7 @@ from .. import projections
 from ..api import Session, Store
 from ..errors import InvalidArgumentError, TrajlogError
 from ..events import SessionHeader
-from ..projections.runs import RUNS, RunEnvelope
+from ..projections.runs import RUNS, RunEnvelope, settle
 from .marks import Marks
 
 VERSION = 1
@@ -231,7 +231,8 @@ def _session_model(s: Session, tables: _Tables, inh: int, sink: Sink | None) -> 
     return {**_header(s.header), "inh": inh, "base": base, "last": s.last_seq, "ev": rows,
             "chat": chat, "traj": traj, "hist": hist, "ctx": ctx, "goals": goals,
             "skipped": {str(x["seq"]): x.get("reason") for x in goal.skipped},
-            "goal_rev": goal.revision, "runs": [_run_row(r) for r in RUNS.view(runs_state)],
+            "goal_rev": goal.revision, "runs": [_run_row(r) for r in settle(RUNS.view(runs_state),
+                                                                     s._chain_at)],
             "marks": {"cp": marks.checkpoints, "rec": marks.recoveries, "fork": marks.forks}}
 
 
