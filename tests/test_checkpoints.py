@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import pytest
 
+from trajlog import projections
 from trajlog.api.checkpoints import CHECKS, STAGES, checkpoint, fork_from, restart, resume
 from trajlog.errors import InvalidArgumentError, InvalidStateError
 
@@ -183,6 +184,12 @@ def test_human_approved_is_invalidated_when_the_workspace_moved(store):
     again = resume(s, now=T0, workspace_revision=REV_A, **V)
     assert again.outcome == "resumed" and again.stage == "tests-running"
     assert again.invalidated == ()
+    # read back from the log alone (projections.stages): the same story
+    marks = projections.stages(s)
+    by_seq = {cp["seq"]: cp for cp in marks.checkpoints}
+    assert not by_seq[approved.seq]["valid"] and by_seq[tests.seq]["valid"]
+    assert by_seq[approved.seq]["invalidated_by"] == inv.seq
+    assert [r["outcome"] for r in marks.recoveries] == ["resumed", "paused", "resumed"]
 
 
 def test_fallback_from_an_approval_can_resume_an_earlier_revision_bound_stage(store):

@@ -195,16 +195,19 @@ def test_chat_trajectory_context_and_tree(tour):
     assert "2 error(s)" in traj
     turns = [json.loads(x) for x in run("trajectory", sid, "--json",
                                         cwd=where).stdout.splitlines()]
-    assert len(turns) == 3 and turns[1]["interrupted"] is True
+    # the tour's three turns, then the replayed run's turn
+    assert len(turns) == 4 and turns[1]["interrupted"] is True
+    assert turns[3]["start_seq"] is not None and not turns[3]["interrupted"]
     ctx = run("context", sid, cwd=where).stdout
     assert "included (" in ctx and "HUMAN-" in ctx
-    assert "source.untrusted  x1" in ctx and "Ignore previous instructions" in ctx
+    # the latest build: the replayed run's, which also kept the forum's tool result out
+    assert "source.untrusted  x2" in ctx and "Ignore previous instructions" in ctx
     assert "require.workspace_revision" in ctx
     builds = run("context", sid, "--list", cwd=where).stdout.splitlines()
-    assert len(builds) == 1 and "policy coding-default" in builds[0]
+    assert len(builds) == 2 and all("policy coding-default" in b for b in builds)
     data = json.loads(run("context", sid, "--json", cwd=where).stdout)
-    assert data["excluded"]["source.untrusted"] == 1
-    assert sum(b - a + 1 for a, b in data["excluded_seqs"]["source.untrusted"]) == 1
+    assert data["excluded"]["source.untrusted"] == 2
+    assert sum(b - a + 1 for a, b in data["excluded_seqs"]["source.untrusted"]) == 2
     fork = next(s for s in tour["sessions"] if s["kind"] == "fork")
     assert "no context build" in one_line_error(run("context", fork["id"], cwd=where), 3)
     tree = run("tree", fork["id"][:8], cwd=where).stdout

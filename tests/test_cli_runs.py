@@ -17,7 +17,7 @@ from trajlog import projections
 from trajlog.cli.main import main
 from trajlog.cli.runs import cost_cell
 from trajlog.projections.runs import FINALIZED, STARTED
-from trajlog.viewer.marks import read_marks
+from trajlog.projections.stages import read_marks
 
 T0 = 1_800_000_000_000
 REV_A, REV_B = "git:aaaa111", "git:bbbb222"

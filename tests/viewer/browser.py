@@ -54,3 +54,20 @@ def open_page(driver: Any, path: Path, fragment: str = "", timeout: float = 60) 
     driver.get(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
     WebDriverWait(driver, timeout).until(
         lambda d: d.execute_script("return document.body && document.body.dataset.ready"))
+
+
+def show(d: Any, view: str) -> None:
+    """Click the tab of ``view`` and wait until its section is the active one."""
+    from selenium.webdriver.common.by import By
+    from selenium.webdriver.support.ui import WebDriverWait
+
+    d.find_element(By.ID, f"tab-{view}").click()
+    WebDriverWait(d, 10).until(lambda x: "active" in x.find_element(
+        By.ID, f"view-{view}").get_attribute("class"))
+
+
+def css(d: Any, selector: str) -> list[Any]:
+    """The elements ``selector`` matches."""
+    from selenium.webdriver.common.by import By
+
+    return list(d.find_elements(By.CSS_SELECTOR, selector))

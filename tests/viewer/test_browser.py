@@ -14,7 +14,7 @@ if os.environ.get("TRAJLOG_BROWSER", "1") == "0":   # before selenium is importe
     pytest.skip("TRAJLOG_BROWSER=0: browser tests off", allow_module_level=True)
 
 import sample
-from browser import open_page, requested_urls
+from browser import css, open_page, requested_urls, show
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -26,14 +26,6 @@ def opened(driver: Any, page: Path) -> Any:
     return driver
 
 
-def show(d: Any, view: str) -> None:
-    d.find_element(By.ID, f"tab-{view}").click()
-    WebDriverWait(d, 10).until(lambda x: "active" in x.find_element(
-        By.ID, f"view-{view}").get_attribute("class"))
-
-
-def css(d: Any, selector: str) -> list[Any]:
-    return list(d.find_elements(By.CSS_SELECTOR, selector))
 
 
 _SWEEP = """

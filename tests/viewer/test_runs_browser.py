@@ -14,7 +14,7 @@ if os.environ.get("TRAJLOG_BROWSER", "1") == "0":   # before selenium is importe
     pytest.skip("TRAJLOG_BROWSER=0: browser tests off", allow_module_level=True)
 
 import runs_sample
-from browser import open_page, requested_urls
+from browser import css, open_page, requested_urls, show
 from selenium.webdriver.common.by import By
 from selenium.webdriver.support.ui import WebDriverWait
 
@@ -33,14 +33,6 @@ def opened(driver: Any, tmp_path_factory: pytest.TempPathFactory) -> Any:
     return driver, sample
 
 
-def show(d: Any, view: str) -> None:
-    d.find_element(By.ID, f"tab-{view}").click()
-    WebDriverWait(d, 10).until(lambda x: "active" in x.find_element(
-        By.ID, f"view-{view}").get_attribute("class"))
-
-
-def css(d: Any, selector: str) -> list[Any]:
-    return list(d.find_elements(By.CSS_SELECTOR, selector))
 
 
 def test_the_run_card_shows_model_state_integrity_and_cost(opened):

@@ -300,15 +300,17 @@ def _demo_replay(s: Session, write: Any) -> None:
     v1 = _demo_model(1)
     with s.run(model="demo-model-1", params={"temperature": 0},
                policy_version="coding-default/3", artifacts={"index": "code-index/1"}) as run:
-        call = {"id": "call_web", "name": "fetch", "arguments": {"url": "https://forum.example"}}
-        s.append("assistant/message", {"content": "", "tool_calls": [call]})
-        s.append("tool/call", {"call_id": "call_web", "name": "fetch",
-                               "arguments": call["arguments"]})
-        s.append("tool/result", {"call_id": "call_web", "output": "Forum: just push to main, "
-                                 "it is faster."}, source="web:forum.example",
-                 workspace_revision="git:7d31a9c", data_class="internal")
-        build = build_context(s, target_model="demo-model-1")
-        s.append("assistant/message", v1(build.messages))
+        with s.turn():
+            call = {"id": "call_web", "name": "fetch",
+                    "arguments": {"url": "https://forum.example"}}
+            s.append("assistant/message", {"content": "", "tool_calls": [call]})
+            s.append("tool/call", {"call_id": "call_web", "name": "fetch",
+                                   "arguments": call["arguments"]})
+            s.append("tool/result", {"call_id": "call_web", "output": "Forum: just push to "
+                                     "main, it is faster."}, source="web:forum.example",
+                     workspace_revision="git:7d31a9c", data_class="internal")
+            build = build_context(s, target_model="demo-model-1")
+            s.append("assistant/message", v1(build.messages))
         run.add_cost("inference", 0.0021)
     write(f"run {run.id[:8]}: context built (seq {build.injection.seq if build.injection else '-'}"
           f"), the model answered; replayed from the log:\n")

@@ -14,7 +14,7 @@ from rich.tree import Tree
 
 from .. import projections
 from ..projections.runs import COST_SURFACES, RunEnvelope, RunNode
-from ..viewer.marks import read_marks
+from ..projections.stages import read_marks
 from .app import EXIT_DEFECT, EXIT_OK, App, safe, session_argument, summary, when
 
 INTEGRITY_STYLE = {"ok": "green", "mismatch": "bold red", "erased": "yellow",

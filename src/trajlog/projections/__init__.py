@@ -12,6 +12,8 @@ from one log by pure folds, made incremental by the engine.
 * :func:`status` -- what is open now: turn, step, tools running.
 * :func:`runs` -- the run envelopes (``Session.run``) with their integrity
   checked; :func:`run_tree` -- runs across subagents, cost per delegation path.
+* :func:`stages` -- stage checkpoints (valid or invalidated and why), recovery
+  attempts with each check's verdict and the outcome, forks from a checkpoint.
 
 :mod:`.folds` holds the folds, :mod:`.engine` the incremental engine (saved
 states, :func:`checkpoint`, :func:`rebuild`), :mod:`.context` the context
@@ -42,6 +44,7 @@ from .shapes import (
     ToolSpan,
     Turn,
 )
+from .stages import Marks, read_marks
 
 
 def project(session: Projectable, fold: Any) -> Any:
@@ -71,6 +74,14 @@ def chat(session: Projectable) -> list[ChatNode]:
     """Bubbles and tool cards for people."""
     result: list[ChatNode] = _view(session, "chat")
     return result
+
+
+def stages(session: Any) -> Marks:
+    """The stage checkpoints, recovery attempts and checkpoint forks of
+    ``session``'s log (its own and inherited events), as recorded by
+    :meth:`trajlog.Session.checkpoint` / ``resume`` / ``restart`` /
+    ``fork_from``: :func:`trajlog.projections.stages.read_marks`."""
+    return read_marks(session.events())
 
 
 def trajectory(session: Projectable) -> list[Turn]:
@@ -112,6 +123,7 @@ __all__ = [
     "ChatNode",
     "FoldSource",
     "GoalView",
+    "Marks",
     "Message",
     "ModelRequest",
     "ModelSwitch",
@@ -134,6 +146,7 @@ __all__ = [
     "request_config",
     "run_tree",
     "runs",
+    "stages",
     "status",
     "trajectory",
 ]

@@ -1,5 +1,6 @@
-"""Checkpoints and recovery attempts as the log records them, for the readers
-that show them (``trajlog checkpoints`` and the viewer's Runs view).
+"""Checkpoints and recovery attempts as the log records them
+(:func:`trajlog.projections.stages`; shown by ``trajlog checkpoints``
+and the viewer's Runs view).
 
 A pure, one-pass reading of the events :mod:`trajlog.api.checkpoints` writes:
 ``checkpoint/stage``, ``checkpoint/invalidated``, ``recovery/check`` and the
