@@ -350,33 +350,6 @@ def test_pinned_artifacts_are_recorded_and_on_the_envelope(store):
     assert projections.runs(s)[-1].artifacts == {"ok": "id"}
 
 
-def test_digest_extend_is_the_chain_of_digest_add(store):
-    """Rule: the one-pass digest a run computes at finalize is the fold's
-    per-event chain (change either link: they differ)."""
-    from trajlog.projections.runs import digest_add, digest_extend, digest_start
-    s = store.create_session(cwd="/r")
-    one_turn(s, 1)
-    s.append("user/message", {"content": "enveloped"}, source="human:a",
-             workspace_revision="rev-1")
-    evs = list(s.events())
-    chained = digest_start("r")
-    for ev in evs:
-        chained = digest_add(chained, ev)
-    assert digest_extend(digest_start("r"), evs) == chained
-    assert digest_extend(digest_start("r"), evs[:-1]) != chained
-    # its no-envelope fast path: any one envelope field set (the last one too)
-    # takes the payload encoding with it (narrow the check: these differ)
-    from trajlog.events import ENVELOPE_FIELDS, Event
-    values = {"causal_parent": 3, "supersedes": 2}
-    made = [Event("tool/result", 1, {"output": "x"}, seq=i, **{f: values.get(f, "v")})
-            for i, f in enumerate(ENVELOPE_FIELDS)]
-    made.append(Event("user/message", 2, {"content": "plain"}, seq=len(made)))
-    chained = digest_start("r")
-    for ev in made:
-        chained = digest_add(chained, ev)
-    assert digest_extend(digest_start("r"), made) == chained
-
-
 def test_a_long_run_folds_in_chunks_and_counts_every_event(store, monkeypatch):
     """Rule: the events a run collects are folded every _FOLD_EVERY events and
     at finalize, each once and in order (lose or repeat a chunk: the digest

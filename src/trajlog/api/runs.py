@@ -45,11 +45,12 @@ from ..projections.runs import (
     PRIVACY_MODES,
     STARTED,
     SWITCH,
+    USAGE_TYPES,
     add_costs,
     chain_digest,
     empty_cost,
     prefix_hash,
-    tally,
+    usage_of,
 )
 
 _IDENTITY_KEYS = ("tenant", "user", "identity")   # the header metadata a child inherits
@@ -81,6 +82,9 @@ class Run:
     its run id, ``started`` its ``run/started`` event, ``finalized`` its
     ``run/finalized`` once the block is left."""
 
+    __slots__ = ("_added", "_cost", "_count", "_nested", "_next", "_observing", "_seen",
+                 "finalized", "id", "session_id", "started")
+
     def __init__(self, session_id: str, started: Event) -> None:
         self.id: str = started.data["run_id"]
         self.session_id = session_id
@@ -106,11 +110,12 @@ class Run:
             self._fold()
 
     def _fold(self) -> None:
-        """Fold the events seen since the last fold into the chain, the count
-        and the usage (attributed as the fold attributes it: to the innermost
-        open run, so not to this one while a nested run is open)."""
+        """Fold the events seen since the last fold into the count and the
+        usage (attributed as the fold attributes it: to the innermost open
+        run, so not to this one while a nested run is open)."""
         seen, self._seen = self._seen, []
         nested, cost, own = self._nested, self._cost, self.started.seq
+        counted = 0
         for ev in seen:
             t = ev.type
             if t in _EDGES:
@@ -120,7 +125,11 @@ class Run:
                 elif t == FINALIZED and rid in nested:
                     nested.remove(rid)   # (its run/finalized is the parent's, as in the fold)
             if not nested:
-                tally(cost, ev)
+                counted += 1
+                if t in USAGE_TYPES:
+                    usage_of(cost, ev)
+        persistence = cost["persistence"]
+        persistence["events"] = persistence.get("events", 0) + counted
         self._count += len(seen)
 
     def __repr__(self) -> str:

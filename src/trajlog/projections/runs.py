@@ -42,7 +42,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from ..events import ENVELOPE_FIELDS, Event, encode_event
+from ..events import Event, encode_event
 from .engine import Projectable
 from .engine import project as _project
 
@@ -75,32 +75,12 @@ def digest_add(digest: bytes, ev: Event) -> bytes:
     return hashlib.sha256(digest + ev.seq.to_bytes(8, "big") + encode_event(ev)).digest()
 
 
-# An Event with no envelope field set: its payload v1 is [type, time, data]
-# (trailing unset fields left out), encoded straight from the struct's tuple --
-# the same bytes as encode_event, without building its field list.
-_ENVELOPE_END = 3 + len(ENVELOPE_FIELDS)
-_NO_ENVELOPE = (None,) * len(ENVELOPE_FIELDS)
-_encode = msgspec.msgpack.Encoder().encode
-
-
 def chain_digest(run_id: str, first: int, last: int, chain: int) -> str:
     """The ``frame-chain/1`` digest: SHA-256 of the run id, its seq range and
     the log's own frame chain at ``last`` -- which already commits to every
     frame up to it, so a run needs no second hash over its events."""
     return hashlib.sha256(digest_start(run_id) + first.to_bytes(8, "big")
                           + last.to_bytes(8, "big") + chain.to_bytes(8, "big")).hexdigest()
-
-
-def digest_extend(digest: bytes, events: Iterable[Event]) -> bytes:
-    """:func:`digest_add` over ``events`` in order (the same links, in one
-    tight loop: what a run folds, off the per-append path)."""
-    sha, astuple, end, none = hashlib.sha256, msgspec.structs.astuple, _ENVELOPE_END, _NO_ENVELOPE
-    for ev in events:
-        fields = astuple(ev)
-        raw = _encode(fields[:3]) if type(ev) is Event and fields[3:end] == none else (
-            encode_event(ev))
-        digest = sha(digest + ev.seq.to_bytes(8, "big") + raw).digest()
-    return digest
 
 
 def is_erased(ev: Event) -> bool:
@@ -112,10 +92,21 @@ def empty_cost() -> dict[str, dict[str, float]]:
     return {s: {"amount": 0.0} for s in COST_SURFACES}
 
 
+#: the event types whose payload says something about usage
+USAGE_TYPES = frozenset({"assistant/message", "tool/result"})
+
+
 def tally(cost: dict[str, dict[str, float]], ev: Event) -> None:
     """Add what ``ev`` itself says about usage to ``cost`` (the run's own)."""
     usage = cost["persistence"]
     usage["events"] = usage.get("events", 0) + 1
+    if ev.type in USAGE_TYPES:
+        usage_of(cost, ev)
+
+
+def usage_of(cost: dict[str, dict[str, float]], ev: Event) -> None:
+    """The usage an ``assistant/message`` or ``tool/result`` states (not the
+    event count: :func:`tally`)."""
     d = ev.data
     if not isinstance(d, dict):
         return
@@ -381,5 +372,5 @@ def build_tree(envelopes: Iterable[RunEnvelope]) -> list[RunNode]:
 
 __all__ = ["COST_SURFACES", "DIGEST", "FINALIZED", "PRIVACY_MODES", "RUNS", "RUN_STATES",
            "STARTED", "SWITCH", "RunEnvelope", "RunNode", "Runs", "build_tree",
-           "digest_add", "digest_extend", "digest_start", "empty_cost", "is_erased",
+           "digest_add", "digest_start", "empty_cost", "is_erased",
            "prefix_hash", "run_tree", "runs", "tally"]
