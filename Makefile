@@ -160,7 +160,8 @@ bench:  ## every benchmark, quick mode
 # whole suite already ran three times (test-c, test-python, sanitize).
 SDIST_TESTS := tests/test_vectors.py tests/test_api_surface.py tests/test_architecture.py \
 	tests/test_migration.py tests/test_cli.py tests/test_store.py \
-	tests/interop/test_export.py tests/interop/test_realdata.py tests/viewer/test_document.py
+	tests/interop/test_export.py tests/interop/test_realdata.py tests/viewer/test_document.py \
+	tests/test_replay.py tests/test_readme.py
 
 sdist-roundtrip:  ## build an sdist, check it holds every tracked file, install it, run tests
 	rm -rf $(BUILD)/sdist && mkdir -p $(BUILD)/sdist

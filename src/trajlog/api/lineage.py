@@ -203,15 +203,15 @@ class Lineage:
     def _paused_at(self, tx: Writer, ref: LogRef, upto: int) -> tuple[LogRef, Event] | None:
         """The ``redaction/paused`` in force in ``ref``'s log at seq ``upto``
         (and the log holding it), or None.  A child made paused holds its own
-        copy, so a log's own events decide; the parent's cached write state
-        answers the usual case (a cut at its head, not paused) without a read."""
+        copy, so a log's own events decide; the writer's cached prefix state
+        (which the child's first write reuses) answers whether one holds, and
+        only then is the pause event itself read."""
         while ref.parent is not None and upto < ref.seed:
             ref = ref.parent   # the cut lies in an inherited prefix
         if upto < ref.seed:
             return None
-        state = self._writer.state(tx, ref)
-        if upto == state.synced_seq and not state.paused:
-            return None
+        if not self._writer.prefix_paused(tx, ref, upto + 1):
+            return None   # the usual case, from the prefix state the fork needs anyway
         found: Event | None = None
         for ev in self._reading.events(ref, ref.seed, upto, want=PAUSE_TYPES.__contains__,
                                        reader=tx):

@@ -83,6 +83,8 @@ _STATE_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn
 def _followed(type_: str) -> bool:
     return type_ in _STATE_TYPES or type_.startswith("compaction/")
 _ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
+# a fork point's state: lifecycle, compactions, whether a redaction pause holds
+_Prefix = tuple[Tracker, list[tuple[int, int]], bool]
 _NO_ENVELOPE: Mapping[str, Any] = MappingProxyType({})
 _PAYLOAD = msgspec.msgpack.Encoder()
 # Refusals: raised before a request writes anything, so its group commit goes on.
@@ -128,7 +130,7 @@ class WriteEngine:
         self.on_small_rows = on_small_rows   # the repacker's request, if it runs by itself
         self.redactor: Redactor | None = None  # trajlog.redaction: set by the store
         self._states: dict[int, LogState] = {}
-        self._prefix: dict[tuple[int, int], tuple[Tracker, list[tuple[int, int]]]] = {}
+        self._prefix: dict[tuple[int, int], _Prefix] = {}
         self._types_seen: dict[str, bool] = {}  # valid types -> checked in the transaction
         self.commit = GroupCommit(backend, _REFUSALS, self._forget_key, self._foreign)
         self.leases = Leases(self.transaction, options.writer_id, options.lease_ttl_ms,
@@ -186,7 +188,7 @@ class WriteEngine:
                                             state.synced_seq, last_seq, state.paused)
             state.synced_seq, state.chain, state.lease, state.stale = last_seq, chain, lease, False
             return state
-        tracker, compactions = self._prefix_state(tx, ref)
+        tracker, compactions, _ = self._prefix_state(tx, ref)
         state = LogState(ref.seed - 1, chain, lease, tracker.copy(), list(compactions))
         if last_seq > state.synced_seq:
             state.paused = self._follow(tx, ref, state.tracker, state.compactions,
@@ -219,17 +221,23 @@ class WriteEngine:
             paused = p if (p := pause_state(ev.type)) is not None else paused
         return paused
 
-    def _prefix_state(self, tx: Writer, ref: LogRef) -> tuple[Tracker, list[tuple[int, int]]]:
+    def _prefix_state(self, tx: Writer, ref: LogRef) -> _Prefix:
         """The lifecycle and compactions of a fork's inherited prefix: a fork may
         not reuse its call ids, may answer the calls it left open, and must nest
         with its compactions.  A prefix never changes, so its state is cached
         per fork point (or copied from the parent's when that still ends there)."""
         if not ref.seed or ref.parent is None:
-            return Tracker(), []
+            return Tracker(), [], False
         return self._prefix_at(tx, ref.parent, ref.seed)
 
-    def _prefix_at(self, tx: Writer, parent: LogRef,
-                   seed: int) -> tuple[Tracker, list[tuple[int, int]]]:
+    def prefix_paused(self, tx: Writer, parent: LogRef, seed: int) -> bool:
+        """Whether a redaction pause is in force in the log holding seq
+        ``seed - 1`` of ``parent`` (its own events decide: a child made paused
+        holds its own copy) -- from the cached prefix state a fork's first
+        write needs anyway, so a fork reads its parent's log once."""
+        return self._prefix_at(tx, parent, seed)[2]
+
+    def _prefix_at(self, tx: Writer, parent: LogRef, seed: int) -> _Prefix:
         """The state of ``parent``'s log up to seq ``seed - 1``."""
         while parent.parent is not None and seed <= parent.seed:
             parent = parent.parent  # the cut lies in the parent's own inherited prefix
@@ -239,12 +247,12 @@ class WriteEngine:
             return cached
         at_parent = self._states.get(parent.sid)
         if at_parent is not None and at_parent.synced_seq == seed - 1:
-            cached = (at_parent.tracker.copy(), list(at_parent.compactions))
+            cached = (at_parent.tracker.copy(), list(at_parent.compactions), at_parent.paused)
         else:
-            tracker, compactions = self._prefix_state(tx, parent)  # (parent.seed < seed)
+            tracker, compactions, _ = self._prefix_state(tx, parent)  # (parent.seed < seed)
             tracker, compactions = tracker.copy(), list(compactions)
-            self._follow(tx, parent, tracker, compactions, parent.seed - 1, seed - 1)
-            cached = (tracker, compactions)
+            paused = self._follow(tx, parent, tracker, compactions, parent.seed - 1, seed - 1)
+            cached = (tracker, compactions, paused)
         if len(self._prefix) >= _PREFIX_CACHE:
             self._prefix.pop(next(iter(self._prefix)))
         self._prefix[point] = cached
