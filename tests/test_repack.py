@@ -36,6 +36,7 @@ import signal
 import subprocess
 import sys
 import time
+import uuid
 from pathlib import Path
 from typing import Any
 
@@ -989,11 +990,16 @@ def _powerloss_workload(vfs: FaultVFS, plan: PowerLossAtSync, db: Path, durabili
         store._e.backend.write_connection.execute(
             f"PRAGMA wal_autocheckpoint={autocheckpoint}").fetchall()
         conn = tamper.raw(store)
-        s0 = store.create_session(cwd="/0")
+        # fixed ids: random ones order the index B-trees differently from run
+        # to run, and the crash plans count page writes of the run that counted
+        sid = [str(uuid.uuid5(uuid.NAMESPACE_URL, f"trajlog:repack-powerloss/{i}"))
+               for i in range(4)]
+        s0 = store.create_session(cwd="/0", session_id=sid[0])
         with s0.turn():
             s0.append("user/message", {"content": "setup"}, time=_T0)
-        sessions = [s0, store.create_session(cwd="/1"), store.create_session(cwd="/2"),
-                    s0.fork(2)]
+        sessions = [s0, store.create_session(cwd="/1", session_id=sid[1]),
+                    store.create_session(cwd="/2", session_id=sid[2]),
+                    s0.fork(2, session_id=sid[3])]
         run.sids = [s.id for s in sessions]
         for s in sessions:
             run.acked[s.id] = [(e.type, e.data) for e in s.events()]
