@@ -5,7 +5,10 @@ Every event payload (user and assistant messages, tool calls and results,
 any other type) and every memory item's content passes through a
 :class:`Redactor` before it is serialized, so a secret it masks never reaches
 a frame, a chunk row, the WAL, a projection state, the full-text index or an
-export: they are all made from the stored bytes.
+export: they are all made from the stored bytes.  The scanners are in
+:mod:`.scanners`, the table of trajlog's own fields left unscanned in
+:mod:`.machine`; this module holds the policy, the privacy routing and the
+pause.
 
 * **Scanners** (:class:`Scanner`): ``scan(value) -> [Finding(kind, path,
   start, end)]`` over a string or a JSON value; ``path`` names the string
@@ -53,16 +56,28 @@ confirms a guessed payload; a short one can be guessed).
 from __future__ import annotations
 
 import hashlib
-import math
-import re
-from collections.abc import Callable, Iterator, Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from .errors import InvalidArgumentError, RedactionPausedError, RedactionRefusedError
-from .events import DATA_CLASSES, Event
+from ..errors import InvalidArgumentError, RedactionPausedError, RedactionRefusedError
+from ..events import DATA_CLASSES, Event
+from .machine import MACHINE_FIELDS, without_machine
+from .scanners import (
+    BUILTIN,
+    PII_KINDS,
+    SECRET_KINDS,
+    Finding,
+    PatternScanner,
+    Rule,
+    Scanner,
+    key_step,
+    strings,
+)
+
+_JSON = msgspec.json.Encoder(order="sorted")
 
 ACTIONS = ("mask", "refuse", "hash", "allow")
 PRIVACY_MODES = ("full", "metadata", "none")
@@ -72,265 +87,6 @@ PAUSED, RESUMED = "redaction/paused", "redaction/resumed"
 STRUCTURAL = frozenset({"call_id", "id", "name", "is_error", "status", "interrupted",
                         "synthetic", "from_seq", "to_seq", "op", "seq", "target",
                         "background"})
-_JSON = msgspec.json.Encoder(order="sorted")
-_IDENT = re.compile(r"[A-Za-z_][A-Za-z0-9_]*")
-
-
-@dataclass(frozen=True, slots=True)
-class Finding:
-    """One match: its ``kind``, the ``path`` of the string holding it and
-    the span ``start:end`` in that string."""
-
-    kind: str
-    path: str
-    start: int
-    end: int
-
-
-class Scanner(Protocol):
-    """Anything that finds sensitive spans in a string or a JSON value."""
-
-    def scan(self, value: Any) -> list[Finding]:
-        """The findings in ``value`` (paths as :func:`strings` names them)."""
-        ...
-
-
-def strings(value: Any, path: str = "$") -> Iterator[tuple[str, str]]:
-    """(path, string) of every string value inside ``value``, depth first."""
-    for trail, text in _leaves(value, ()):
-        yield path + _path(trail)[1:], text
-
-
-@dataclass(frozen=True, slots=True)
-class Rule:
-    """A pattern for one kind; ``check`` vets a match's text (the value
-    group ``v`` if the pattern has one, else the whole match)."""
-
-    kind: str
-    pattern: re.Pattern[str]
-    check: Callable[[str], bool] | None = None
-    #: a cheap necessary condition (substring tests): False means the
-    #: pattern cannot match, so it is not run (None: always run)
-    trigger: Callable[[str], bool] | None = None
-    #: the shortest text the pattern can match (shorter strings are skipped)
-    min_len: int = 0
-
-
-def _entropy(text: str) -> float:
-    counts = {c: text.count(c) for c in set(text)}
-    n = len(text)
-    return -sum(k / n * math.log2(k / n) for k in counts.values())
-
-
-def _luhn(text: str) -> bool:
-    digits = [int(c) for c in text if c.isdigit()]
-    if not 13 <= len(digits) <= 19:
-        return False
-    total = 0
-    for i, d in enumerate(reversed(digits)):
-        if i % 2:
-            d = d * 2 - 9 if d > 4 else d * 2
-        total += d
-    return total % 10 == 0
-
-
-def _phone(text: str) -> bool:
-    return 9 <= sum(c.isdigit() for c in text) <= 15
-
-
-class PatternScanner:
-    """A scanner made of :class:`Rule` patterns; overlapping matches keep the
-    earlier rule's (rules are tried in order).  Per string, a rule runs only
-    if its ``trigger`` holds and the string is at least its ``min_len``
-    long; a string's path is only spelled out for a finding."""
-
-    def __init__(self, rules: Sequence[Rule]) -> None:
-        self.rules = tuple(rules)
-        self._min = min((r.min_len for r in self.rules), default=0)
-
-    def scan(self, value: Any) -> list[Finding]:
-        """Every rule over every string of ``value``."""
-        out: list[Finding] = []
-        shortest = self._min
-        for trail, text in _leaves(value, ()):
-            if len(text) < shortest:
-                continue
-            taken: list[tuple[int, int]] = []
-            path: str | None = None
-            for rule in self.rules:
-                if len(text) < rule.min_len or (rule.trigger is not None
-                                                 and not rule.trigger(text)):
-                    continue
-                for m in rule.pattern.finditer(text):
-                    group = "v" if "v" in rule.pattern.groupindex and m.group("v") else 0
-                    start, end = m.span(group)
-                    if rule.check is not None and not rule.check(m.group(group)):
-                        continue
-                    if any(s < end and start < e for s, e in taken):
-                        continue
-                    taken.append((start, end))
-                    path = _path(trail) if path is None else path
-                    out.append(Finding(rule.kind, path, start, end))
-        return out
-
-
-def _leaves(value: Any, trail: tuple[str | int, ...]) -> Iterator[tuple[tuple[str | int, ...],
-                                                                       str]]:
-    """(keys and indices, string) of every string in ``value``: :func:`strings`
-    without building a path per string."""
-    if isinstance(value, str):
-        yield trail, value
-    elif isinstance(value, dict):
-        for k, v in value.items():
-            if isinstance(v, str):
-                yield (*trail, k), v
-            elif isinstance(v, (dict, list, tuple)):
-                yield from _leaves(v, (*trail, k))
-    elif isinstance(value, (list, tuple)):
-        for i, v in enumerate(value):
-            if isinstance(v, str):
-                yield (*trail, i), v
-            elif isinstance(v, (dict, list, tuple)):
-                yield from _leaves(v, (*trail, i))
-
-
-def _path(trail: Sequence[str | int]) -> str:
-    """The path :func:`strings` names for ``trail``."""
-    parts = ["$"]
-    for k in trail:
-        if isinstance(k, int):
-            parts.append(f"[{k}]")
-        elif _IDENT.fullmatch(k):
-            parts.append(f".{k}")
-        else:
-            parts.append(f"[{_JSON.encode(k).decode()}]")
-    return "".join(parts)
-
-
-def _has(*needles: str) -> Callable[[str], bool]:
-    return lambda text: any(n in text for n in needles)
-
-
-_DIGITS3 = re.compile(r"\d[ -]?\d[ -]?\d")   # card numbers and phone numbers need this
-_CREDENTIAL_WORDS = ("pass", "pwd", "secret", "key", "token")   # in every _SECRET_WORDS
-_CREDENTIAL_TAIL = re.compile(r"[\w-]*[\"']?\s*[:=]")   # the rest of the word, then : or =
-
-
-def _credential_trigger(text: str) -> bool:
-    """A secret word followed by ``:`` or ``=`` (what the rule needs before
-    its costly case-insensitive alternation runs at every position)."""
-    if "=" not in text and ":" not in text:
-        return False
-    low = text.lower()
-    for word in _CREDENTIAL_WORDS:
-        i = low.find(word)
-        while i >= 0:
-            if _CREDENTIAL_TAIL.match(low, i + len(word)):
-                return True
-            i = low.find(word, i + 1)
-    return False
-
-
-_SECRET_WORDS = (r"password|passwd|pwd|secret|api[_-]?key|apikey|access[_-]?token|"
-                 r"auth[_-]?token|client[_-]?secret|private[_-]?key")
-SECRET_RULES = (
-    Rule("private_key", re.compile(r"-----BEGIN (?:[A-Z0-9]+ )*PRIVATE KEY-----"
-                                   r"(?:.*?-----END (?:[A-Z0-9]+ )*PRIVATE KEY-----|.*\Z)",
-                                   re.DOTALL), trigger=_has("-----BEGIN "), min_len=27),
-    Rule("aws_access_key", re.compile(r"\b(?:AKIA|ASIA|ABIA|ACCA)[0-9A-Z]{16}\b"),
-         trigger=_has("AKIA", "ASIA", "ABIA", "ACCA"), min_len=20),
-    Rule("github_token", re.compile(r"\b(?:gh[pousr]_[A-Za-z0-9]{36,255}|"
-                                    r"github_pat_[A-Za-z0-9_]{22,255})\b"),
-         trigger=_has("gh", "github_pat_"), min_len=33),
-    Rule("openai_key", re.compile(r"\bsk-(?:proj-|svcacct-|admin-)?[A-Za-z0-9_-]{20,}"),
-         trigger=_has("sk-"), min_len=23),
-    Rule("slack_token", re.compile(r"\bxox[abposr]-[A-Za-z0-9-]{10,}"), trigger=_has("xox"),
-         min_len=15),
-    Rule("bearer_token", re.compile(r"\b[Bb]earer\s+(?P<v>[A-Za-z0-9._~+/=-]{16,})"),
-         trigger=_has("earer"), min_len=23),
-    # a credential assigned in text or config; low-entropy values (a
-    # placeholder, "changeme", "${PASSWORD}") are left alone
-    Rule("credential", re.compile(rf"(?i)\b(?:{_SECRET_WORDS})\b[\"']?\s*[:=]\s*[\"']?"
-                                  r"(?P<v>[^\s\"',;&$<{%*][^\s\"',;&]{7,})"),
-         lambda v: _entropy(v) >= 3.0, trigger=_credential_trigger, min_len=12),
-)
-PII_RULES = (
-    Rule("email", re.compile(r"\b[A-Za-z0-9._%+-]+@[A-Za-z0-9-]+(?:\.[A-Za-z0-9-]+)*"
-                             r"\.[A-Za-z]{2,}\b"), trigger=_has("@"), min_len=6),
-    # delimited by non-word characters: a run of digits inside a hex digest or
-    # an id (a run's integrity hash, a uuid) is not a card number
-    Rule("credit_card", re.compile(r"(?<![\w-])(?:\d[ -]?){12,18}\d(?![\w-])"), _luhn,
-         trigger=lambda t: _DIGITS3.search(t) is not None, min_len=13),
-    # international (+cc ...), (area) nnn-nnnn or nnn-nnn-nnnn; never a piece
-    # of a longer run of digit groups (a card number, an id)
-    Rule("phone", re.compile(r"(?<![\w+-])(?<!\d )(?:\+\d{1,3}[ -]?(?:\(\d{1,4}\)|\d{1,4})"
-                             r"[ -]?\d{3,4}[ -]?\d{3,4}|\(\d{3}\) ?\d{3}[ -]\d{4}|"
-                             r"\d{3}-\d{3}-\d{4})(?![\w-]| \d)"), _phone,
-         trigger=lambda t: _DIGITS3.search(t) is not None, min_len=10),
-)
-SECRET_KINDS = frozenset(r.kind for r in SECRET_RULES)
-PII_KINDS = frozenset(r.kind for r in PII_RULES)
-#: The built-in scanner: secrets first (a key inside a URL is a key, not an
-#: e-mail address), then PII.
-BUILTIN = PatternScanner(SECRET_RULES + PII_RULES)
-
-
-# -- trajlog's own machine fields: never scanned ---------------------------------
-
-_UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
-# a digest or a VCS revision: hex with at least one letter (an all-digit value
-# could be a card number), optionally named ("sha256:...")
-_HEX = r"(?:[a-z0-9-]{1,16}:)?(?=[0-9]*[a-f])[0-9a-f]{7,128}"
-_ID = re.compile(_UUID)
-_DIGEST = re.compile(_HEX)
-_RUN = ("run_id",)
-#: event type -> {path (the keys down to it): format}.  What
-#: trajlog's own API writes there is an id (a UUID) or a digest/revision
-#: (hex).  A value is skipped only if it has that format -- so an id cannot
-#: hold text a built-in rule finds, and anything else (a user's run id, a
-#: reason, an error message, a model name) is scanned like any payload.
-MACHINE_FIELDS: Mapping[str, Mapping[tuple[str, ...], re.Pattern[str]]] = {
-    "run/started": {_RUN: _ID, ("parent_run",): _ID, ("identity", "session"): _ID,
-                    ("static_prefix_hash",): _DIGEST},
-    "run/finalized": {_RUN: _ID, ("integrity", "digest"): _DIGEST},
-    "model/switch": {_RUN: _ID},
-    "run/resume": {_RUN: _ID}, "run/restart": {_RUN: _ID}, "run/paused": {_RUN: _ID},
-    "run/fork": {_RUN: _ID, ("parent_session",): _ID, ("child_session",): _ID},
-    "checkpoint/stage": {_RUN: _ID, ("workspace_revision",): _DIGEST},
-    "checkpoint/invalidated": {("recorded_revision",): _DIGEST,
-                               ("current_revision",): _DIGEST},
-    "recovery/check": {_RUN: _ID},
-    "context/injection": {("summary_sha256",): _DIGEST, ("messages_sha256",): _DIGEST,
-                          ("workspace_revision",): _DIGEST},
-    "redaction/paused": {("inherited", "session"): _ID},
-    # a subagent's answer and notification (trajlog.api.lineage)
-    "tool/result": {("child_session",): _ID, ("job_id",): _ID},
-    "subagent/notification": {("child_session",): _ID, ("job_id",): _ID},
-}
-
-
-def _without_machine(type_: str, data: Any) -> Any:
-    """``data`` with trajlog's machine fields for ``type_`` set to None (a
-    copy along their paths only; keys and list positions kept, so that the
-    scanners' paths name the same strings), or ``data`` itself."""
-    spec = MACHINE_FIELDS.get(type_)
-    if spec is None or not isinstance(data, dict):
-        return data
-    out = data
-    for path, form in spec.items():
-        out = _drop(out, path, form)
-    return out
-
-
-def _drop(value: Any, path: tuple[str, ...], form: re.Pattern[str]) -> Any:
-    if not path:
-        return None if isinstance(value, str) and form.fullmatch(value) else value
-    key, rest = path[0], path[1:]
-    if not isinstance(value, dict) or key not in value:
-        return value
-    new = _drop(value[key], rest, form)
-    return value if new is value[key] else {**value, key: new}
-
 
 @dataclass(frozen=True, slots=True)
 class RedactionPolicy:
@@ -391,7 +147,7 @@ class Redactor:
     def redact(self, type_: str, data: Any, data_class: str | None) -> Outcome:
         """Scan ``data`` (but not trajlog's own :data:`MACHINE_FIELDS`) and
         apply the policy (``refuse`` raises)."""
-        view = _without_machine(type_, data)
+        view = without_machine(type_, data)
         findings = [f for s in self.policy.scanners for f in s.scan(view)]
         if not findings:
             return Outcome(data, data_class)
@@ -437,9 +193,7 @@ def _rewrite(value: Any, path: str, spans: Mapping[str, list[tuple[Finding, str]
             value = value[:f.start] + token + value[f.end:]
         return value
     if isinstance(value, dict):
-        return {k: _rewrite(v, f"{path}.{k}" if _IDENT.fullmatch(k) else
-                            f"{path}[{_JSON.encode(k).decode()}]", spans)
-                for k, v in value.items()}
+        return {k: _rewrite(v, path + key_step(k), spans) for k, v in value.items()}
     if isinstance(value, (list, tuple)):
         return [_rewrite(v, f"{path}[{i}]", spans) for i, v in enumerate(value)]
     return value
