@@ -73,7 +73,7 @@ def _style(table: dict[str, str], value: str) -> str:
 @click.pass_obj
 def runs(app: App, session: str, as_tree: bool, as_json: bool) -> int:
     """The runs of a session (Session.run): model, state, the integrity
-    verdict of each run's hash chain (ok, mismatch, erased, unverified, open),
+    verdict of each run's integrity digest (ok, mismatch, erased, unverified, open),
     events, cost on four surfaces -- inference, retrieval, tools, persistence
     -- and parent run.  Exits 1 when a run's events do not hash to the digest
     its run/finalized recorded (integrity mismatch)."""
