@@ -226,3 +226,41 @@ def test_build_context_record_false_appends_nothing_and_upto_cuts(store):
     assert recorded.injection.data["messages_sha256"] == context_module.messages_digest(
         b.messages)
     assert ContextPolicy.from_config(recorded.injection.data["policy_config"]) == ContextPolicy()
+
+
+def test_a_call_whose_answer_was_never_recorded_is_unverifiable_not_the_same(store):
+    """A run cut off after its context was built (or two builds in a row)
+    has calls with no recorded answer: whatever the model answers now cannot
+    be compared, so the replay says so instead of reporting no drift."""
+    s = store.create_session(cwd="/r")
+    with s.run(model="m-1", run_id="cut") as run:
+        s.append("user/message", {"content": "hello"})
+        trajlog.build_context(s)                        # answer lost: built again
+        trajlog.build_context(s)
+        s.append("assistant/message", {"content": "hi"})
+        s.append("user/message", {"content": "and?"})
+        trajlog.build_context(s)                        # the run ends before an answer
+    for answer in ("hi", "something else entirely"):
+        result = trajlog.replay(s, run.id, lambda inp, a=answer: a)
+        assert not result.same, result.report()
+        assert [u.call for u in result.unverifiable] == [0, 2]
+        assert all("no recorded answer" in u.detail for u in result.unverifiable)
+        assert [c.recorded is None for c in result.calls] == [True, False, True]
+        assert "unverifiable" in result.report()
+    fully = trajlog.replay(s, run.id, lambda inp: "hi")
+    assert fully.drift == []                            # call 1 matched; 0 and 2 unknown
+
+
+def test_an_erased_answer_is_unverifiable_not_model_drift(store):
+    """The recorded answer was erased since: there is nothing left to compare
+    the model's answer with (it is not the model that changed)."""
+    CASES["normal-completion"](store)
+    s = store.session(session_id("normal-completion"))
+    answer = next(e for e in s.events() if e.type == "assistant/message")
+    store.erase(s.id, answer.seq, reason="user asked")
+    result = trajlog.replay(s, "run-normal-completion", scripted)
+    assert not result.same
+    assert "model" not in result.causes, result.report()
+    assert [u.call for u in result.unverifiable] == [0]
+    assert "erased" in result.unverifiable[0].detail
+    assert result.calls[0].recorded is None and result.calls[0].output_seq == answer.seq

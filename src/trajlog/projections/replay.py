@@ -42,6 +42,11 @@ When the context or the artifacts drifted, the model is also called on the
 input as it would be built now, and ``output_now`` says how its answer
 differs from the recorded one: the end-to-end effect of the change.
 
+A call with no recorded answer to compare with -- the run ended or built
+its context again before the answer was recorded, or the answer was erased
+since -- is *unverifiable*: it is listed in ``unverifiable`` and the result
+is not ``same``, whatever the model answers now.
+
 A replay reads; it never appends to the session (the builder runs with
 ``record=False``), so replaying a run twice gives the same result.
 """
@@ -131,6 +136,7 @@ class CallReplay(msgspec.Struct, frozen=True):
     input: ModelInput
     #: the rebuilt input is the recorded one (its digest matched)
     input_exact: bool
+    #: the recorded answer (None: never recorded, or erased since)
     recorded: dict[str, Any] | None
     replayed: dict[str, Any]
     #: unified diff, recorded -> replayed (empty: the same answer)
@@ -141,18 +147,29 @@ class CallReplay(msgspec.Struct, frozen=True):
     output_now_diff: list[str]
 
 
+class Unverifiable(msgspec.Struct, frozen=True):
+    """A model call whose replayed answer cannot be checked: there is no
+    recorded answer to compare it with (``detail`` says why)."""
+
+    call: int
+    detail: str
+
+
 class ReplayResult(msgspec.Struct, frozen=True):
-    """What :func:`replay` found; ``same`` when nothing drifted."""
+    """What :func:`replay` found; ``same`` when nothing drifted and every
+    call had a recorded answer to compare with."""
 
     session_id: str
     run_id: str
     model: str | None
     calls: list[CallReplay]
     drift: list[Drift]
+    #: calls with no recorded answer: neither the same nor drifted
+    unverifiable: list[Unverifiable] = []
 
     @property
     def same(self) -> bool:
-        return not self.drift
+        return not self.drift and not self.unverifiable
 
     @property
     def causes(self) -> list[str]:
@@ -165,9 +182,14 @@ class ReplayResult(msgspec.Struct, frozen=True):
         head = f"replay of run {self.run_id} ({len(self.calls)} model call(s)): "
         if self.same:
             return head + "no drift"
-        lines = [head + f"drift, cause {', '.join(self.causes)}"]
+        found = [f"drift, cause {', '.join(self.causes)}"] if self.drift else ["no drift"]
+        if self.unverifiable:
+            found.append(f"{len(self.unverifiable)} call(s) unverifiable")
+        lines = [head + "; ".join(found)]
         for d in self.drift:
             lines.append(f"  call {d.call} {d.kind} [{d.cause}]: {d.detail}")
+        for u in self.unverifiable:
+            lines.append(f"  call {u.call} unverifiable: {u.detail}")
         for c in self.calls:
             for name, diff in (("output", c.output_diff), ("output now", c.output_now_diff)):
                 if diff:
@@ -206,6 +228,7 @@ def replay(session: _Log, run_id: str, model: Model, *, policy: ContextPolicy | 
     now_artifacts = pinned if artifacts is None else {**pinned, **_artifacts(artifacts)}
     calls: list[CallReplay] = []
     drift: list[Drift] = []
+    unverifiable: list[Unverifiable] = []
     logical = run_data.get("model")
     header: Event | None = None
     for ev in events[:started.seq]:
@@ -242,7 +265,17 @@ def replay(session: _Log, run_id: str, model: Model, *, policy: ContextPolicy | 
         call, found = _replay_call(shared, index, injection, answer, logical, header)
         calls.append(call)
         drift += found
-    return ReplayResult(session.id, run_id, run_data.get("model"), calls, drift)
+        if call.recorded is None:
+            unverifiable.append(Unverifiable(index, _why_unverifiable(injection, answer)))
+    return ReplayResult(session.id, run_id, run_data.get("model"), calls, drift, unverifiable)
+
+
+def _why_unverifiable(injection: Event, answer: Event | None) -> str:
+    if answer is not None:
+        return (f"no recorded answer to compare with: the answer at seq {answer.seq} was "
+                "erased")
+    return (f"no recorded answer to compare with: the run recorded none after the "
+            f"context/injection at seq {injection.seq}")
 
 
 def _bounds(session: _Log, events: list[Event], run_id: str) -> tuple[Event, int]:
@@ -336,7 +369,9 @@ def _replay_call(r: _Replay, index: int, injection: Event, answer: Event | None,
         found.append(Drift("input", inexact[0], index, inexact[1]))
     given = _input(run_id, index, injection, logical, run_data, header, then.messages, pinned)
     replayed = _normal(model(given))
-    recorded = _normal(answer.data) if answer is not None else None
+    # an erased answer is no answer: its tombstone is not what the model said
+    recorded = (_normal(answer.data) if answer is not None and not is_erased(answer)
+                else None)
     output_diff = _diff(recorded, replayed, answer) if recorded is not None else []
     if output_diff:
         found.append(Drift("output", "model", index, _why_output(logical, r.model_name, exact)))
@@ -462,4 +497,4 @@ def _why_context(c: ContextDiff, recorded: dict[str, Any]) -> str:
 
 
 __all__ = ["CAUSES", "CallReplay", "ContextDiff", "Drift", "ModelInput", "ReplayResult",
-           "replay"]
+           "Unverifiable", "replay"]
