@@ -14,8 +14,12 @@ FUZZ_TARGETS := scan decode roundtrip
 SAN_ENV = LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 BUILD := build
+# Every install is held to the versions the suite was run on (constraints.txt; `make lock`
+# upgrades them on purpose).
+CONSTRAINTS := constraints.txt
+PIP_INSTALL = $(PIP) install --quiet --disable-pip-version-check -c $(CONSTRAINTS)
 
-.PHONY: help demo build install-test browser test test-c test-python peers sanitize cwarn symbols lint \
+.PHONY: help demo build install-test deps-test install-fuzz fuzz-tools lock browser test test-c test-python peers sanitize cwarn symbols lint \
         c-tools format-check \
         fuzz-regress fuzz fuzz-atheris fuzz-api soak bench sdist-roundtrip ci clean
 
@@ -26,10 +30,38 @@ demo: build  ## install and run the demo on an embedded default database
 	$(PYTHON) -m trajlog demo
 
 build:  ## install trajlog in editable mode, compiling the C core
-	$(PIP) install --quiet --disable-pip-version-check -e .
+	$(PIP_INSTALL) -e .
 
-install-test: browser  ## install trajlog and everything the tests need
-	$(PIP) install --quiet --disable-pip-version-check -e '.[test,lint]' -r peers/requirements.txt
+install-test: browser deps-test  ## install trajlog and everything the tests need
+
+deps-test:  ## the Python packages of the tests, lints and peers (pinned by constraints.txt)
+	$(PIP_INSTALL) -e '.[test,lint]' -r peers/requirements.txt
+
+install-fuzz: deps-test  ## atheris, for fuzz-atheris and fuzz-api
+	$(PIP_INSTALL) -e '.[test,fuzz]'
+
+# libFuzzer ships with clang's runtime (Debian's clang and libclang-rt-dev); installed here when
+# the compiler cannot link a fuzzer.
+fuzz-tools:  ## clang and libFuzzer from Debian's packages, if they are missing
+	@if printf 'int LLVMFuzzerTestOneInput(const char *d, unsigned long n) { (void)d; (void)n; return 0; }\n' \
+		| clang -fsanitize=fuzzer -x c - -o /dev/null 2>/dev/null; then :; else \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq clang libclang-rt-dev \
+			>/dev/null; fi
+	@clang --version | head -n 1
+
+# Resolves the newest releases of everything the suite installs in a throwaway virtualenv and
+# writes them to constraints.txt: the one deliberate way to upgrade what the tests run on.
+lock:  ## re-resolve constraints.txt from the newest releases (then run make test)
+	rm -rf $(BUILD)/lock && $(PYTHON) -m venv $(BUILD)/lock
+	$(BUILD)/lock/bin/pip install --quiet --disable-pip-version-check \
+		-e '.[test,lint,fuzz]' -r peers/requirements.txt build
+	sed -n '1,/^$$/{/^#/p}' $(CONSTRAINTS) > $(BUILD)/lock/constraints.txt
+	$(BUILD)/lock/bin/pip freeze --exclude-editable | grep -v -i -E '^(trajlog|pip|setuptools|wheel)==' \
+		>> $(BUILD)/lock/constraints.txt
+	mv $(BUILD)/lock/constraints.txt $(CONSTRAINTS)
+	@echo "constraints.txt rewritten: review the diff, run make test, commit"
 
 # The viewer's tests drive Debian's Chromium through its chromedriver (never a
 # downloaded browser build); installed here when missing.
@@ -49,7 +81,7 @@ test: install-test  ## install, then run the whole suite under both kernels and 
 # build/peers/).  Each peers/<name>/run.py prints what passed and what it
 # deselects, and why.
 PEER_RUNS := $(sort $(wildcard peers/*/run.py))
-peers:  ## the Agents SDK, LangGraph and eventsourcing suites against our adapters
+peers: deps-test  ## the Agents SDK, LangGraph and eventsourcing suites against our adapters
 	@for run in $(PEER_RUNS); do echo "== $$run"; $(PYTHON) $$run || exit 1; done
 	@# the README's adapter examples, each on a database of its own
 	@for ex in $(sort $(wildcard examples/*.py)); do echo "== $$ex"; \
@@ -57,7 +89,7 @@ peers:  ## the Agents SDK, LangGraph and eventsourcing suites against our adapte
 		(cd $(BUILD)/examples && $(PYTHON) $(CURDIR)/$$ex > out.txt) || exit 1; \
 		tail -n 3 $(BUILD)/examples/out.txt; done
 
-test-c:
+test-c: deps-test
 	TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(PYTHON) -m pytest -q
 
 # The kill -9 loop (200 kills), the damage property test (300 damaged files),
@@ -69,7 +101,7 @@ LIGHT = TRAJLOG_CRASH_ITERATIONS=50 TRAJLOG_DAMAGE_CASES=60 TRAJLOG_CONCURRENCY_
         TRAJLOG_POWERLOSS_CRASHES=80 TRAJLOG_REPACK_KILLS=8 \
         TRAJLOG_GOLDEN=0 TRAJLOG_BROWSER=0 TRAJLOG_CLI=quick
 
-test-python:
+test-python: deps-test
 	TRAJLOG_BACKEND=python $(LIGHT) $(PYTHON) -m pytest -q
 
 # The suite against a copy of the package whose C core is built with
@@ -85,7 +117,7 @@ SAN_SKIP := $(foreach t,tests/viewer tests/test_cli.py tests/test_cli_edges.py \
 	tests/interop/test_swe_agent.py tests/interop/test_realdata.py \
 	tests/test_context.py tests/test_architecture.py tests/test_api_surface.py \
 	$(wildcard tests/test_adapter_*.py),--ignore=$(t))
-sanitize: cwarn  ## run the test suite on an ASan+UBSan build of the C core
+sanitize: deps-test cwarn  ## run the test suite on an ASan+UBSan build of the C core
 	rm -rf $(BUILD)/asan && mkdir -p $(BUILD)/asan
 	cp -r src/trajlog $(BUILD)/asan/trajlog && rm -rf $(BUILD)/asan/trajlog/_tlcore* \
 		$$(find $(BUILD)/asan/trajlog -name __pycache__)
@@ -96,24 +128,25 @@ sanitize: cwarn  ## run the test suite on an ASan+UBSan build of the C core
 	PYTHONPATH=$(CURDIR)/$(BUILD)/asan TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(SAN_ENV) \
 		$(LIGHT) $(PYTHON) -m pytest -q -p no:cacheprovider -x tests $(SAN_SKIP)
 
-cwarn:  ## compile the C core warning-free with gcc and clang (-Werror)
+cwarn: c-tools  ## compile the C core warning-free with gcc and clang (-Werror)
 	for f in $(CSRC); do $(CC) $(CWARN) -fvisibility=hidden -Icsrc -c $$f -o /dev/null || exit 1; done
 	@echo "$(CC): clean"
 	@if command -v clang >/dev/null; then \
 		for f in $(CSRC); do clang $(CWARN) -fvisibility=hidden -Icsrc -c $$f -o /dev/null || exit 1; done; \
 		echo "clang: clean"; fi
 
-symbols:  ## the extension exports only PyInit__tlcore
+symbols: deps-test  ## the extension exports only PyInit__tlcore
 	$(PYTHON) -m pytest -q tests/test_api_surface.py -k exported
 
-lint: cwarn format-check  ## ruff, mypy, the C warning check and the C format check
+lint: deps-test cwarn format-check  ## ruff, mypy, the C warning check and the C format check
 	$(PYTHON) -m ruff check src tests benchmarks fuzz peers examples
 	$(PYTHON) -m mypy
 
-c-tools:  ## clang-format from Debian's packages, if it is missing
-	@command -v clang-format >/dev/null || { \
+c-tools:  ## clang and clang-format from Debian's packages, if they are missing
+	@command -v clang-format >/dev/null && command -v clang >/dev/null || { \
 		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
-		$$SUDO apt-get update -qq && $$SUDO apt-get install -y -qq clang-format >/dev/null; }
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq clang clang-format >/dev/null; }
 
 format-check: c-tools  ## the C files follow .clang-format
 	clang-format --dry-run --Werror csrc/*.c csrc/*.h fuzz/*.c fuzz/*.h
@@ -127,7 +160,7 @@ fuzz-regress: $(addprefix $(BUILD)/fuzz/,$(addsuffix _replay,$(FUZZ_TARGETS)))  
 	for t in $(FUZZ_TARGETS); do \
 		UBSAN_OPTIONS=halt_on_error=1 $(BUILD)/fuzz/$${t}_replay fuzz/corpus/$$t || exit 1; done
 
-$(BUILD)/fuzz/%_libfuzzer: fuzz/fuzz_%.c $(CSRC) csrc/*.h fuzz/fuzz_helpers.h
+$(BUILD)/fuzz/%_libfuzzer: fuzz/fuzz_%.c $(CSRC) csrc/*.h fuzz/fuzz_helpers.h | fuzz-tools
 	@mkdir -p $(BUILD)/fuzz
 	clang -g -O1 -fsanitize=fuzzer,address,undefined -fno-sanitize-recover=undefined -Icsrc -Ifuzz $< $(CSRC) -o $@
 
@@ -136,22 +169,22 @@ fuzz: $(addprefix $(BUILD)/fuzz/,$(addsuffix _libfuzzer,$(FUZZ_TARGETS)))  ## li
 		$(BUILD)/fuzz/$${t}_libfuzzer -max_total_time=$(FUZZ_SECONDS) -print_final_stats=1 \
 			-artifact_prefix=$(BUILD)/fuzz/$$t- $(BUILD)/fuzz/corpus-$$t fuzz/corpus/$$t || exit 1; done
 
-fuzz-atheris:  ## atheris: C vs Python kernel on the same bytes
+fuzz-atheris: install-fuzz  ## atheris: C vs Python kernel on the same bytes
 	$(PYTHON) fuzz/fuzz_differential.py -atheris_runs=$(ATHERIS_RUNS) fuzz/corpus/scan
 
-fuzz-api:  ## atheris over the public API against a model of the log (fuzz/fuzz_api.py)
+fuzz-api: install-fuzz  ## atheris over the public API against a model of the log (fuzz/fuzz_api.py)
 	mkdir -p $(BUILD)/fuzz/api-corpus $(BUILD)/fuzz/api-findings
 	FUZZ_API_FINDINGS=$(CURDIR)/$(BUILD)/fuzz/api-findings $(PYTHON) fuzz/fuzz_api.py \
 		-atheris_runs=$(ATHERIS_RUNS) -max_len=360 -timeout=120 \
 		-artifact_prefix=$(BUILD)/fuzz/api- $(BUILD)/fuzz/api-corpus fuzz/corpus/api
 	@ls $(BUILD)/fuzz/api-findings | grep '\.txt$$' && exit 1 || echo "fuzz-api: no findings"
 
-soak:  ## the long property runs: damage (5,000 cases), races (10,000 reads), crashes (500 kills)
+soak: deps-test  ## the long property runs: damage (5,000 cases), races (10,000 reads), crashes (500 kills)
 	TRAJLOG_SOAK=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_integrity_damage.py \
 		tests/test_integrity_concurrency.py
 	TRAJLOG_CRASH_ITERATIONS=500 $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_crash.py
 
-bench:  ## every benchmark, quick mode
+bench: deps-test  ## every benchmark, quick mode
 	for b in benchmarks/bench_*.py; do $(PYTHON) $$b --quick || exit 1; done
 
 # The sdist must hold every tracked file of the package, the C core, the tests
@@ -165,7 +198,7 @@ SDIST_TESTS := tests/test_vectors.py tests/test_api_surface.py tests/test_archit
 
 sdist-roundtrip:  ## build an sdist, check it holds every tracked file, install it, run tests
 	rm -rf $(BUILD)/sdist && mkdir -p $(BUILD)/sdist
-	$(PYTHON) -m build --version >/dev/null 2>&1 || $(PIP) install --quiet build
+	$(PYTHON) -m build --version >/dev/null 2>&1 || $(PIP_INSTALL) build
 	$(PYTHON) -m build --sdist --outdir $(BUILD)/sdist .
 	if git rev-parse --git-dir >/dev/null 2>&1; then \
 		tar tzf $(BUILD)/sdist/trajlog-*.tar.gz | sed 's|^[^/]*/||' | grep -v '/$$' \
@@ -177,7 +210,7 @@ sdist-roundtrip:  ## build an sdist, check it holds every tracked file, install 
 			cat $(BUILD)/sdist/missing.txt; exit 1; fi; \
 		echo "sdist: every tracked file is in it"; fi
 	$(PYTHON) -m venv $(BUILD)/sdist/venv
-	$(BUILD)/sdist/venv/bin/pip install --quiet "$$(ls $(BUILD)/sdist/trajlog-*.tar.gz)[test]"
+	$(BUILD)/sdist/venv/bin/pip install --quiet -c $(CONSTRAINTS) "$$(ls $(BUILD)/sdist/trajlog-*.tar.gz)[test]"
 	cd $(BUILD)/sdist && tar xzf trajlog-*.tar.gz && cd trajlog-*/ && \
 		TRAJLOG_REQUIRE_C=1 TRAJLOG_CLI=quick ../venv/bin/python -m pytest -q -p no:cacheprovider -x \
 		$(SDIST_TESTS)
