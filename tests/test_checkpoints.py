@@ -342,3 +342,39 @@ def test_resume_restart_fork_event_types_differ(store):
                 **V).events[-1].type
     c = fork_from(s, patch.seq, reason="alt").events[0].type
     assert (a, b, c) == ("run/resume", "run/restart", "run/fork")
+
+
+def test_check_workspace_revision_falls_back_to_the_log_s_revision_before_the_checkpoint(store):
+    """A checkpoint taken without a revision is still bound to the workspace
+    the log recorded (``workspace/revision``) before it: a moved workspace
+    does not resume."""
+    s = store.create_session(cwd="/r")
+    s.append("workspace/revision", {"revision": "git:0000000"}, source="host")
+    s.append("workspace/revision", {"revision": REV_A}, source="host")
+    s.append("goal/change", {"revision": 1, "goal": {"text": "fix login"}}, source="user")
+    s.append("context/injection", {"policy": "p", "selected": []}, source="system")
+    cp = checkpoint(s, "context-ready", now=T0, **V)
+    assert cp.data["workspace_revision"] is None
+    moved = resume(s, cp.seq, now=T0, workspace_revision=REV_B, **V)
+    assert moved.outcome == "paused", moved.checks
+    check = _check(moved, "workspace-revision")
+    assert not check.ok and REV_A in check.detail and REV_B in check.detail
+    assert resume(s, cp.seq, now=T0, workspace_revision=REV_A, **V).outcome == "resumed"
+    # no revision given: the log's latest is the current one; a later
+    # workspace/revision event is a moved workspace
+    assert resume(s, cp.seq, now=T0, **V).outcome == "resumed"
+    s.append("workspace/revision", {"revision": REV_B}, source="host")
+    late = resume(s, cp.seq, now=T0, **V)
+    assert late.outcome == "paused" and not _check(late, "workspace-revision").ok
+    # a restart records the same verdict (it is not blocked by it)
+    again = restart(s, cp.seq, reason="new revision", now=T0, **V)
+    assert again.outcome == "restarted" and not _check(again, "workspace-revision").ok
+
+
+def test_a_session_with_no_revision_anywhere_still_resumes_without_one(store):
+    s = store.create_session(cwd="/r")
+    s.append("goal/change", {"revision": 1, "goal": {"text": "fix login"}}, source="user")
+    s.append("context/injection", {"policy": "p", "selected": []}, source="system")
+    cp = checkpoint(s, "context-ready", now=T0, **V)
+    r = resume(s, cp.seq, now=T0, **V)
+    assert r.outcome == "resumed" and _check(r, "workspace-revision").ok

@@ -35,7 +35,10 @@ revision.  Permissions are ``approval/grant`` events in force
 :func:`resume` runs the checks (:data:`CHECKS`) against the checkpoint and
 records them as one ``recovery/check`` event, one entry per check:
 
-1. ``workspace-revision`` -- the current revision is the recorded one;
+1. ``workspace-revision`` -- the current revision is the recorded one.  A
+   checkpoint taken without a revision is bound to the latest one the log
+   recorded before it (``workspace/revision``); the current one is the
+   caller's ``workspace_revision``, else the log's latest;
 2. ``side-effects`` -- no tool call is still requested or running;
 3. ``unconfirmed-outcomes`` -- no ``TOOL_OUTCOME_UNKNOWN`` result (a call a
    crash cut off: the tool may have run) without a later ``tool/reconciled``
@@ -156,6 +159,12 @@ class _Log:
     grants: list[Event] = field(default_factory=list)      # lease/grant events
     tracker: Tracker = field(default_factory=Tracker)
     status: dict[int, str] = field(default_factory=dict)
+    revisions: list[tuple[int, str]] = field(default_factory=list)  # workspace/revision
+
+    def revision(self, *, before: int | None = None) -> tuple[int, str] | None:
+        """(seq, revision) of the latest ``workspace/revision`` (before ``before``)."""
+        return next((r for r in reversed(self.revisions) if before is None or r[0] < before),
+                    None)
 
     def valid(self, stage: str, *, before: int | None = None) -> int | None:
         """Seq of the latest valid checkpoint of ``stage`` (before ``before``)."""
@@ -184,6 +193,12 @@ def _scan(session: CheckpointSession) -> _Log:
             log.last_goal_change = ev.seq
         elif t == "lease/grant":
             log.grants.append(ev)
+        elif t == "workspace/revision":
+            # as the context builder reads it: the payload's name, else the envelope's
+            named = d.get("revision")
+            rev = named if isinstance(named, str) and named else ev.workspace_revision
+            if rev:
+                log.revisions.append((ev.seq, rev))
         elif t == "tool/result" and d.get("status") == TOOL_OUTCOME_UNKNOWN:
             log.unknown[str(d.get("call_id"))] = ev.seq
         elif t == "tool/reconciled":
@@ -301,12 +316,17 @@ def _checks(session: CheckpointSession, log: _Log, cp: Event, now: int, revision
             policy: str | None, plugins: Mapping[str, str] | None) -> list[Check]:
     d = cp.data
     out = []
-    recorded = d.get("workspace_revision")
+    recorded, then_where = d.get("workspace_revision"), "at the checkpoint"
+    if recorded is None and (then := log.revision(before=cp.seq)) is not None:
+        # no revision given to the checkpoint: the log's word for the workspace it saw
+        recorded, then_where = then[1], f"by workspace/revision at seq {then[0]}"
+    current, now_where = _current_revision(log, revision)
     if recorded is None:
         out.append(Check("workspace-revision", True, "none recorded at the checkpoint"))
     else:
-        out.append(Check("workspace-revision", revision == recorded,
-                         f"recorded {recorded}, now {revision or 'unknown'}"))
+        out.append(Check("workspace-revision", current == recorded,
+                         f"recorded {recorded} ({then_where}), now "
+                         f"{current or 'unknown'}{now_where}"))
     open_calls = list(log.tracker.open_calls)
     out.append(Check("side-effects", not open_calls,
                      "open tool calls: " + ", ".join(open_calls) + " (resolve them first)"
@@ -338,6 +358,16 @@ def _checks(session: CheckpointSession, log: _Log, cp: Event, now: int, revision
                      f"goal revision {then.get('revision')} -> {goal.revision} (seq {goal.seq})"
                      if changed else "unchanged"))
     return out
+
+
+def _current_revision(log: _Log, given: str | None) -> tuple[str | None, str]:
+    """The current workspace revision: the caller's, else the log's latest."""
+    if given is not None:
+        return given, ""
+    latest = log.revision()
+    if latest is None:
+        return None, ""
+    return latest[1], f" (workspace/revision at seq {latest[0]})"
 
 
 def _target(log: _Log, checkpoint_seq: int | None) -> Event:
@@ -387,7 +417,7 @@ def _recover(session: CheckpointSession, checkpoint_seq: int | None, action: str
         appended.append(session.append("checkpoint/invalidated", {
             "checkpoint": cp.seq, "stage": cp.data["stage"], "reason": "workspace-changed",
             "recorded_revision": cp.data.get("workspace_revision"),
-            "current_revision": workspace_revision}, source=source, causal_parent=cp.seq,
+            "current_revision": _current_revision(log, workspace_revision)[0]}, source=source, causal_parent=cp.seq,
             workspace_revision=workspace_revision))
         invalidated.append(cp.seq)
         log.invalidated.add(cp.seq)
