@@ -66,7 +66,9 @@ from .writer import WriteEngine
 INHERITED_METADATA = ("identity", "tenant", "user")
 DEFAULT_MAX_DEPTH = 4
 _FORK_KEYS = frozenset({"forked_at"})
-_SPAWN_KEYS = frozenset({"task", "background", "kind", "parent_call_id", "approval_policy"})
+# ("task" stays reserved: older stores' headers held the task text there)
+_SPAWN_KEYS = frozenset({"task", "task_seq", "background", "kind", "parent_call_id",
+                         "approval_policy"})
 _TURN_MARKERS = frozenset({"turn/start", "turn/end"})
 
 
@@ -248,8 +250,7 @@ class Lineage:
         if sandbox is not None and not isinstance(sandbox, Mapping):
             raise TypeError(f"sandbox must be a mapping, not {type(sandbox).__name__}")
         extra = _caller_metadata(metadata, _SPAWN_KEYS)
-        extra.update({"task": task, "background": bool(background),
-                      "kind": "forked" if seeded else "spawned"})
+        extra.update({"background": bool(background), "kind": "forked" if seeded else "spawned"})
         if call_id is not None:
             extra["parent_call_id"] = call_id
         if seeded:
@@ -263,6 +264,9 @@ class Lineage:
         if snapshot is not None:
             initial.append(("sandbox/mode", snapshot))
         initial.append(("user/message", {"content": task}))
+        # The header points at the task; a copy of its text there would escape
+        # redaction (headers are not scanned) and erasure (headers are immutable).
+        extra["task_seq"] = seed + len(initial) - 1
         child_id = str(uuid.uuid4())
         answer: list[tuple[str, Any, Mapping[str, Any]]] = []
         if background and call_id is not None:
@@ -282,6 +286,19 @@ class Lineage:
                 initial=[*((t, d, {"source": f"session:{parent.id}"}) for t, d in initial),
                          *self._pause_copy(tx, parent, last)],
                 parent_events=answer, tx=tx)
+
+    def task(self, ref: LogRef) -> str | None:
+        """A subagent's task, read from the event its header points at
+        (``task_seq``): as stored, so masked by redaction; None once that
+        event is erased, and for a session that is not a subagent."""
+        seq = ref.header.metadata.get("task_seq")
+        if type(seq) is not int or seq < ref.seed:
+            return None
+        ev = self._reading.event_at(ref, seq)
+        if ev is None or ev.type != "user/message" or not isinstance(ev.data, dict):
+            return None
+        content = ev.data.get("content")   # (an erased event's replacement has none)
+        return content if isinstance(content, str) else None
 
     # -- results flowing back -----------------------------------------------------------
 

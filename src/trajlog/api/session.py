@@ -408,6 +408,12 @@ class Session:
             self._ref, task, agent_preset, seeded=True, call_id=call_id,
             background=background, sandbox=sandbox, metadata=metadata))
 
+    def task(self) -> str | None:
+        """This subagent's task as its log holds it now (the header only
+        points at that event): masked if redaction masked it, None once it
+        is erased, and None for a session that is not a subagent."""
+        return self._e.lineage.task(self._ref)
+
     def finish(self, status: str = "done") -> Event:
         """Report this subagent's outcome to its parent, exactly once: a
         ``tool/result`` for the spawning call (foreground) or a

@@ -229,7 +229,9 @@ def tree(app: App, session: str, as_json: bool) -> None:
     for _, h in walk:
         seed = f", seed {h.seed_length}" if h.seed_length else ""
         mark = "  <-" if h.id == s.id else ""
-        title = h.metadata.get("title") or h.metadata.get("task") or ""
+        # a subagent's task through its header's pointer (erased: no title)
+        title = h.metadata.get("title") or (None if h.damage else
+                                             store.session(h.id).task()) or ""
         label = (f"{h.id[:8]}  {kind(h)}{seed}, {counts[h.id]:,} events, depth "
                  f"{h.delegation_depth}, preset {safe(h.agent_preset or '-')}"
                  + (f"  {safe(summary(title, 50))}" if title else "") + mark)

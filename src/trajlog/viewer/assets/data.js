@@ -138,8 +138,9 @@ function from(text, i) {         // text.slice(i), never starting inside a pair
 }
 const ellipsis = (text, n) => text.length > n ? cut(text, n - 1) + "\u2026" : text;
 // a session's header fields, as the header and the Sessions view show them
-const titleOf = (s) => (isObj(s.meta) && ((typeof s.meta.title === "string" && s.meta.title) ||
-  (typeof s.meta.task === "string" && s.meta.task))) || "";
+// (a subagent's task is read through its header's pointer when the page is made)
+const titleOf = (s) => (isObj(s.meta) && typeof s.meta.title === "string" && s.meta.title) ||
+  (typeof s.task === "string" && s.task) || "";
 const kindOf = (s) => str(s.origin) || (s.parent ? "fork" : "session");
 const countOf = (s) => num(s.last) !== null ? s.last + 1 : 0;
 // Times are shown in UTC throughout (the header says so).
