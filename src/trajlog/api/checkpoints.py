@@ -316,16 +316,16 @@ def _checks(session: CheckpointSession, log: _Log, cp: Event, now: int, revision
             policy: str | None, plugins: Mapping[str, str] | None) -> list[Check]:
     d = cp.data
     out = []
-    recorded, then_where = d.get("workspace_revision"), "at the checkpoint"
+    recorded, then_where = d.get("workspace_revision"), ""
     if recorded is None and (then := log.revision(before=cp.seq)) is not None:
         # no revision given to the checkpoint: the log's word for the workspace it saw
-        recorded, then_where = then[1], f"by workspace/revision at seq {then[0]}"
+        recorded, then_where = then[1], f" (by workspace/revision at seq {then[0]})"
     current, now_where = _current_revision(log, revision)
     if recorded is None:
         out.append(Check("workspace-revision", True, "none recorded at the checkpoint"))
     else:
         out.append(Check("workspace-revision", current == recorded,
-                         f"recorded {recorded} ({then_where}), now "
+                         f"recorded {recorded}{then_where}, now "
                          f"{current or 'unknown'}{now_where}"))
     open_calls = list(log.tracker.open_calls)
     out.append(Check("side-effects", not open_calls,
