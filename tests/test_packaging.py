@@ -89,7 +89,8 @@ def test_installs_are_constrained() -> None:
         if "$(BUILD)/lock/" in line:
             continue  # make lock resolves unpinned on purpose
         assert "-c $(CONSTRAINTS)" in line, line
-    assert re.search(r"^PIP_INSTALL = \$\(PIP\) install .*-c \$\(CONSTRAINTS\)$", makefile, flags=re.M)
+    pinned = r"^PIP_INSTALL = \$\(PIP\) install .*-c \$\(CONSTRAINTS\)$"
+    assert re.search(pinned, makefile, flags=re.M)
 
 
 def test_ci_runs_in_a_fresh_virtualenv() -> None:
