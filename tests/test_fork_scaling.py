@@ -1,0 +1,315 @@
+"""A fork, and the first write after a store is reopened, cost the same
+whatever the parent's length -- and still refuse exactly what they refused.
+
+The cost is asserted as a shape, not a time: every SQL statement and every
+result row the store's connections run while a freshly reopened store forks
+a long log at a cut and appends the child's first events (and while it
+appends to the long log itself) is counted, at 2k and at 200k events.  A
+fork that reads its parent's prefix to rebuild the write path's state reads
+~100x more rows at 200k (one chunk row per 1000 events of the prefix).
+
+The rest checks that the state a write starts from -- open turn and step,
+open and finished tool calls, the redaction pause -- is still exact at a cut
+after a reopen, and that a store of the previous schema migrates to the
+index these look-ups use.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import apsw
+import pytest
+
+import trajlog
+from trajlog import errors
+
+SMALL, LARGE = 2_000, 200_000
+CUTS = (0.1, 0.3, 0.5, 0.7, 0.9)   # where the forks cut, as fractions of the log
+
+
+def turn(i: int) -> list[tuple[str, dict[str, Any]]]:
+    """One turn of 6 events with one tool call (id ``c<i>``)."""
+    cid = f"c{i}"
+    return [("turn/start", {}), ("user/message", {"content": f"q{i}"}),
+            ("assistant/message", {"content": "", "tool_calls": [{"id": cid, "name": "t"}]}),
+            ("tool/call", {"call_id": cid, "name": "t"}),
+            ("tool/result", {"call_id": cid, "output": f"r{i}"}),
+            ("turn/end", {})]
+
+
+def build(path: Path, n: int) -> tuple[str, list[int]]:
+    """A log of ``n`` events (whole turns) written in batches of 1000; its id
+    and the seq of every turn end."""
+    events: list[tuple[str, dict[str, Any]]] = []
+    i = 0
+    while len(events) < n:
+        events += turn(i)
+        i += 1
+    with trajlog.open(str(path), durability="normal", repack=False) as store:
+        s = store.create_session(cwd="/scale")
+        for k in range(0, len(events), 996):   # whole turns per batch
+            s.append_batch(events[k:k + 996])
+        ends = [k for k, (t, _) in enumerate(events) if t == "turn/end"]
+        return s.id, ends
+
+
+class Counter:
+    """Statements and result rows of every connection opened while it is
+    installed (``apsw.connection_hooks``), counted while ``on``."""
+
+    def __init__(self) -> None:
+        self.on = False
+        self.statements = 0
+        self.rows = 0
+
+    def trace(self, info: dict[str, Any]) -> None:
+        if not self.on:
+            return
+        if info["code"] == apsw.SQLITE_TRACE_STMT:
+            self.statements += 1
+        elif info["code"] == apsw.SQLITE_TRACE_ROW:
+            self.rows += 1
+
+    def hook(self, conn: apsw.Connection) -> None:
+        conn.trace_v2(apsw.SQLITE_TRACE_STMT | apsw.SQLITE_TRACE_ROW, self.trace, id=self)
+
+
+@pytest.fixture(scope="module")
+def logs(tmp_path_factory: pytest.TempPathFactory) -> dict[int, tuple[Path, str, list[int]]]:
+    root = tmp_path_factory.mktemp("scaling")
+    out = {}
+    for n in (SMALL, LARGE):
+        path = root / f"parent{n}.db"
+        sid, ends = build(path, n)
+        out[n] = (path, sid, ends)
+    return out
+
+
+@pytest.fixture
+def counter() -> Iterator[Counter]:
+    c = Counter()
+    apsw.connection_hooks.append(c.hook)
+    try:
+        yield c
+    finally:
+        apsw.connection_hooks.remove(c.hook)
+
+
+def first_events(tag: str) -> list[tuple[str, dict[str, Any]]]:
+    cid = f"fresh-{tag}"
+    return [("turn/start", {}),
+            ("assistant/message", {"content": "", "tool_calls": [{"id": cid, "name": "t"}]}),
+            ("tool/call", {"call_id": cid, "name": "t"}),
+            ("tool/result", {"call_id": cid, "output": "ok"}), ("turn/end", {})]
+
+
+def fork_cost(counter: Counter, path: Path, sid: str, cut: int) -> tuple[int, int]:
+    """(statements, rows) of one fork at ``cut`` and the child's first append,
+    on a store just reopened (the parent's state cached nowhere)."""
+    with trajlog.open(str(path), repack=False) as store:
+        parent = store.session(sid)
+        counter.statements = counter.rows = 0
+        counter.on = True
+        child = parent.fork(cut)
+        child.append_batch(first_events(f"{cut}"))
+        counter.on = False
+        assert child.header.seed_length == cut + 1
+        return counter.statements, counter.rows
+
+
+def append_cost(counter: Counter, path: Path, sid: str, tag: str) -> tuple[int, int]:
+    """(statements, rows) of the first append to the long log itself after a reopen."""
+    with trajlog.open(str(path), repack=False) as store:
+        s = store.session(sid)
+        counter.statements = counter.rows = 0
+        counter.on = True
+        s.append_batch(first_events(tag))
+        counter.on = False
+        return counter.statements, counter.rows
+
+
+def test_fork_and_first_append_cost_the_same_at_2k_and_200k(logs, counter):
+    cost: dict[int, list[tuple[int, int]]] = {}
+    for n, (path, sid, ends) in logs.items():
+        cuts = [ends[int(f * (len(ends) - 1))] for f in CUTS]
+        cost[n] = [fork_cost(counter, path, sid, cut) for cut in cuts]
+    small = [statistics.median(c[i] for c in cost[SMALL]) for i in (0, 1)]
+    large = [statistics.median(c[i] for c in cost[LARGE]) for i in (0, 1)]
+    # the same work at 100x the length: a prefix read would be ~100x the rows
+    assert large[0] <= small[0] + 2, (small, large, cost)
+    assert large[1] <= small[1] + 2, (small, large, cost)
+
+
+def test_first_append_after_a_reopen_costs_the_same_at_2k_and_200k(logs, counter):
+    cost = {n: [append_cost(counter, path, sid, f"own{k}") for k in range(3)]
+            for n, (path, sid, _) in logs.items()}
+    small = [statistics.median(c[i] for c in cost[SMALL]) for i in (0, 1)]
+    large = [statistics.median(c[i] for c in cost[LARGE]) for i in (0, 1)]
+    assert large[0] <= small[0] + 2, (small, large, cost)
+    assert large[1] <= small[1] + 2, (small, large, cost)
+
+
+# --- what the first write of a fork refuses, after a reopen --------------------------
+
+@pytest.fixture
+def long_log(tmp_path: Path) -> tuple[Path, str, dict[str, int]]:
+    """A log where call ``early`` was requested in the first turn and never
+    started, ``started`` was started in the second and never answered, then
+    many turns (with their own calls) pass; marks name useful seqs."""
+    path = tmp_path / "long.db"
+    seqs: dict[str, int] = {}
+    with trajlog.open(str(path), repack=False) as store:
+        s = store.create_session(cwd="/r")
+        s.append_batch([("turn/start", {}),
+                        ("assistant/message", {"tool_calls": [{"id": "early", "name": "t"}]}),
+                        ("turn/end", {}),
+                        ("turn/start", {}),
+                        ("assistant/message", {"tool_calls": [{"id": "started", "name": "t"}]}),
+                        ("tool/call", {"call_id": "started", "name": "t"}),
+                        ("turn/end", {})])
+        for k in range(0, 3000, 600):
+            s.append_batch([e for i in range(k, k + 600, 6) for e in turn(i)])
+        seqs["cut"] = s.last_seq
+        s.append_batch(turn(99_999))
+        seqs["after"] = s.last_seq
+        sid = s.id
+    return path, sid, seqs
+
+
+def reopened_fork(path: Path, sid: str, cut: int) -> tuple[trajlog.Store, trajlog.Session]:
+    store = trajlog.open(str(path), repack=False)
+    return store, store.session(sid).fork(cut)
+
+
+@pytest.mark.parametrize("events, refusal", [
+    # a call id used anywhere in the prefix (finished long ago) cannot be requested again
+    ([("turn/start", {}), ("assistant/message", {"tool_calls": [{"id": "c6", "name": "t"}]})],
+     "already used"),
+    ([("assistant/message", {"tool_calls": [{"id": "early", "name": "t"}]})], "already used"),
+    # a finished call is not answered twice, nor started again
+    ([("tool/result", {"call_id": "c12", "output": "again"})], "already finished"),
+    ([("tool/call", {"call_id": "c12", "name": "t"})], "already started"),
+    # a requested call never started cannot be answered (except by a synthetic closer)
+    ([("tool/result", {"call_id": "early", "output": "x"})], "requested but never started"),
+    # a started call is not started again
+    ([("tool/call", {"call_id": "started", "name": "t"})], "already started"),
+    # an id the log never mentioned cannot be started or answered
+    ([("tool/call", {"call_id": "nobody", "name": "t"})], "never requested"),
+    # no turn is open at a cut after a turn end
+    ([("turn/end", {})], "no turn is open"),
+    ([("step/start", {})], "inside a turn"),
+])
+def test_a_forks_first_write_refuses_what_the_prefix_forbids(long_log, events, refusal):
+    path, sid, seqs = long_log
+    store, child = reopened_fork(path, sid, seqs["cut"])
+    with store:
+        before = child.last_seq
+        with pytest.raises(errors.ValidationError, match=refusal):
+            child.append_batch(events)
+        assert child.last_seq == before
+
+
+@pytest.mark.parametrize("events", [
+    [("tool/call", {"call_id": "early", "name": "t"}),
+     ("tool/result", {"call_id": "early", "output": "late"})],
+    [("tool/result", {"call_id": "started", "output": "late"})],
+    [("tool/result", {"call_id": "early", "output": "closed", "synthetic": True})],
+    # the parent's id used only after the cut is free in the fork
+    [("assistant/message", {"tool_calls": [{"id": "c99999", "name": "t"}]})],
+    [("turn/start", {}), ("step/start", {}), ("step/end", {}), ("turn/end", {})],
+])
+def test_a_forks_first_write_takes_what_the_prefix_left_open(long_log, events):
+    path, sid, seqs = long_log
+    store, child = reopened_fork(path, sid, seqs["cut"])
+    with store:
+        child.append_batch(events)
+        # and the state it moved to holds on the next write, across another reopen
+    with trajlog.open(str(path), repack=False) as store:
+        again = store.session(child.id)
+        last = events[-1]
+        if last[0] == "tool/result":
+            with pytest.raises(errors.ValidationError, match="already finished"):
+                again.append("tool/result", {"call_id": last[1]["call_id"], "output": "x"})
+        if last[0] == "assistant/message":
+            with pytest.raises(errors.ValidationError, match="already used"):
+                again.append("assistant/message",
+                              {"tool_calls": [{"id": "c99999", "name": "t"}]})
+
+
+def test_the_long_log_itself_after_a_reopen_refuses_and_takes_the_same(long_log):
+    path, sid, _ = long_log
+    with trajlog.open(str(path), repack=False) as store:
+        s = store.session(sid)
+        with pytest.raises(errors.ValidationError, match="already used"):
+            s.append("assistant/message", {"tool_calls": [{"id": "c99999", "name": "t"}]})
+        with pytest.raises(errors.ValidationError, match="already finished"):
+            s.append("tool/result", {"call_id": "c6", "output": "x"})
+        s.append("tool/call", {"call_id": "early", "name": "t"})
+        s.append("tool/result", {"call_id": "started", "output": "late"})
+    with trajlog.open(str(path), repack=False) as store:
+        s = store.session(sid)
+        s.append("tool/result", {"call_id": "early", "output": "late"})
+        with pytest.raises(errors.ValidationError, match="already finished"):
+            s.append("tool/result", {"call_id": "started", "output": "twice"})
+
+
+def test_a_fork_inside_an_open_step_outside_turns_and_of_a_fork(tmp_path):
+    """Cuts outside any turn, and a fork of a fork cut inside its inherited
+    prefix, after reopens: the turn state and the calls at the cut hold."""
+    path = tmp_path / "s.db"
+    with trajlog.open(str(path), repack=False) as store:
+        p = store.create_session(cwd="/r")
+        p.append_batch([("assistant/message", {"tool_calls": [{"id": "a", "name": "t"}]}),
+                        ("user/message", {"content": "no turn"})])
+        p.append_batch([e for i in range(50) for e in turn(i)])
+        pid = p.id
+    with trajlog.open(str(path), repack=False) as store:
+        child = store.session(pid).fork(1)      # outside any turn: cut right there
+        assert child.header.seed_length == 2
+        with pytest.raises(errors.ValidationError, match="no turn is open"):
+            child.append("turn/end", {})
+        child.append("tool/call", {"call_id": "a", "name": "t"})
+        child.append_batch(turn(7))             # c7 is the parent's after the cut: free
+        cid = child.id
+    with trajlog.open(str(path), repack=False) as store:
+        child = store.session(cid)
+        grandchild = child.fork(0)              # cut inside the child's inherited prefix
+        with pytest.raises(errors.ValidationError, match="already used"):
+            grandchild.append("assistant/message", {"tool_calls": [{"id": "a", "name": "t"}]})
+        grandchild.append("tool/call", {"call_id": "a", "name": "t"})
+        great = child.fork(child.last_seq)      # after the child's own turn
+        with pytest.raises(errors.ValidationError, match="already used"):
+            great.append("assistant/message", {"tool_calls": [{"id": "c7", "name": "t"}]})
+        with pytest.raises(errors.ValidationError, match="already started"):
+            great.append("tool/call", {"call_id": "a", "name": "t"})
+        great.append("tool/result", {"call_id": "a", "output": "done"})
+
+
+def test_a_fork_of_a_paused_log_after_a_reopen_starts_paused(tmp_path):
+    path = tmp_path / "p.db"
+    with trajlog.open(str(path), repack=False) as store:
+        p = store.create_session(cwd="/r")
+        p.append_batch([e for i in range(100) for e in turn(i)])
+        p.append("redaction/paused", {"reason": "test", "events": []})
+        cut = p.last_seq                        # outside any turn: cut right there
+        p.append("redaction/resumed", {})
+        p.append_batch([e for i in range(100, 300) for e in turn(i)])
+        pid = p.id
+    with trajlog.open(str(path), repack=False) as store:
+        p = store.session(pid)
+        paused = p.fork(cut)
+        free = p.fork(p.last_seq)
+        assert [e.type for e in paused.events()][-1] == "redaction/paused"
+        assert [e.type for e in free.events()][-1] == "turn/end"
+        with pytest.raises(errors.RedactionPausedError):
+            paused.append("user/message", {"content": "go on"})
+        free.append("user/message", {"content": "go on"})
+        # the parent itself, reopened after its resume, takes content
+        p.append("user/message", {"content": "go on"})
+    with trajlog.open(str(path), repack=False) as store:
+        with pytest.raises(errors.RedactionPausedError):
+            store.session(paused.id).append("user/message", {"content": "go on"})
