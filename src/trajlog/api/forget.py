@@ -11,6 +11,7 @@ and in-memory projection states; free pages (zeroed: the store runs with
 
 from __future__ import annotations
 
+import bisect
 import time
 from typing import Any
 
@@ -131,10 +132,46 @@ class Forgetting:
             if versions and versions[-1].state != "revoked":
                 items.append((item_id, why))
         events = []
+        policy_seqs: dict[int, list[int]] = {}   # sid -> its own log's policy seqs
+
+        def policy_of(ref: LogRef) -> dict[str, Any] | None:
+            """The latest ``retention/policy`` the session's history shows:
+            its own log's, else the one its inherited prefix holds (each
+            ancestor's own log up to the cut; for a spawned subagent, its
+            parent's history up to the spawn) -- so a fork's own events go
+            under the policy its parent's copy goes under."""
+            upto = self._reading.head(ref).last_seq
+            at: LogRef | None = ref
+            while at is not None and upto >= 0:
+                seqs = policy_seqs.get(at.sid)
+                if seqs is None:
+                    last = self._reading.head(at).last_seq
+                    seqs = policy_seqs[at.sid] = [
+                        row.seq for row in self.backend.reader().index_rows(
+                            at.sid, at.seed - 1, last) if row.type == rt.POLICY_EVENT]
+                for seq in reversed(seqs[:bisect.bisect_right(seqs, upto)]):
+                    d = self._reading.indexed(at, seq, rt.POLICY_EVENT).data
+                    if not isinstance(d, dict) or isinstance(d.get("erased"), dict):
+                        continue   # an erased policy says nothing: the one before it holds
+                    try:
+                        return {**d, **rt.check_policy(d.get("ttl_ms"), d.get("until_event"))}
+                    except InvalidArgumentError as exc:
+                        raise InvalidArgumentError(
+                            f"the retention policy at seq {seq} of session {at.id}, which "
+                            f"session {ref.id} is under, is malformed ({exc}): append a valid "
+                            "one") from None
+                if at.seed:
+                    upto = at.seed - 1
+                else:   # a spawned subagent: its parent's history up to the spawn
+                    spawned = at.header.metadata.get("spawned_at")
+                    upto = spawned if (at.header.origin == "subagent"
+                                       and type(spawned) is int) else -1
+                at = at.parent
+            return None
+
         for ref in refs.values():
-            policies = self._indexed(ref, rt.POLICY_EVENT)
-            policy = policies[-1].data if policies else None
-            if not isinstance(policy, dict):
+            policy = policy_of(ref)
+            if policy is None:
                 continue
             until = policy.get("until_event")
             closed = isinstance(until, str) and happened(ref.sid, until)

@@ -67,8 +67,8 @@ INHERITED_METADATA = ("identity", "tenant", "user")
 DEFAULT_MAX_DEPTH = 4
 _FORK_KEYS = frozenset({"forked_at"})
 # ("task" stays reserved: older stores' headers held the task text there)
-_SPAWN_KEYS = frozenset({"task", "task_seq", "background", "kind", "parent_call_id",
-                         "approval_policy"})
+_SPAWN_KEYS = frozenset({"task", "task_seq", "spawned_at", "background", "kind",
+                         "parent_call_id", "approval_policy"})
 _TURN_MARKERS = frozenset({"turn/start", "turn/end"})
 
 
@@ -257,6 +257,8 @@ class Lineage:
             extra["approval_policy"] = "never"
         last = self._reading.head(parent).last_seq
         seed = self.last_completed_turn(parent) + 1 if seeded else 0
+        if not seeded:   # where it joins its parent's history (the retention policy it is under)
+            extra["spawned_at"] = last
         initial: list[tuple[str, dict[str, Any]]] = []
         if seeded:
             initial.append(("approval/policy", {"policy": "never", "fixed": True}))

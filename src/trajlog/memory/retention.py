@@ -1,11 +1,16 @@
 """Retention: which memory items and which event payloads are due to go.
 
 Policies are recorded, never implied: an item carries its own
-(``{"ttl_ms": n}`` or ``{"until_event": type}``); a session's is its latest
+(``{"ttl_ms": n}`` or ``{"until_event": type}``); a session's is the latest
 ``retention/policy`` event (``{"ttl_ms": n}`` and/or
-``{"until_event": type}``, e.g. ``session/closed``).  Applying them is
-explicit (:meth:`trajlog.Store.apply_retention`), idempotent, and every
-removal is a tombstone with its reason.  The structural markers of a log
+``{"until_event": type}``, e.g. ``session/closed``) its history shows: its
+own log's, else the one its inherited prefix holds (a fork's, a forked
+subagent's), else -- for a spawned subagent -- its parent's as of the spawn.
+A policy erases the payloads of the session's own events (the prefix is its
+parent's log, under the parent's policy); an ``until_event`` counts when it
+happens in the session's own log (a parent closing does not close a fork).
+Applying them is explicit (:meth:`trajlog.Store.apply_retention`),
+idempotent, and every removal is a tombstone with its reason.  The structural markers of a log
 (turns, steps, retention and closing events) keep their payloads, so an
 expired log still balances.
 """
