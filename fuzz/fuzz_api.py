@@ -72,7 +72,7 @@ from collections import OrderedDict
 from collections.abc import Callable, Iterator, Mapping
 from enum import IntEnum
 from types import MappingProxyType
-from typing import Any
+from typing import Any, ClassVar
 
 # Bound by _load(), so that atheris can instrument trajlog when it imports it.
 trajlog: Any = None
@@ -84,6 +84,7 @@ TrajlogError: Any = Exception
 MAX_OPS = 40
 MAX_HANDLES = 3
 MAX_SESSIONS = 12
+SHARED_INPUTS = int(os.environ.get("FUZZ_API_SHARED_INPUTS", "16"))
 WATCHDOG_S = float(os.environ.get("FUZZ_API_WATCHDOG", "30"))
 TRACE = bool(os.environ.get("FUZZ_API_TRACE"))   # print every operation and its outcome
 REENTER_WAIT_S = 1.0
@@ -986,14 +987,15 @@ class Run:
     this input (never reused): a handle remembers the store it came from, so a
     handle of a closed store stays closed after a reopen."""
 
-    def __init__(self, data: bytes) -> None:
+    def __init__(self, data: bytes, fast: bool = False) -> None:
         # The configuration byte: bits 0-2 the store (0: ":memory:", else a file on
         # tmpfs), bit 4 durability "normal", bit 5 a reopen and check at the end
         # (file), bit 7 a delegation limit of bits 5-6 (0..2); bits 3 and 6 set and 4
         # clear: background repack (1/8 only: store.repack() and close() then wait for
-        # the worker, which idles 0.2 s first).
+        # the worker, which idles 0.2 s first).  Fast mode: bits 0-2 = 7 a file, else
+        # a ":memory:" store shared with the inputs before (:class:`Shared`).
         cfg = data[0] if data else 0
-        self.file = cfg % 8 != 0
+        self.file = cfg % 8 == 7 if fast else cfg % 8 != 0
         self.repack = cfg & 0x58 == 0x48
         self.durability = "normal" if cfg & 16 else "full"
         self.reopen_at_end = bool(cfg & 32)
@@ -1020,6 +1022,13 @@ class Run:
         self.soft: list[Finding] = []
         self.flagged = False
         self.call_counter = 0
+        # Fast mode: the shared store (slot 0), the sessions earlier inputs left
+        # in it (every store-wide listing is compared without them), and this
+        # input's number in it (explicit session ids are made distinct with it).
+        self.fast = fast
+        self.shared: Shared | None = None
+        self.base: frozenset[str] = frozenset()
+        self.serial = 0
 
     # -- stores ------------------------------------------------------------------
 
@@ -1036,11 +1045,27 @@ class Run:
             self.tmp = tempfile.mkdtemp(prefix="fuzz_api_", dir=file_dir())
             self.path = os.path.join(self.tmp, "store.db")
             shutil.copyfile(template(), self.path)   # an empty store, half the cost of one
+        elif self.fast:
+            key = (self.durability, self.repack, self.max_depth)
+            self.shared = Shared.take(key, lambda: trajlog.open(
+                ":memory:", self.durability, repack=self.repack,
+                max_delegation_depth=self.max_depth))
+            self.stores.append(self.shared.store)
+            self.slot[0] = 0
+            self.base = frozenset(self.shared.ids)
+            self.serial = self.shared.inputs
+            return
         self.open_store(0)
 
-    def teardown(self) -> None:
+    def teardown(self, healthy: bool = False) -> None:
+        """Close this input's stores; give a shared store back if the input
+        left it open and in step with the model (``healthy``)."""
+        sh = self.shared
+        keep = sh is not None and healthy and 0 not in self.closed
+        if keep:
+            sh.give_back({s.id for s in self.sessions})   # type: ignore[union-attr]
         for i, st in enumerate(self.stores):
-            if i not in self.closed:
+            if i not in self.closed and not (keep and i == 0):
                 with contextlib.suppress(Exception):
                     st.close()
         if self.tmp:
@@ -1236,7 +1261,7 @@ class Run:
         """After a refused create / fork / spawn: the store holds the model's sessions."""
         idx = self.any_store()
         if idx is not None and len(self.stores[idx].sessions(
-                include_subagents=True)) != len(self.sessions):
+                include_subagents=True)) != len(self.base) + len(self.sessions):
             self.fail(f"failed-write-wrote:{op}", f"{op} failed but a session was created")
 
     # -- writes ---------------------------------------------------------------------
@@ -1626,7 +1651,7 @@ class Run:
         k = a.int(0, 7)
         sid: Any = None
         if k == 1:
-            sid = str(uuid.UUID(int=a.int(0, 2**32 - 1) + 1))
+            sid = str(uuid.UUID(int=a.int(0, 2**32 - 1) + 1 + (self.serial << 32)))
         elif k == 2 and self.sessions:
             sid = self.pick_session(a).id  # type: ignore[union-attr]
         elif k == 3:
@@ -1642,7 +1667,7 @@ class Run:
             except ValueError:
                 plan.must_refuse("session id not a uuid")
             else:
-                if any(canonical == x.id for x in self.sessions):
+                if canonical in self.base or any(canonical == x.id for x in self.sessions):
                     plan.must_refuse("a session id taken")
                 if type(sid) is not str:
                     plan.may.append("session id subclass")
@@ -2143,8 +2168,8 @@ class Run:
         if km == 1:
             meta = {"note": "n", "identity": "mallory"}
         elif km == 2:
-            meta = {a.pick(("task", "background", "kind", "parent_call_id",
-                            "approval_policy")): "forged"}
+            meta = {a.pick(("task", "task_seq", "spawned_at", "background", "kind",
+                            "parent_call_id", "approval_policy")): "forged"}
             plan.must_refuse("reserved metadata key")
         elif km == 3:
             meta = 7
@@ -2179,12 +2204,14 @@ class Run:
         extra: dict[str, Any] = {}
         if isinstance(meta, Mapping):
             extra.update(judge(plan, dict(meta), "metadata"))
-        extra.update({"task": content, "background": bool(background),
-                      "kind": "forked" if seeded else "spawned"})
+        extra.update({"background": bool(background), "kind": "forked" if seeded else "spawned"})
         if call_id is not None:
             extra["parent_call_id"] = call_id
         if seeded:
             extra["approval_policy"] = "never"
+        else:
+            extra["spawned_at"] = s.last   # where it joins its parent's history
+        extra["task_seq"] = seed + len(initial) - 1   # the header points at the task event
         expected_meta = {k2: s.header["metadata"][k2] for k2 in INHERITED
                          if k2 in s.header["metadata"]}
         expected_meta.update(extra)
@@ -2514,7 +2541,7 @@ class Run:
         want = {x.id for x in self.sessions if x.parent is s and x.seed > 0}
         if deps != want:
             self.fail("lineage-differs:dependents", f"dependents() {deps}, model {want}")
-        tops = {hd.id for hd in st.sessions()}
+        tops = {hd.id for hd in st.sessions() if hd.id not in self.base}
         if tops != {x.id for x in self.sessions if x.header["origin"] is None}:
             self.fail("lineage-differs:sessions", "sessions() lists other sessions")
 
@@ -2594,7 +2621,7 @@ class Run:
             stone = got.data.get("erased") if isinstance(got.data, dict) else None
             if not isinstance(stone, dict) or stone.get("reason") != reason:
                 self.fail("erase-not-applied", f"session {x.id} seq {seq}: {got.data!r:.200}")
-            want = erased_view(old.data, stone)
+            want = erased_view(old.type, old.data, stone)
             if canon(want) != canon(got.data) or got.type != old.type or (
                     old.time is not None and got.time != old.time):
                 self.fail("erase-view-differs", f"seq {seq}: stored {got.data!r:.200}, "
@@ -2755,7 +2782,7 @@ class Run:
         st = self.stores[idx]
         for s in self.sessions:
             self.check_session(s, "end")
-        ids = sorted(h.id for h in st.sessions(include_subagents=True))
+        ids = sorted(h.id for h in st.sessions(include_subagents=True) if h.id not in self.base)
         if ids != sorted(s.id for s in self.sessions):
             self.fail("sessions-differ", f"store lists {len(ids)} sessions, the model "
                       f"{len(self.sessions)}")
@@ -2771,6 +2798,50 @@ class Run:
             for s in self.sessions:
                 s.handles = [(idx, self.handle(s, idx))]
                 self.check_session(s, "end-reopen", verify=False)
+
+
+class Shared:
+    """Fast mode: a ":memory:" store reused by the inputs of one configuration,
+    each in sessions of its own.  Opening a store (its schema) cost a third of an
+    input; a shared one is replaced after :data:`SHARED_INPUTS` inputs (store-wide
+    listings and repack grow with it) and after any finding (it may then hold
+    what no model knows)."""
+
+    pool: ClassVar[dict[tuple[Any, ...], Shared]] = {}
+    lock: ClassVar[threading.Lock] = threading.Lock()
+
+    def __init__(self, key: tuple[Any, ...], store: Any) -> None:
+        self.key = key
+        self.store = store
+        self.ids: set[str] = set()   # the sessions the inputs before left in it
+        self.inputs = 0
+
+    @classmethod
+    def take(cls, key: tuple[Any, ...], opener: Callable[[], Any]) -> Shared:
+        """The pooled store of ``key`` (removed from the pool while in use), or a new one."""
+        with cls.lock:
+            sh = cls.pool.pop(key, None)
+        return sh if sh is not None else Shared(key, opener())
+
+    def give_back(self, ids: set[str]) -> None:
+        self.ids |= ids
+        self.inputs += 1
+        with Shared.lock:
+            if self.inputs < SHARED_INPUTS and self.key not in Shared.pool:
+                Shared.pool[self.key] = self
+                return
+        with contextlib.suppress(Exception):
+            self.store.close()
+
+    @classmethod
+    def drain(cls) -> None:
+        """Close every pooled store (a test, or the end of a replay)."""
+        with cls.lock:
+            pooled = list(cls.pool.values())
+            cls.pool.clear()
+        for sh in pooled:
+            with contextlib.suppress(Exception):
+                sh.store.close()
 
 
 def file_dir() -> str | None:
@@ -2817,20 +2888,41 @@ OPS = ("create", "append", "batch", "turn", "step", "tools", "fork", "subagent",
        "close", "threads", "lease", "check", "append", "lineage", "erase")
 
 
-# What an erased event keeps of its data (trajlog.memory.records.KEPT, restated
-# here as the harness's own model of the rule).
-_KEPT = ("call_id", "name", "interrupted", "synthetic", "status", "is_error")
+# What an erased event keeps of its data (trajlog.memory.replacement.KEEPS,
+# restated here as the harness's own model of the rule): per event type, call
+# ids as written, a run id and a tool name in a bounded form, the recovery
+# closers' status values, booleans.
+_RUN_ID = re.compile(r"[A-Za-z0-9_.:@/+=-]{1,128}")
+_TOOL = re.compile(r"[A-Za-z0-9_.:@/-]{1,128}")
+_CLOSER = ("TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN")
+_KEPT: dict[str, tuple[str, ...]] = {
+    "tool/call": ("call_id", "name"),
+    "tool/result": ("call_id", "name", "status", "is_error", "synthetic"),
+    "turn/end": ("interrupted", "synthetic"), "step/end": ("interrupted", "synthetic"),
+    "run/started": ("run_id",), "run/finalized": ("run_id",),
+}
 
 
-def erased_view(data: Any, stone: dict[str, Any]) -> dict[str, Any]:
+def _kept_value(k: str, v: Any) -> bool:
+    if k == "call_id":
+        return type(v) is str
+    if k == "name":
+        return type(v) is str and _TOOL.fullmatch(v) is not None
+    if k == "run_id":
+        return type(v) is str and _RUN_ID.fullmatch(v) is not None
+    if k == "status":
+        return v in _CLOSER
+    return type(v) is bool
+
+
+def erased_view(type_: str, data: Any, stone: dict[str, Any]) -> dict[str, Any]:
     d = data if isinstance(data, dict) else {}
-    out = {k: d[k] for k in _KEPT if k in d and (
-        d[k] is None or type(d[k]) in (str, bool, int))}
+    out = {k: d[k] for k in _KEPT.get(type_, ()) if k in d and _kept_value(k, d[k])}
     calls = d.get("tool_calls")
-    if isinstance(calls, list):
-        out["tool_calls"] = [{k: c[k] for k in ("id", "name") if isinstance(c.get(k), str)}
-                             for c in calls
-                             if isinstance(c, dict) and isinstance(c.get("id"), str)]
+    if type_ == "assistant/message" and type(calls) is list:
+        out["tool_calls"] = [{"id": c["id"], **({"name": c["name"]} if _kept_value(
+            "name", c.get("name")) else {})} for c in calls
+            if type(c) is dict and type(c.get("id")) is str]
     out["erased"] = stone
     return out
 
@@ -2879,33 +2971,42 @@ def thread_stacks() -> str:
 # Entry points
 
 
-def check_input(data: bytes) -> list[Finding]:
-    """Run one input against a fresh store; raise :class:`Finding` on a broken
-    invariant.  Returns the findings continue mode let the input go on after."""
+def fast_mode() -> bool:
+    """``FUZZ_API_MODE=fast``: ":memory:" stores shared across inputs (:class:`Shared`)."""
+    return os.environ.get("FUZZ_API_MODE", "") == "fast"
+
+
+def check_input(data: bytes, fast: bool | None = None) -> list[Finding]:
+    """Run one input against a fresh store (``fast``: a shared one, in sessions of
+    its own); raise :class:`Finding` on a broken invariant.  Returns the findings
+    continue mode let the input go on after."""
     if trajlog is None:
         _load()
-    run = Run(data)
+    run = Run(data, fast_mode() if fast is None else fast)
+    healthy = False
     try:
         run.setup()
         run.run_ops()
         run.finish_checks()
+        healthy = not run.soft
     except BaseException as e:
         e.soft = run.soft  # type: ignore[attr-defined]
         raise
     finally:
         for _s, th, _box, _blocked in run.inner:
             th.join(5)
-        run.teardown()
+            healthy = healthy and not th.is_alive()
+        run.teardown(healthy)
     return run.soft
 
 
-def run_guarded(data: bytes) -> list[BaseException]:
+def run_guarded(data: bytes, fast: bool | None = None) -> list[BaseException]:
     """check_input on a watchdog thread (a hang becomes a Finding); every finding."""
     box: list[list[BaseException]] = [[]]
 
     def go() -> None:
         try:
-            box[0] = list(check_input(data))
+            box[0] = list(check_input(data, fast))
         except BaseException as e:
             box[0] = [*getattr(e, "soft", []), e]
 
@@ -3045,7 +3146,14 @@ def main() -> None:
 
     # Not the byte-level hot loops (fuzzed on their own: fuzz_differential.py and the
     # C harnesses): instrumenting them costs ~10 % of the rate for no API coverage.
-    with atheris.instrument_imports(include=["trajlog"], exclude=[
+    include = ["trajlog"]
+    if fast_mode():
+        # Coverage of the layers the API decides in (every write and read still runs
+        # through storage and codec, uninstrumented): the storage and codec edges
+        # cost a third of the rate.
+        include = ["trajlog.api", "trajlog.events", "trajlog.lifecycle", "trajlog.memory",
+                   "trajlog.projections", "trajlog.recovery"]
+    with atheris.instrument_imports(include=include, exclude=[
             "trajlog.codec.stream", "trajlog.codec.chunks", "trajlog.codec.frames",
             "trajlog.codec.compression", "trajlog._kernel_c", "trajlog._kernel_py"]):
         _load()

@@ -391,13 +391,15 @@ def check_shape(type_: str, data: Any) -> None:
         # pair it), e.g. imported from an export of an erased event: every
         # reader and projection already takes it as a tombstone.
         return
+    # A tuple is stored as a JSON array, as everywhere else in the data: a list here.
     if type_ == "user/message":
-        _require(data, type_, "content", (str, list))
+        _require(data, type_, "content", (str, list, tuple))
     elif type_ == "assistant/message":
-        if "content" in data and not isinstance(data["content"], (str, list, type(None))):
+        if "content" in data and not isinstance(data["content"],
+                                                (str, list, tuple, type(None))):
             raise ValidationError("assistant/message field 'content' must be str or list")
         calls = data.get("tool_calls", [])
-        if not isinstance(calls, list):
+        if not isinstance(calls, (list, tuple)):
             raise ValidationError("assistant/message field 'tool_calls' must be a list")
         seen = set()
         for call in calls:
