@@ -119,3 +119,107 @@ def test_task_is_still_a_reserved_metadata_key(tmp_path):
         for key in ("task", "task_seq"):
             with pytest.raises(trajlog.errors.InvalidArgumentError, match=key):
                 s.spawn_subagent("x", metadata={key: 1})
+
+
+# -- siblings: the importers' headers ------------------------------------------------
+
+def _claude_line(kind: str, uuid: str, parent: str | None, content: Any, **extra: Any) -> str:
+    rec: dict[str, Any] = {"type": kind, "uuid": uuid, "parentUuid": parent,
+                           "sessionId": "11111111-2222-3333-4444-555555555555",
+                           "timestamp": f"2025-01-01T00:00:{len(uuid):02d}.000Z",
+                           "cwd": "/w", "version": "1.0.9", "isSidechain": False}
+    rec["message"] = ({"role": "user", "content": content} if kind == "user" else
+                      {"id": "m-" + uuid, "role": "assistant", "content": content})
+    rec.update(extra)
+    return json.dumps(rec)
+
+
+def test_an_imported_subagents_task_description_stays_in_its_event(tmp_path):
+    """A Claude Code subagent's header names the Task call that spawned it;
+    the call's description (model-written text) stays in that call's event,
+    where redaction masks it and erasure reaches it."""
+    task = {"type": "tool_use", "id": "toolu_t", "name": "Task",
+            "input": {"description": f"look for {AWS}", "prompt": "Find X",
+                      "subagent_type": "Explore"}}
+    src = tmp_path / "11111111-2222-3333-4444-555555555555.jsonl"
+    src.write_text("\n".join([
+        _claude_line("user", "u", None, "go"),
+        _claude_line("assistant", "a", "u", [task]),
+        _claude_line("user", "s1", None, "Find X", isSidechain=True),
+        _claude_line("assistant", "s2", "s1", [{"type": "text", "text": "X is here"}],
+                     isSidechain=True),
+        _claude_line("user", "r", "a", [{"type": "tool_result", "tool_use_id": "toolu_t",
+                                         "content": "X is here"}]),
+    ]) + "\n")
+    path = str(tmp_path / "i.db")
+    with trajlog.open(path, redaction=RedactionPolicy()) as store:
+        report = store.import_path(src)
+        heads = [store.session(x.session_id).header for x in report.sessions]
+        child = next(h for h in heads if h.origin == "subagent")
+        assert child.metadata["parent_call_id"] == "toolu_t"
+        assert AWS not in repr([dict(h.metadata) for h in heads])
+    assert AWS.encode() not in file_bytes(path)
+
+
+# -- siblings: a subagent's answer handed to its parent ---------------------------------
+
+def _spawning(store: Any, call_id: str) -> Any:
+    p = store.create_session(cwd="/r")
+    p.append("turn/start", {})
+    p.append("assistant/message", {"content": "", "tool_calls": [
+        {"id": call_id, "name": "task", "arguments": {}}]})
+    p.append("tool/call", {"call_id": call_id, "name": "task", "arguments": {}})
+    return p
+
+
+@pytest.mark.parametrize("background", [False, True])
+def test_an_erased_answer_takes_the_copy_finish_gave_the_parent_with_it(tmp_path, background):
+    path = str(tmp_path / "f.db")
+    with trajlog.open(path) as store:
+        p = _spawning(store, "t1")
+        sub = p.spawn_subagent("summarize", call_id="t1", background=background)
+        with sub.turn():
+            answer = sub.append("assistant/message", {"content": f"the answer is {MARK}"})
+        copy = sub.finish()
+        assert copy.data["output"] == f"the answer is {MARK}"
+        report = store.erase(sub.id, [answer.seq], reason="user request", actor="human:a")
+        gone = p.get(copy.seq).data
+        assert gone["erased"]["reason"] == f"user request (a copy of seq {answer.seq} of " \
+                                           f"session {sub.id})"
+        assert background or gone["call_id"] == "t1"        # the pairing ids stay
+        assert {p.id, sub.id} <= set(report.sessions_affected)
+        assert MARK not in repr(list(p.events())) and MARK not in repr(list(sub.events()))
+        assert MARK.encode() not in file_bytes(path)
+        assert MARK.encode() not in _exports(store, p.id, sub.id, tmp_path)
+        assert store.verify().ok
+        # idempotent: the copy is erased once
+        again = store.erase(sub.id, [answer.seq], reason="user request", actor="human:a")
+        assert again.already
+    assert MARK.encode() not in file_bytes(path)
+
+
+def test_an_answer_the_parent_got_from_elsewhere_is_not_erased(tmp_path):
+    with trajlog.open(str(tmp_path / "g.db")) as store:
+        p = _spawning(store, "t1")
+        sub = p.spawn_subagent("summarize", call_id="t1")
+        with sub.turn():
+            first = sub.append("assistant/message", {"content": "draft"})
+            sub.append("assistant/message", {"content": "final"})
+        copy = sub.finish()
+        store.erase(sub.id, [first.seq], reason="r", actor="human:a")
+        assert p.get(copy.seq).data["output"] == "final"    # not the erased one's copy
+
+
+def test_retention_of_a_subagent_takes_its_answers_copy_with_it(tmp_path):
+    path = str(tmp_path / "h.db")
+    with trajlog.open(path) as store:
+        p = _spawning(store, "t1")
+        sub = p.spawn_subagent("summarize", call_id="t1")
+        sub.append("retention/policy", {"ttl_ms": 1000})
+        with sub.turn():
+            sub.append("assistant/message", {"content": f"kept {MARK}"})
+        copy = sub.finish()
+        later = max(ev.time for ev in sub.events()) + 10_000
+        store.apply_retention(now_ms=later)
+        assert "erased" in p.get(copy.seq).data
+    assert MARK.encode() not in file_bytes(path)

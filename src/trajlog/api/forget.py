@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import bisect
 import time
+from dataclasses import replace
 from typing import Any
 
 from ..errors import ErasureError, InvalidArgumentError
@@ -25,6 +26,7 @@ from ..memory.revoke import revoke_item
 from ..storage import Backend
 from ..storage.index import PREFIXES, SPARSE
 from .handles import LogRef
+from .lineage import _key as finish_key
 from .reading import LogReader
 
 
@@ -89,11 +91,51 @@ class Forgetting:
             if type(s) is not int or s < 0:
                 raise ErasureError(f"seq must be a non-negative int, not {s!r}")
         target = self.target(ref, seqs)
+        copies = self._copies(ref, seqs)   # (read while the source is still there)
+        now = _now() if now_ms is None else now_ms
         try:
-            return erase_events(self.backend, target, seqs, reason=reason, actor=actor,
-                                now_ms=_now() if now_ms is None else now_ms)
+            report = erase_events(self.backend, target, seqs, reason=reason, actor=actor,
+                                  now_ms=now)
         finally:
             self.after_purge()
+        for parent, seq, source_seq, owner in copies:
+            more = self.erase(parent.id, [seq], actor=actor, now_ms=now,
+                              reason=f"{reason} (a copy of seq {source_seq} of session {owner})")
+            report = replace(report, frames_blanked=report.frames_blanked + more.frames_blanked,
+                             sessions_affected=tuple(dict.fromkeys(
+                                 report.sessions_affected + more.sessions_affected)))
+        return report
+
+    def _copies(self, ref: LogRef, seqs: list[int]) -> list[tuple[LogRef, int, int, str]]:
+        """The events trajlog itself copied ``seqs`` into, in another log:
+        a subagent's answer that ``finish`` handed to its parent (the
+        parent's ``tool/result`` or ``subagent/notification``), as
+        ``(parent, its seq, the source seq, the subagent's id)``.  Erasing
+        the source erases them: no copy outlives what it copied."""
+        owner = ref
+        while min(seqs) < owner.seed and owner.parent is not None:
+            owner = owner.parent   # the log that holds the seqs
+        parent = owner.parent
+        if owner.header.origin != "subagent" or parent is None:
+            return []
+        reader = self.backend.reader()
+        outputs: dict[str, list[int]] = {}
+        for what in ("result", "notification"):
+            key = finish_key(owner.id, what)
+            seq = reader.seq_of_idempotency_key(parent.sid, key)
+            data = None if seq is None else self._reading.indexed(parent, seq, key=key).data
+            out = data.get("output") if isinstance(data, dict) else None
+            if seq is not None and isinstance(out, str) and out:
+                outputs.setdefault(out, []).append(seq)
+        found: list[tuple[LogRef, int, int, str]] = []
+        wanted = set(seqs)
+        for ev in ([] if not outputs else self._reading.events(
+                owner, min(seqs), max(seqs), want=lambda t: t == "assistant/message")):
+            content = ev.data.get("content") if isinstance(ev.data, dict) else None
+            text = content if isinstance(content, str) else str(content or "")
+            if ev.seq in wanted:   # (the rule Lineage.final_output copies by)
+                found += [(parent, seq, ev.seq, owner.id) for seq in outputs.pop(text, [])]
+        return found
 
     # -- retention -------------------------------------------------------------
 

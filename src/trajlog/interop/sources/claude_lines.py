@@ -135,10 +135,9 @@ class _Mapper:
             if call is not None:
                 meta["tool_use_id"] = top["parent_call_id"] = call
                 task = main.tasks.get(call)
-                if isinstance(task, dict):
+                if isinstance(task, dict):   # (its description stays in the call's
+                    # event, where redaction and erasure reach it: the header names the call)
                     preset = preset or _str(task.get("subagent_type"))
-                    if _str(task.get("description")):
-                        meta["task_description"] = task["description"]
         elif self.fork_parent is not None:  # a trajlog fork: a parent and no origin
             parent = self.fork_parent
             meta.update(lineage="fork", fork_point_uuid=head["parentUuid"],
