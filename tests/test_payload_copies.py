@@ -15,6 +15,7 @@ import pytest
 
 import trajlog
 from tamper import file_bytes
+from trajlog import projections
 from trajlog.cli.main import main
 from trajlog.redaction import RedactionPolicy
 from trajlog.viewer.document import build_document
@@ -52,6 +53,12 @@ def _exports(store: Any, root: str, child: str, where: Path) -> bytes:
     return out
 
 
+def _states(store: Any) -> bytes:
+    """Every saved projection state of the store, as stored."""
+    rows = store._e.backend.connection().execute("SELECT state FROM projection_states")
+    return b"".join(bytes(r[0]) for r in rows)
+
+
 def _task_seq(sub: Any) -> int:
     seq = sub.header.metadata["task_seq"]
     assert sub.get(seq).type == "user/message"
@@ -81,11 +88,14 @@ def test_an_erased_task_leaves_no_copy_in_the_header_the_files_or_the_exports(tm
         s = _parent(store)
         sub = _child(s, how, f"review {MARK} carefully")
         assert sub.task() == f"review {MARK} carefully"
+        projections.checkpoint(sub)              # saved projection states hold it too
+        assert MARK.encode() in _states(store)
         seq = _task_seq(sub)
         store.erase(sub.id, [seq], reason="user request", actor="human:alice")
         assert sub.task() is None
         again = store.session(sub.id)
         assert MARK not in repr(dict(again.header.metadata)) and again.task() is None
+        assert MARK.encode() not in _states(store)
         assert MARK.encode() not in file_bytes(path)
         assert MARK.encode() not in _exports(store, s.id, sub.id, tmp_path)
         assert store.verify().ok
@@ -182,6 +192,8 @@ def test_an_erased_answer_takes_the_copy_finish_gave_the_parent_with_it(tmp_path
             answer = sub.append("assistant/message", {"content": f"the answer is {MARK}"})
         copy = sub.finish()
         assert copy.data["output"] == f"the answer is {MARK}"
+        projections.checkpoint(p)        # the parent's model history holds a tool result
+        assert background or MARK.encode() in _states(store)
         report = store.erase(sub.id, [answer.seq], reason="user request", actor="human:a")
         gone = p.get(copy.seq).data
         assert gone["erased"]["reason"] == f"user request (a copy of seq {answer.seq} of " \
@@ -189,6 +201,8 @@ def test_an_erased_answer_takes_the_copy_finish_gave_the_parent_with_it(tmp_path
         assert background or gone["call_id"] == "t1"        # the pairing ids stay
         assert {p.id, sub.id} <= set(report.sessions_affected)
         assert MARK not in repr(list(p.events())) and MARK not in repr(list(sub.events()))
+        assert MARK not in repr(projections.model_history(p))
+        assert MARK.encode() not in _states(store)
         assert MARK.encode() not in file_bytes(path)
         assert MARK.encode() not in _exports(store, p.id, sub.id, tmp_path)
         assert store.verify().ok
@@ -222,4 +236,27 @@ def test_retention_of_a_subagent_takes_its_answers_copy_with_it(tmp_path):
         later = max(ev.time for ev in sub.events()) + 10_000
         store.apply_retention(now_ms=later)
         assert "erased" in p.get(copy.seq).data
+    assert MARK.encode() not in file_bytes(path)
+
+
+# -- siblings: a subagent's sandbox snapshot ---------------------------------------------
+
+def test_an_erased_sandbox_setting_takes_every_snapshot_of_it_with_it(tmp_path):
+    path = str(tmp_path / "s.db")
+    with trajlog.open(path) as store:
+        p = store.create_session(cwd="/r")
+        mode = p.append("sandbox/mode", {"mode": "workspace-write",
+                                         "writable_roots": [f"/home/{MARK}"]})
+        sub = p.spawn_subagent("t")
+        deeper = sub.fork_subagent("t2")                  # a snapshot of the snapshot
+        other = p.spawn_subagent("t3", sandbox={"mode": "read-only"})   # explicit: no copy
+        snaps = [next(e for e in x.events() if e.type == "sandbox/mode") for x in (sub, deeper)]
+        assert all(f"/home/{MARK}" in repr(e.data) for e in snaps)
+        report = store.erase(p.id, [mode.seq], reason="r", actor="human:a")
+        assert {p.id, sub.id, deeper.id} <= set(report.sessions_affected)
+        for x, e in zip((sub, deeper), snaps, strict=True):
+            assert "erased" in x.get(e.seq).data
+        assert next(e for e in other.events() if e.type == "sandbox/mode").data == {
+            "mode": "read-only", "snapshot_of": {"session": p.id, "explicit": True}}
+        assert store.verify().ok
     assert MARK.encode() not in file_bytes(path)

@@ -107,18 +107,32 @@ class Forgetting:
         return report
 
     def _copies(self, ref: LogRef, seqs: list[int]) -> list[tuple[LogRef, int, int, str]]:
-        """The events trajlog itself copied ``seqs`` into, in another log:
-        a subagent's answer that ``finish`` handed to its parent (the
-        parent's ``tool/result`` or ``subagent/notification``), as
-        ``(parent, its seq, the source seq, the subagent's id)``.  Erasing
-        the source erases them: no copy outlives what it copied."""
+        """The events trajlog itself copied ``seqs`` into, in other logs, as
+        ``(log, its seq, the source seq, the source session's id)``: a
+        subagent's answer that ``finish`` handed to its parent (the parent's
+        ``tool/result`` or ``subagent/notification``), and a parent's
+        ``sandbox/mode`` snapshotted into a subagent (its ``snapshot_of``
+        names the source).  Erasing the source erases them (and, through
+        the same rule, the copies of those): no copy outlives what it copied."""
         owner = ref
         while min(seqs) < owner.seed and owner.parent is not None:
             owner = owner.parent   # the log that holds the seqs
+        reader = self.backend.reader()
+        wanted = set(seqs)
+        found: list[tuple[LogRef, int, int, str]] = []
+        modes = {row.seq for row in reader.index_rows(owner.sid, min(seqs) - 1, max(seqs))
+                 if row.type == "sandbox/mode" and row.seq in wanted}
+        for child in self._reading.children(owner) if modes else ():
+            at = None if child.header.origin != "subagent" else reader.marker_after(
+                child.sid, "sandbox/mode", child.seed - 1)   # its snapshot, made with it
+            data = None if at is None else self._reading.indexed(child, at, "sandbox/mode").data
+            of = data.get("snapshot_of") if isinstance(data, dict) else None
+            if at is not None and isinstance(of, dict) and of.get("session") == owner.id and (
+                    of.get("seq") in modes):
+                found.append((child, at, of["seq"], owner.id))
         parent = owner.parent
         if owner.header.origin != "subagent" or parent is None:
-            return []
-        reader = self.backend.reader()
+            return found
         outputs: dict[str, list[int]] = {}
         for what in ("result", "notification"):
             key = finish_key(owner.id, what)
@@ -127,8 +141,6 @@ class Forgetting:
             out = data.get("output") if isinstance(data, dict) else None
             if seq is not None and isinstance(out, str) and out:
                 outputs.setdefault(out, []).append(seq)
-        found: list[tuple[LogRef, int, int, str]] = []
-        wanted = set(seqs)
         for ev in ([] if not outputs else self._reading.events(
                 owner, min(seqs), max(seqs), want=lambda t: t == "assistant/message")):
             content = ev.data.get("content") if isinstance(ev.data, dict) else None
