@@ -8,6 +8,11 @@ Three kinds of child (DESIGN.md section 7):
   never a silent fall-back to an earlier turn.
 * **spawned subagent** -- ``session.spawn_subagent(task)``: ``origin="subagent"``,
   no seed, one more level of delegation, the task as its first user message.
+  The header points at that message (``task_seq``) and never holds its
+  text: a header is not scanned by redaction and cannot be erased, so a copy
+  there would outlive both (:meth:`Session.task` reads it through the
+  pointer).  ``spawned_at`` is the parent's last seq at the spawn: the
+  history whose ``retention/policy`` the subagent is under until it sets one.
 * **forked subagent** -- ``session.fork_subagent(task)``: the same, seeded with the
   parent's prefix up to its last *completed* turn (never the turn in progress,
   which holds the spawning call); its approval policy is fixed to ``never``.
