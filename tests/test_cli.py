@@ -158,11 +158,15 @@ def test_tail_and_tail_follow_across_processes(tour, tmp_path):
     last = run("tail", sid[:8], "-n", "3", "--db", str(db), cwd=where).stdout.splitlines()
     assert len(last) == 3
     follower = subprocess.Popen(
-        [sys.executable, "-m", "trajlog", "tail", "-f", "-n", "0", "--interval", "0.05",
+        [sys.executable, "-m", "trajlog", "tail", "-f", "-n", "1", "--interval", "0.05",
          "--idle-exit", "60", sid, "--db", str(db)], cwd=where, stdout=subprocess.PIPE,
         stderr=subprocess.PIPE, text=True)
     try:
-        time.sleep(1.0)
+        # Its first page (the last event) says it has read the head it follows
+        # from: only then is an append certain to be new to it (a fixed sleep
+        # was not, on a loaded machine).
+        assert follower.stdout is not None
+        assert follower.stdout.readline() == last[-1] + "\n"
         writer = ("import sys, trajlog\nwith trajlog.open(sys.argv[1]) as st:\n"
                   "    s = st.session(sys.argv[2])\n"
                   "    for n in range(3):\n"

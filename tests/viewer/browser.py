@@ -4,6 +4,7 @@ not run)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 from pathlib import Path
@@ -47,23 +48,75 @@ def requested_urls(driver: Any) -> list[str]:
     return urls
 
 
-def open_page(driver: Any, path: Path, fragment: str = "", timeout: float = 60) -> None:
-    """Load ``path`` and wait for the viewer's ready mark."""
+# Every wait below is for a DOM condition, never a pause: the bound only
+# limits how long a failing test waits (a loaded machine may be slow).
+WAIT_S = 60.0
+
+# The page's own mark that it started (render done, first blocks decoded) --
+# of *this* document: an earlier page's mark would satisfy a bare check of
+# ``dataset.ready`` if ``get`` returned before the navigation started.
+_READY = ("return location.href.split('#')[0] === arguments[0] && document.body"
+          " && document.body.dataset.ready || null")
+# Records the hash each hashchange was routed for (a listener added after the
+# viewer's own runs after it: once it ran, the view of that hash is drawn).
+_ROUTED = """if (!window.trajlogTestRouted) { window.trajlogTestRouted = true;
+  window.addEventListener('hashchange', () => { document.body.dataset.routed = location.hash; }); }
+return location.hash;"""
+# The hash is routed: unchanged since ``arguments[0]`` (no hashchange is coming),
+# or the last hashchange was for it.
+_ROUTED_NOW = ("const h = location.hash;"
+               " return h === arguments[0] || document.body.dataset.routed === h;")
+
+
+def wait(d: Any, condition: Any, timeout: float = WAIT_S) -> Any:
+    """``condition(d)`` once it is truthy (stale or missing elements are retried)."""
+    from selenium.common.exceptions import NoSuchElementException, StaleElementReferenceException
     from selenium.webdriver.support.ui import WebDriverWait
 
-    driver.get(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
-    WebDriverWait(driver, timeout).until(
-        lambda d: d.execute_script("return document.body && document.body.dataset.ready"))
+    return WebDriverWait(d, timeout, poll_frequency=0.05, ignored_exceptions=(
+        NoSuchElementException, StaleElementReferenceException)).until(condition)
 
 
-def show(d: Any, view: str) -> None:
-    """Click the tab of ``view`` and wait until its section is the active one."""
+def until(d: Any, read: Any, ok: Any = bool, timeout: float = WAIT_S) -> Any:
+    """``read(d)`` once ``ok`` holds of it -- or, at the bound, the last value
+    read, so that the caller's assertion shows what the page had."""
+    from selenium.common.exceptions import TimeoutException
+
+    last: list[Any] = [None]
+
+    def check(x: Any) -> bool:
+        last[0] = read(x)
+        return bool(ok(last[0]))
+
+    with contextlib.suppress(TimeoutException):
+        wait(d, check, timeout)
+    return last[0]
+
+
+def open_page(driver: Any, path: Path, fragment: str = "", timeout: float = WAIT_S) -> None:
+    """Load ``path`` as a new document and wait for its ready mark.
+
+    It goes through about:blank first: a page already showing ``path``
+    would otherwise only follow the new fragment (no reload, no new ready
+    mark), and an old page's mark must never pass for the new one's."""
+    url = path.resolve().as_uri()
+    driver.get("about:blank")
+    driver.get(url + (f"#{fragment}" if fragment else ""))
+    state = wait(driver, lambda d: d.execute_script(_READY, url), timeout)
+    assert state == "1", f"the viewer did not start: ready={state!r}"
+    driver.execute_script(_ROUTED)
+
+
+def show(d: Any, view: str, timeout: float = WAIT_S) -> None:
+    """Click the tab of ``view`` and wait until the viewer has routed the hash
+    it set and drawn ``view`` (until then the old view's elements may still
+    be there, or be replaced under the test)."""
     from selenium.webdriver.common.by import By
-    from selenium.webdriver.support.ui import WebDriverWait
 
+    before = d.execute_script(_ROUTED)
     d.find_element(By.ID, f"tab-{view}").click()
-    WebDriverWait(d, 10).until(lambda x: "active" in x.find_element(
-        By.ID, f"view-{view}").get_attribute("class"))
+    wait(d, lambda x: x.execute_script(_ROUTED_NOW, before) and "active" in x.find_element(
+        By.ID, f"view-{view}").get_attribute("class"), timeout)
 
 
 def css(d: Any, selector: str) -> list[Any]:
@@ -71,3 +124,11 @@ def css(d: Any, selector: str) -> list[Any]:
     from selenium.webdriver.common.by import By
 
     return list(d.find_elements(By.CSS_SELECTOR, selector))
+
+
+def go_hash(d: Any, fragment: str, timeout: float = WAIT_S) -> None:
+    """Follow ``#fragment`` in the page already open (a hashchange, no reload)
+    and wait until the viewer has routed it."""
+    before = d.execute_script(_ROUTED)
+    d.execute_script("location.hash = arguments[0];", fragment)
+    wait(d, lambda x: x.execute_script(_ROUTED_NOW, before), timeout)

@@ -17,8 +17,8 @@ if os.environ.get("TRAJLOG_BROWSER", "1") == "0":   # before selenium is importe
     pytest.skip("TRAJLOG_BROWSER=0: browser tests off", allow_module_level=True)
 
 import msgspec
+from browser import go_hash, open_page, show, until, wait
 from selenium.webdriver.common.by import By
-from selenium.webdriver.support.ui import WebDriverWait
 
 import trajlog
 from trajlog.viewer import write_html
@@ -47,10 +47,8 @@ def patch(path: Path, change: Callable[[dict[str, Any]], None]) -> None:
     path.write_text(page[:found.start(2)] + embed_json(doc).decode() + page[found.end(2):])
 
 
-def load(d: Any, path: Path, fragment: str = "", timeout: float = 10) -> None:
-    d.get(path.resolve().as_uri() + (f"#{fragment}" if fragment else ""))
-    WebDriverWait(d, timeout).until(
-        lambda x: x.execute_script("return document.body && document.body.dataset.ready"))
+def load(d: Any, path: Path, fragment: str = "") -> None:
+    open_page(d, path, fragment)
 
 
 def css(d: Any, selector: str) -> list[Any]:
@@ -64,8 +62,7 @@ def text(d: Any, view: str) -> str:
 def search(d: Any, q: str) -> None:
     d.execute_script("const b = document.getElementById('search'); b.value = arguments[0];"
                      "b.dispatchEvent(new Event('input'));", q)
-    WebDriverWait(d, 10).until(lambda x: x.execute_script(
-        "return document.body.dataset.searched") == q)
+    wait(d, lambda x: x.execute_script("return document.body.dataset.searched") == q)
 
 
 def lines(n: int, i: int) -> str:
@@ -75,17 +72,26 @@ def lines(n: int, i: int) -> str:
 # ---- 2: a hash naming an Object.prototype member -----------------------------
 def test_2_hash_keys_of_object_prototype_do_not_blank_the_page(driver, tmp_path):
     path, _ = make(tmp_path, lambda st, s: s.append("user/message", {"content": "hello"}))
-    for frag in ("view=constructor", "view=__proto__", "view=toString",
-                 "view=hasOwnProperty", "session=constructor&view=__proto__"):
-        load(driver, path, frag, timeout=5)
+    frags = ("view=constructor", "view=__proto__", "view=toString", "view=hasOwnProperty",
+             "session=constructor&view=__proto__")
+    for frag in frags:
+        load(driver, path, frag)                 # opened with the hash
+        assert "hello" in text(driver, "chat"), frag
+        assert "active" in driver.find_element(By.ID, "view-chat").get_attribute("class")
+    for frag in frags:
+        go_hash(driver, frag)                    # followed in the open page
         assert "hello" in text(driver, "chat"), frag
         assert "active" in driver.find_element(By.ID, "view-chat").get_attribute("class")
 
 
 # ---- 3: a block decoded after the user scrolled ------------------------------
-_DELAY = """(() => { const orig = Response.prototype.arrayBuffer;
+# Holds every decoded block until the test calls window.trajlogTestRelease():
+# "decoded after the user scrolled" by construction, not by a timer.
+_HOLD = """(() => { const orig = Response.prototype.arrayBuffer;
+  let release; const gate = new Promise((r) => { release = r; });
+  window.trajlogTestRelease = () => release();
   Response.prototype.arrayBuffer = function () {
-    return orig.call(this).then((b) => new Promise((r) => setTimeout(() => r(b), 2000))); };
+    return orig.call(this).then((b) => gate.then(() => b)); };
 })();"""
 _FIRST = """const host = document.getElementById('view-' + arguments[0]);
 const y = host.scrollTop;
@@ -98,17 +104,21 @@ return vis.length ? Math.min(...vis) : -1;"""
 def test_3_a_late_decoded_block_keeps_the_first_row_in_view(driver, tmp_path):
     path, _ = make(tmp_path, lambda st, s: s.append_batch(
         [("user/message", {"content": lines(30, i)}) for i in range(200)]))
-    hook = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _DELAY})
+    hook = driver.execute_cdp_cmd("Page.addScriptToEvaluateOnNewDocument", {"source": _HOLD})
     try:
-        driver.get(path.resolve().as_uri())
+        url = path.resolve().as_uri()
+        driver.get("about:blank")
+        driver.get(url)
+        wait(driver, lambda x: x.execute_script(
+            "return location.href === arguments[0] && !!window.trajlogViewer", url))
         assert not driver.execute_script("return document.body.dataset.ready")
         driver.execute_script("const h = document.getElementById('view-chat');"
                               "for (let y = 0; y <= 4000; y += 400) { h.scrollTop = y;"
                               " window.trajlogViewer.paint(); }")
         before = driver.execute_script(_FIRST, "chat")
         assert before > 10
-        WebDriverWait(driver, 10).until(
-            lambda x: x.execute_script("return document.body.dataset.ready"))
+        driver.execute_script("window.trajlogTestRelease()")
+        wait(driver, lambda x: x.execute_script("return document.body.dataset.ready"))
         driver.execute_script("window.trajlogViewer.paint()")
         assert f"message {before} line 0" in driver.execute_script(
             "return document.getElementById('view-chat').innerText")
@@ -176,13 +186,14 @@ def test_6_a_long_turn_is_paged(driver, tmp_path):
     path, _ = make(tmp_path, fill)
     load(driver, path)
     # (speed is measured in benchmarks/, never asserted here: the bound is the DOM)
-    driver.find_element(By.ID, "tab-trajectory").click()
+    show(driver, "trajectory")
     assert len(css(driver, "#view-trajectory .step-node")) == 100
     assert len(css(driver, "#view-trajectory .tl-step")) == 100
     assert "2,900 more step(s)" in driver.find_element(By.CSS_SELECTOR, ".tl-more").text
     assert driver.find_element(By.CSS_SELECTOR, ".all-steps").text == "show all 3,000"
     driver.find_element(By.CSS_SELECTOR, ".next-steps").click()
-    assert len(css(driver, "#view-trajectory .step-node")) == 200
+    assert until(driver, lambda x: len(css(x, "#view-trajectory .step-node")),
+                 lambda n: n == 200) == 200
     assert len(css(driver, "#view-trajectory .tl-step")) == 200
 
 
@@ -191,13 +202,13 @@ def test_7_a_huge_unbroken_string_opens_fast_in_slices(driver, tmp_path):
     path, _ = make(tmp_path, lambda st, s: s.append("user/message", {"content": "A" * 120_000}))
     load(driver, path)
     driver.find_element(By.CSS_SELECTOR, "#view-chat .show-all").click()
-    pre = driver.find_element(By.CSS_SELECTOR, "#view-chat pre.text")
-    assert "huge" in pre.get_attribute("class")
+    pre = wait(driver, lambda x: x.find_element(By.CSS_SELECTOR, "#view-chat pre.text.huge"))
     assert "mono" in pre.value_of_css_property("font-family").lower()
     assert driver.execute_script("return arguments[0].textContent.length", pre) == 50_000
     driver.find_element(By.CSS_SELECTOR, "#view-chat .show-more").click()
-    pre = driver.find_element(By.CSS_SELECTOR, "#view-chat pre.text")
-    assert driver.execute_script("return arguments[0].textContent.length", pre) == 100_000
+    assert until(driver, lambda x: x.execute_script(
+        "return document.querySelector('#view-chat pre.text').textContent.length"),
+        lambda n: n == 100_000) == 100_000
 
 
 # ---- 8 and 11: odd fields, content blocks -------------------------------------
@@ -223,7 +234,7 @@ def _odd(st: Any, s: Any) -> None:
 def test_8_a_context_build_with_odd_fields_still_shows(driver, tmp_path):
     path, _ = make(tmp_path, _odd)
     load(driver, path)
-    driver.find_element(By.ID, "tab-context").click()
+    show(driver, "context")
     (box,) = css(driver, "#view-context .ctx-injection")
     assert "policy p" in box.text
     assert "undefined" not in box.text and "NaN" not in box.text
@@ -238,10 +249,10 @@ def test_11_content_blocks_show_as_text(driver, tmp_path):
     chat = text(driver, "chat")
     assert "block text" in chat and "claude blocks" in chat and "[tool_use lookup]" in chat
     assert "[image]" in chat and "result block" in chat and '"type"' not in chat
-    driver.find_element(By.ID, "tab-history").click()
+    show(driver, "history")
     history = text(driver, "history")
     assert "block text" in history and "result block" in history and '"type"' not in history
-    driver.find_element(By.ID, "tab-trajectory").click()
+    show(driver, "trajectory")
     assert "result block" in text(driver, "trajectory")
 
 
@@ -298,10 +309,10 @@ def test_12_search_finds_models_envelopes_and_sessions(driver, tmp_path):
     load(driver, path, "view=trajectory")
     search(driver, "zebra")
     assert len(css(driver, "#view-trajectory .turn")) == 1
-    driver.find_element(By.ID, "tab-events").click()
+    show(driver, "events")
     search(driver, "feedbee")
     assert [r.get_attribute("data-seq") for r in css(driver, "#view-events .ev-row")] == [note]
-    driver.find_element(By.ID, "tab-sessions").click()
+    show(driver, "sessions")
     search(driver, "reviewer")
     assert driver.find_element(By.ID, "search-count").text == "1 of 2"
     assert [n.get_attribute("data-session") for n in
@@ -320,12 +331,12 @@ def test_13_previews_tombstones_and_headers(driver, tmp_path):
     load(driver, path, "view=events")
     assert not driver.execute_script(
         f"return {lone}.test(document.querySelector('.ev-row .data').textContent)")
-    driver.find_element(By.ID, "tab-goals").click()
+    show(driver, "goals")
     assert css(driver, "#view-goals .tombstone") and not css(driver, ".goal-skip-reason")
-    driver.find_element(By.ID, "tab-context").click()
+    show(driver, "context")
     ctx = driver.find_element(By.CSS_SELECTOR, ".ctx-injection").text
     assert "gone" in ctx and "undefined" not in ctx and "policy" not in ctx
-    driver.find_element(By.ID, "tab-sessions").click()
+    show(driver, "sessions")
     assert "nested" not in text(driver, "sessions")
     assert driver.find_element(By.ID, "session-title").text == "session"
 
