@@ -14,6 +14,14 @@
    into another database file -- what a fork that copied its prefix would
    write at least.  Target: a fork of the largest parent <= 1 ms; its ratio to
    a fork of the 1k-event parent says whether the cost grows with the log.
+1b. The cold fork.  The same parents; each fork made by a store just
+   reopened (as a host does: nothing of the parent is cached) at one of
+   COLD_CUTS turn ends spread over the parent, then the child's first append
+   (a turn with a tool call, which the write path checks against the prefix:
+   call ids used, calls left open, the turn, the redaction pause).  Timed:
+   the fork alone and the fork with that first append, the round's figure the
+   median over the cuts.  Target: the largest parent's cold fork + first
+   append within 3x the smallest's (what a prefix read would break).
 2. Reading a child.  A parent of N workload events (DESIGN.md section 8; 100k,
    --quick 10k) and two forks near its middle, each with 1,000 own events
    (small turns): one cut at a turn end INSIDE a parent chunk row (the read
@@ -56,6 +64,7 @@ FORKS_PER_ROUND = 21   # forks at each point, per size and round (their median i
 COPIES_PER_ROUND = 3
 READ_OWN = 1_000       # a child's own events
 READS_PER_ROUND = 3    # reads of each child and of its flat twin, per round
+COLD_CUTS = (0.1, 0.3, 0.5, 0.7, 0.9)   # where the cold forks cut, as fractions of a parent
 
 
 def small_turns(n: int, tag: str = "") -> list[tuple[str, dict[str, Any]]]:
@@ -114,7 +123,7 @@ class Parent:
 
     def __init__(self, tmp: Path, n: int) -> None:
         self.n = n
-        path = str(tmp / f"parent{n}.db")
+        self.path = path = str(tmp / f"parent{n}.db")
         with trajlog.open(path, durability="normal", repack=False) as store:
             s = store.create_session(cwd="/bench")
             t = time.perf_counter()
@@ -133,6 +142,7 @@ class Parent:
         self.middle, self.end = cut, s.last_seq
         self.inside = {"middle": cut_inside_row(self.store, s, self.middle),
                        "end": cut_inside_row(self.store, s, self.end)}
+        self.cold_cuts = [turn_end(self.store, s, int(f * s.last_seq)) for f in COLD_CUTS]
         # baseline: a plain connection reading the store, the copy in a file of its own
         self.raw = apsw.Connection(self.store.path)
         self.raw.execute("ATTACH DATABASE ? AS copy", (str(tmp / f"copy{n}.db"),))
@@ -154,6 +164,18 @@ class Parent:
         assert child.header.seed_length == at + 1
         return dt
 
+    def cold(self, cut: int, tag: str) -> tuple[float, float]:
+        """``(fork, fork + first append)`` seconds on a store just reopened."""
+        with trajlog.open(self.path, repack=False) as store:
+            parent = store.session(self.session.id)
+            t = time.perf_counter()
+            child = parent.fork(cut)
+            forked = time.perf_counter() - t
+            child.append_batch(first_turn(tag))
+            both = time.perf_counter() - t
+        assert child.header.seed_length == cut + 1
+        return forked, both
+
     def copies(self, k: int) -> list[float]:
         times = []
         for _ in range(k):
@@ -170,6 +192,35 @@ class Parent:
     def close(self) -> None:
         self.raw.close()
         self.store.close()
+
+
+def first_turn(tag: str) -> list[tuple[str, dict[str, Any]]]:
+    """A child's first append: a turn with one tool call, requested and answered."""
+    cid = f"cold-{tag}"
+    return [("turn/start", {}), ("user/message", {"content": "and now?"}),
+            ("assistant/message", {"content": "", "tool_calls": [{"id": cid, "name": "t"}]}),
+            ("tool/call", {"call_id": cid, "name": "t"}),
+            ("tool/result", {"call_id": cid, "output": "ok"}), ("turn/end", {})]
+
+
+def cold_round(parents: list[Parent], flip: bool, r: int, out: dict[str, float]) -> None:
+    """Each cut of each parent once, interleaved cut by cut across the sizes."""
+    order = parents[::-1] if flip else parents
+    forks: dict[int, list[float]] = {p.n: [] for p in parents}
+    both: dict[int, list[float]] = {p.n: [] for p in parents}
+    for k in range(len(COLD_CUTS)):
+        for p in order:
+            f, b = p.cold(p.cold_cuts[k], f"{r}-{k}")
+            forks[p.n].append(f)
+            both[p.n].append(b)
+    for p in parents:
+        out[f"cold_fork_ms_{p.n}"] = statistics.median(forks[p.n]) * 1000
+        out[f"cold_fork_append_ms_{p.n}"] = statistics.median(both[p.n]) * 1000
+    small, big = parents[0].n, parents[-1].n
+    out["ratio_cold_fork_largest_over_smallest"] = (out[f"cold_fork_ms_{big}"]
+                                                    / out[f"cold_fork_ms_{small}"])
+    out["ratio_cold_fork_append_largest_over_smallest"] = (
+        out[f"cold_fork_append_ms_{big}"] / out[f"cold_fork_append_ms_{small}"])
 
 
 def turn_end(store: trajlog.Store, s: trajlog.Session, at: int) -> int:
@@ -290,7 +341,8 @@ def main() -> None:
     big = sizes[-1]
     targets = {f"fork_middle_ms_{big}": ("<=", 1.0), f"fork_end_ms_{big}": ("<=", 1.0),
                "ratio_read_inside": ("<=", 1.2), "ratio_read_inside_lazy": ("<=", 1.2),
-               "ratio_read_boundary": ("<=", 1.2), "ratio_read_boundary_lazy": ("<=", 1.2)}
+               "ratio_read_boundary": ("<=", 1.2), "ratio_read_boundary_lazy": ("<=", 1.2),
+               "ratio_cold_fork_append_largest_over_smallest": ("<=", 3.0)}
     t_start = time.perf_counter()
     tmp = Path(tempfile.mkdtemp(prefix="trajlog-fork-"))
     rounds: list[dict[str, float]] = []
@@ -311,6 +363,7 @@ def main() -> None:
         for r in range(args.rounds):
             out: dict[str, float] = {}
             fork_round(parents, FORKS_PER_ROUND, r % 2 == 1, out)
+            cold_round(parents, r % 2 == 1, r, out)
             case.round(r % 2 == 1, out)
             rounds.append(out)
             print(f"round {r + 1}: " + ", ".join(
@@ -320,6 +373,7 @@ def main() -> None:
         parent_info = {str(p.n): {"build_s": p.build_s, "build_events_per_s": p.n / p.build_s,
                                   "verify_s": p.verify_s, "chunk_rows": p.rows,
                                   "cut_middle": p.middle, "cut_end": p.end,
+                                  "cold_cuts": p.cold_cuts,
                                   "cut_inside_row": p.inside, "copied_rows": p.copy_rows}
                        for p in parents}
         read_info = {"events": case.events, "parent_events": read_n,
@@ -346,8 +400,11 @@ def main() -> None:
     for n in sizes:
         print(f"{n:>14,}{cell(f'fork_middle_ms_{n}'):>24}{cell(f'fork_end_ms_{n}'):>24}"
               f"{cell(f'copy_prefix_ms_{n}'):>26}")
+    print(f"{'parent events':>14}{'cold fork ms':>24}{'cold fork + append ms':>26}")
+    for n in sizes:
+        print(f"{n:>14,}{cell(f'cold_fork_ms_{n}'):>24}{cell(f'cold_fork_append_ms_{n}'):>26}")
     for k, v in figures.items():
-        if k.startswith(("fork_", "copy_")):
+        if k.startswith(("fork_", "copy_", "cold_")):
             continue
         mark = ""
         if k in targets:

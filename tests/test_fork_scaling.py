@@ -310,6 +310,107 @@ def test_a_fork_of_a_paused_log_after_a_reopen_starts_paused(tmp_path):
         free.append("user/message", {"content": "go on"})
         # the parent itself, reopened after its resume, takes content
         p.append("user/message", {"content": "go on"})
+    with trajlog.open(str(path), repack=False) as store, pytest.raises(
+            errors.RedactionPausedError):
+        store.session(paused.id).append("user/message", {"content": "go on"})
+
+
+# --- the call and pause index: verified, and made for stores of schema 6 ---------------
+
+def _downgrade_to_v6(path: Path) -> None:
+    """Make ``path`` what trajlog with schema 6 wrote: no call index, no pause
+    index, no index rows for pause events."""
+    conn = apsw.Connection(str(path))
+    guard = conn.execute("SELECT sql FROM sqlite_schema WHERE name = "
+                         "'event_index_no_delete'").fetchall()[0][0]
+    conn.execute("DROP TABLE call_index; DROP INDEX event_index_pauses; "
+                 "DROP TRIGGER event_index_no_delete; "
+                 "DELETE FROM event_index WHERE type IN ('redaction/paused', "
+                 "'redaction/resumed');")
+    conn.execute(guard)
+    conn.execute("PRAGMA user_version = 6")
+    conn.close()
+
+
+def _index_copies(path: Path) -> tuple[list[Any], list[Any]]:
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    try:
+        calls = conn.execute("SELECT sid, call_id, seq FROM call_index ORDER BY 1, 2").fetchall()
+        pauses = conn.execute("SELECT rid, type FROM event_index WHERE type LIKE "
+                              "'redaction/%' ORDER BY rid").fetchall()
+        return calls, pauses
+    finally:
+        conn.close()
+
+
+def test_a_schema_6_store_migrates_to_the_call_and_pause_index(tmp_path):
+    path = tmp_path / "old.db"
     with trajlog.open(str(path), repack=False) as store:
+        p = store.create_session(cwd="/r")
+        p.append_batch([e for i in range(300) for e in turn(i)])
+        p.append("assistant/message", {"tool_calls": [{"id": "open", "name": "t"}]})
+        p.append("redaction/paused", {"reason": "test", "events": []})
+        cut = p.last_seq
+        p.append("redaction/resumed", {})
+        child = p.fork(cut)                         # starts paused (its own copy)
+        child.append("redaction/resumed", {})
+        child.append_batch(turn(5000))
+        pid, cid = p.id, child.id
+    expected = _index_copies(path)
+    assert len(expected[0]) == 300 + 1 + 1 and len(expected[1]) == 4
+    _downgrade_to_v6(path)
+    with trajlog.open(str(path), repack=False) as store:
+        assert _index_copies(path) == expected
+        p = store.session(pid)
+        assert p.verify().ok and store.session(cid).verify().ok
+        # the first writes after the migration decide from the new index
+        with pytest.raises(errors.ValidationError, match="already used"):
+            p.append("assistant/message", {"tool_calls": [{"id": "c7", "name": "t"}]})
+        paused = p.fork(cut)
         with pytest.raises(errors.RedactionPausedError):
-            store.session(paused.id).append("user/message", {"content": "go on"})
+            paused.append("user/message", {"content": "x"})
+        p.append("tool/call", {"call_id": "open", "name": "t"})
+    conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == 7
+    conn.close()
+
+
+def test_verify_finds_a_call_row_removed_changed_or_added(tmp_path):
+    path = tmp_path / "v.db"
+    with trajlog.open(str(path), repack=False) as store:
+        s = store.create_session(cwd="/r")
+        s.append_batch([e for i in range(20) for e in turn(i)])
+        sid = s._sid
+        sessid = s.id
+    damage = ["DELETE FROM call_index WHERE call_id = 'c3'",
+              "UPDATE call_index SET seq = seq + 1 WHERE call_id = 'c4'",
+              "INSERT INTO call_index VALUES ({sid}, 'forged', 5)"]
+    for sql in damage:
+        copy = tmp_path / f"d{damage.index(sql)}.db"
+        copy.write_bytes(path.read_bytes())
+        conn = apsw.Connection(str(copy))
+        conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+        conn.execute(sql.format(sid=sid))
+        conn.close()
+        with trajlog.open(str(copy), repack=False) as store:
+            report = store.session(sessid).verify()
+            assert not report.ok, sql
+            assert "call row" in report.scan.reason, (sql, report.scan.reason)
+
+
+def test_a_forged_call_row_is_refused_by_the_store(tmp_path):
+    path = tmp_path / "g.db"
+    with trajlog.open(str(path), repack=False) as store:
+        s = store.create_session(cwd="/r")
+        s.append_batch([e for i in range(3) for e in turn(i)])
+        s.append_batch(turn(3))                     # a second row: seqs 18..23
+        sid = s._sid
+    conn = apsw.Connection(str(path))
+    for sql in (f"INSERT INTO call_index VALUES ({sid}, 'late', 2)",      # before the last row
+                f"INSERT INTO call_index VALUES ({sid}, 'ahead', 99)",    # beyond the head
+                f"INSERT OR REPLACE INTO call_index VALUES ({sid}, 'c1', 17)",
+                f"UPDATE call_index SET seq = 3 WHERE sid = {sid}",
+                f"DELETE FROM call_index WHERE sid = {sid}"):
+        with pytest.raises(apsw.ConstraintError, match="trajlog: call rows"):
+            conn.execute(sql)
+    conn.close()

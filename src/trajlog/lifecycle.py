@@ -17,7 +17,7 @@ chat and trajectory views.  :func:`transitions` says what one event does;
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
 from typing import Any
@@ -91,17 +91,30 @@ class Plan:
     step_start: int | None
 
 
+# What a log said of tool call ids before a tracker began following it:
+# ``prior(requested, answered)`` gives, for each id of ``requested`` the log
+# used (any phase: an id is requested once), and for each id of ``answered``
+# the log mentioned, its phase at that point.
+Prior = Callable[[Sequence[str], Sequence[str]], dict[str, Phase]]
+
+
 @dataclass
 class Tracker:
     """Where a log stands: the open turn and step (their start seqs) and the
     tool calls.  Open calls are kept in the order they were requested, with
     their tool names; finished calls only as ids (one short string per call,
-    so that a reused id is still refused)."""
+    so that a reused id is still refused).
+
+    A tracker may begin part-way through a log (the write path's, after a
+    reopen or at a fork's cut): ``prior`` then answers for the calls of the
+    log before that point, looked up by id when an event names one the
+    tracker has not seen -- so that nothing of the log before has to be read."""
 
     turn_start: int | None = None
     step_start: int | None = None
     open_calls: dict[str, tuple[Phase, str]] = field(default_factory=dict)
     finished: set[str] = field(default_factory=set)
+    prior: Prior | None = None
 
     def phase(self, call_id: str) -> Phase | None:
         """The call's phase, None if the log never mentioned it."""
@@ -153,6 +166,7 @@ class Tracker:
         done: set[str] = set()                       # finished
         turn, step = self.turn_start, self.step_start
         open_calls, finished = self.open_calls, self.finished
+        before_start = self._prior(events) if self.prior is not None else None
         seq = first_seq - 1
         for ev in events:
             seq += 1
@@ -165,9 +179,14 @@ class Tracker:
                 known = calls.get(call_id)
                 if known is None and call_id not in done:
                     known = open_calls.get(call_id)
+                    if known is None and before_start and call_id in before_start:
+                        p = before_start[call_id]   # (an id of the log before the tracker)
+                        known = (p, "") if p is not _FINISHED else None
                 if check:
                     before = known[0] if known is not None else (
-                        _FINISHED if call_id in done or call_id in finished else None)
+                        _FINISHED if call_id in done or call_id in finished or (
+                            before_start and before_start.get(call_id) is _FINISHED)
+                        else None)
                     if not (before is _REQUESTED if t == "tool/call" else before is _STARTED
                             or (before is _REQUESTED and d.get("synthetic"))):
                         _check(call_id, before, _STARTED if t == "tool/call" else _FINISHED, d)
@@ -187,7 +206,8 @@ class Tracker:
                     if type(call_id) is not str:
                         continue
                     if check and (call_id in calls or call_id in done or call_id in open_calls
-                                  or call_id in finished):
+                                  or call_id in finished
+                                  or (before_start and call_id in before_start)):
                         raise ValidationError(f"tool call id {call_id!r} was already used")
                     calls[call_id] = (_REQUESTED, str(c.get("name", "")))
                     done.discard(call_id)
@@ -214,6 +234,22 @@ class Tracker:
                 step = None
         return Plan(calls, done, turn, step)
 
+    def _prior(self, events: Iterable[Event]) -> dict[str, Phase]:
+        """What ``prior`` says of the ids ``events`` name that this tracker
+        has not seen (those requested before being answered in the events
+        only need to be known as used)."""
+        assert self.prior is not None
+        known, open_calls, finished = set(), self.open_calls, self.finished
+        requested: list[str] = []
+        answered: list[str] = []
+        for ev in events:
+            for call_id, phase, _ in transitions(ev):
+                if call_id in known or call_id in open_calls or call_id in finished:
+                    continue
+                known.add(call_id)
+                (requested if phase is _REQUESTED else answered).append(call_id)
+        return self.prior(requested, answered) if known else {}
+
     def apply(self, plan: Plan) -> None:
         """Make the planned changes."""
         open_calls = self.open_calls
@@ -225,7 +261,7 @@ class Tracker:
 
     def copy(self) -> Tracker:
         return Tracker(self.turn_start, self.step_start, dict(self.open_calls),
-                       set(self.finished))
+                       set(self.finished), self.prior)
 
 
 def boundary_defect(tracker: Tracker, ev: Event) -> str | None:

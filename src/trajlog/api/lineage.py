@@ -62,7 +62,7 @@ from ..errors import (
     index_mismatch,
 )
 from ..events import Event, SessionHeader
-from ..redaction import PAUSE_TYPES, PAUSED
+from ..redaction import PAUSED
 from ..storage import Backend, Writer
 from .handles import LogRef, Options
 from .reading import LogReader
@@ -210,20 +210,13 @@ class Lineage:
     def _paused_at(self, tx: Writer, ref: LogRef, upto: int) -> tuple[LogRef, Event] | None:
         """The ``redaction/paused`` in force in ``ref``'s log at seq ``upto``
         (and the log holding it), or None.  A child made paused holds its own
-        copy, so a log's own events decide; the writer's cached prefix state
-        (which the child's first write reuses) answers whether one holds, and
-        only then is the pause event itself read."""
-        while ref.parent is not None and upto < ref.seed:
-            ref = ref.parent   # the cut lies in an inherited prefix
-        if upto < ref.seed:
+        copy, so a log's own events decide; the pause markers' index finds it
+        (O(log n)), and only then is the pause event itself read."""
+        found = self._writer.pause_in_force(tx, ref, upto)
+        if found is None:
             return None
-        if not self._writer.prefix_paused(tx, ref, upto + 1):
-            return None   # the usual case, from the prefix state the fork needs anyway
-        found: Event | None = None
-        for ev in self._reading.events(ref, ref.seed, upto, want=PAUSE_TYPES.__contains__,
-                                       reader=tx):
-            found = ev if ev.type == PAUSED else None
-        return None if found is None else (ref, found)
+        owner, seq = found
+        return owner, next(iter(self._reading.events(owner, seq, seq, reader=tx)))
 
     def _pause_copy(self, tx: Writer, parent: LogRef, upto: int,
                     ) -> list[tuple[str, Any, Mapping[str, Any]]]:

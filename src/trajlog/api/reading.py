@@ -38,7 +38,7 @@ from ..events import Event, SessionHeader
 from ..memory.records import erased_lookup
 from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
-from ..storage.index import entry, marks_of
+from ..storage.index import REQUESTED, entry, marks_of
 from .handles import LogRef
 
 
@@ -405,13 +405,14 @@ class LogReader:
         watermark = Watermark(upto, expect_chain)
         found: ScanReport | None = None
         last, base, frames = seed - 1, 0, 0
+        calls = [0]   # first requests of call ids seen: the session's call rows
         for raw, table, lo, hi in stream.batches(seed, upto, row.seed_chain, watermark):
             events = decode_events(raw, table, lo, hi, self._compressor, ref.id)
             def offset_of(seq: int, t: FrameTable = table, lo: int = lo, at: int = base) -> int:
                 return at + t.offset(seq - t.seq(lo) + lo) - t.offset(lo)
 
             found = self._check_index(ref, reader, events, table, lo, hi, last, offset_of,
-                                      frames)
+                                      frames, calls)
             if found is not None:
                 break
             if feed is not None:
@@ -433,13 +434,19 @@ class LogReader:
                 report = defect_report(Status.BAD_FIELD, f"an index row names seq "
                                        f"{extra[0].seq}, beyond the log", extra[0].seq,
                                        report.valid_len, report.frames)
+            elif (stored_calls := reader.call_count(ref.sid)) != calls[0]:
+                report = defect_report(Status.BAD_FIELD, f"the session has {stored_calls} "
+                                       f"call rows; its log requests {calls[0]} call ids",
+                                       upto, report.valid_len, report.frames)
         return ref.id, report
 
     def _check_index(self, ref: LogRef, reader: Reader, events: list[Event],
                      table: FrameTable, lo: int, hi: int, after: int,
-                     offset_of: Callable[[int], int], frames: int) -> ScanReport | None:
-        """Every index row and mark of these frames' seqs against the frames
-        themselves; a defect names the seq and the offset of its frame."""
+                     offset_of: Callable[[int], int], frames: int,
+                     calls: list[int]) -> ScanReport | None:
+        """Every index row, mark and call row of these frames' seqs against
+        the frames themselves; a defect names the seq and the offset of its
+        frame.  ``calls[0]`` counts the first requests of call ids seen."""
         first, last = table.seq(lo), table.seq(hi - 1)
 
         def defect(seq: int, reason: str) -> ScanReport:
@@ -462,6 +469,18 @@ class LogReader:
             seq = differ[0] if differ else (marks or stored_marks)[
                 min(len(marks), len(stored_marks))].seq
             return defect(seq, f"the marks of seq {seq} differ from its frame")
+        try:
+            for m in marks:
+                if m.code == REQUESTED and m.call_id is not None:
+                    at = reader.call_requested(ref.sid, m.call_id)
+                    if at == m.seq:
+                        calls[0] += 1
+                    elif at is None or at > m.seq:   # (an earlier request of the id: its row)
+                        return defect(m.seq, f"the call row of {m.call_id!r} requested at "
+                                      f"seq {m.seq} is {'missing' if at is None else at}")
+        except CorruptionError as exc:
+            return defect(first, f"the call rows of seqs {first}..{last} cannot be read: "
+                          f"{exc.reason}")
         if expected == stored:
             return None
         for want, got in zip_longest(expected, stored):

@@ -235,9 +235,19 @@ class Reader(MemoryReader, Protocol):
 
     def seq_of_idempotency_key(self, sid: int, key: str) -> int | None: ...
 
+    def call_requested(self, sid: int, call_id: str) -> int | None:
+        """The seq where the session's own log requests tool call ``call_id``
+        (None: it never does): an indexed look-up, O(log n)."""
+        ...
+
+    def call_count(self, sid: int) -> int:
+        """How many tool call ids the session's own log requests (its call rows)."""
+        ...
+
     def marker_at_or_before(self, sid: int, type_: str, seq: int) -> int | None:
         """The last seq <= ``seq`` of a marker event (``turn/start``,
-        ``turn/end``, ``sandbox/mode``): an indexed look-up, O(log n)."""
+        ``turn/end``, ``sandbox/mode``, ``redaction/paused``,
+        ``redaction/resumed``): an indexed look-up, O(log n)."""
         ...
 
     def marker_after(self, sid: int, type_: str, seq: int) -> int | None: ...
@@ -260,10 +270,11 @@ class Writer(Reader, Protocol):
         ...
 
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
-               marks: Sequence[bytes | None]) -> None:
+               marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
         """Append chunk rows of consecutive frames -- the first starting exactly
-        at the head's next seq -- with their index rows and each row's packed
-        marks, and advance the head to the last one's end and chain."""
+        at the head's next seq -- with their index rows, each row's packed
+        marks and the call rows ``(call id, seq)`` of the ids they request,
+        and advance the head to the last one's end and chain."""
         ...
 
     def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:

@@ -3,13 +3,17 @@ without reading the log, kept in two forms by how often it occurs.
 
 * **Index rows** (``event_index``, one row per event) for the sparse events:
   turn markers (a fork's cut), sandbox settings (a subagent's snapshot),
-  status, compaction, approval and subagent events, and every event with an
+  redaction pauses and resumes (the pause in force at a cut), status,
+  compaction, approval and subagent events, and every event with an
   idempotency key.  Each row carries the event's type, time and envelope.
 * **Marks** (one MessagePack list per chunk row, ``chunks.marks``) for the
   dense ones: step markers and tool calls -- an assistant message's requested
   call ids, ``tool/call`` and ``tool/result`` by call id.  An agent's log is
   mostly these, so one row per event would cost more than the log itself
   (measured: ~10 us per event against ~3 for the chunk rows).
+* **Call rows** (``call_index``, one per tool call id a session's own log
+  requests, keyed by that id): whether an id was already used, and where its
+  marks begin, without reading the log (:func:`requested`).
 
 Both are copies, never the authority: ``verify()`` recomputes them from the
 frames and compares (:func:`entry` and :func:`marks_of` are the one rule
@@ -26,7 +30,10 @@ import msgspec
 from ..events import Event
 
 SPARSE = frozenset({"turn/start", "turn/end", "sandbox/mode", "event/status",
-                    "session/closed"})
+                    "session/closed", "redaction/paused", "redaction/resumed"})
+# The redaction pause's events (indexed since schema 7; what a store migrated
+# to it gets index rows for).
+PAUSES = frozenset({"redaction/paused", "redaction/resumed"})
 PREFIXES = ("compaction/", "approval/", "subagent/", "retention/")
 # Mark codes (stable: they are stored).
 STEP_START, STEP_END, REQUESTED, CALL, RESULT = 1, 2, 3, 4, 5
@@ -105,6 +112,11 @@ def unpack_marks(blob: Any) -> list[Mark]:
     return [Mark(*m) for m in _DEC.decode(blob)]
 
 
+def requested(marks: Iterable[Mark]) -> list[tuple[str, int]]:
+    """The call rows of ``marks``: ``(call id, seq)`` of each requested call."""
+    return [(m.call_id, m.seq) for m in marks if m.code == REQUESTED and m.call_id is not None]
+
+
 def split_marks(marks: Sequence[Mark], bounds: Sequence[tuple[int, int]]) -> list[bytes | None]:
     """The stored marks of each chunk of ``bounds`` = ``(first_seq, last_seq)``."""
     out, i = [], 0
@@ -117,6 +129,6 @@ def split_marks(marks: Sequence[Mark], bounds: Sequence[tuple[int, int]]) -> lis
     return out
 
 
-__all__ = ["CALL", "PREFIXES", "REQUESTED", "RESULT", "SPARSE", "STEP_END", "STEP_START",
-           "IndexRow", "Mark", "entry", "event_marks", "marks_of", "pack_marks", "split_marks",
-           "unpack_marks"]
+__all__ = ["CALL", "PAUSES", "PREFIXES", "REQUESTED", "RESULT", "SPARSE", "STEP_END", "STEP_START",
+           "IndexRow", "Mark", "entry", "event_marks", "marks_of", "pack_marks", "requested",
+           "split_marks", "unpack_marks"]

@@ -1,4 +1,5 @@
-"""Schema migrations, up to storage v2 (schema 4) and its guards (schema 5).
+"""Schema migrations, up to storage v2 (schema 4), its guards (schema 5),
+memory (schema 6) and the call and pause index (schema 7: :func:`to_v7`).
 
 Schemas 1-3 are SQL only and run in one transaction.  Schema 4 rewrites a
 store written by trajlog 0.1 (one row per frame) into chunk rows and the event
@@ -31,9 +32,19 @@ from ..codec.chunks import ChunkCompressor, cut, open_chunk, pack
 from ..codec.compression import Compressor
 from ..codec.frames import scan
 from ..codec.records import decode_frame
+from ..codec.stream import decode_events
 from ..errors import MigrationError, SchemaError, orphaned_rows
 from . import statements as st
-from .index import IndexRow, Mark, entry, event_marks, split_marks
+from .index import (
+    PAUSES,
+    IndexRow,
+    Mark,
+    entry,
+    event_marks,
+    requested,
+    split_marks,
+    unpack_marks,
+)
 from .schema import (
     APPLICATION_ID,
     MIGRATIONS,
@@ -43,6 +54,8 @@ from .schema import (
     V4_TABLES,
     V5,
     V6,
+    V7,
+    V7_TRIGGERS,
 )
 
 
@@ -116,6 +129,11 @@ def migrate(conn: apsw.Connection, path: str, *, check: bool = True,
                                              "was migrated", session=None)
                 conn.execute(V6)
                 _pragma(conn, "user_version", 6)
+    if found < 7:
+        with _immediate(conn):
+            if int(_pragma(conn, "user_version")) == 6:
+                to_v7(conn)
+                _pragma(conn, "user_version", 7)
     if check:
         check_schema(conn, path)
     return found
@@ -306,5 +324,72 @@ def _copy_session(conn: apsw.Connection, sid: int) -> int:
     return expected
 
 
+# A stand-in payload for an erased frame: its type is gone with its payload
+# (the pause events are never erased content; this only steps over the frame).
+_ERASED = b"\x93\xaetrajlog/erased\x00\x80"
+
+
+def to_v7(conn: apsw.Connection) -> None:
+    """Schema 6 -> 7, inside the caller's transaction: the call index and the
+    pause index made, and filled for the logs written before -- each
+    session's call rows from its marks, its pause events' index rows from its
+    frames (every row verified as it is read; a row that does not verify
+    abandons the migration, naming the session).  The guards of both tables
+    are made once the old rows are in."""
+    conn.execute(V7)
+    guard = str(conn.execute("SELECT sql FROM sqlite_schema WHERE type = 'trigger' AND "
+                             "name = 'event_index_append'").fetchall()[0][0])
+    conn.execute("DROP TRIGGER event_index_append")   # (it refuses rows for older seqs)
+    compressor, payloads = ChunkCompressor(), Compressor()
+    sessions: list[Any] = conn.execute(
+        "SELECT s.sid, s.id, s.session_key, s.seed_length, h.last_seq FROM sessions s "
+        "JOIN session_heads h ON h.sid = s.sid ORDER BY s.sid").fetchall()
+    for sid, session_id, key, seed, last_seq in sessions:
+        sid, key, seed, last_seq = int(sid), st.u64(key), int(seed), int(last_seq)
+        calls: dict[str, int] = {}
+        for (blob,) in conn.execute(
+                "SELECT marks FROM chunks WHERE cid BETWEEN ? AND ? AND marks IS NOT NULL "
+                "ORDER BY cid", (st.rid(sid, 0), st.rid(sid, st.MAX_SESSION_SEQ))):
+            try:
+                found = unpack_marks(blob)
+            except Exception as exc:  # (any decode failure: the store is damaged)
+                raise MigrationError(f"session {session_id}: its marks do not decode ({exc}); "
+                                     "nothing was migrated", session=str(session_id)) from None
+            for call_id, seq in requested(found):
+                calls.setdefault(call_id, seq)   # (the first request of an id counts)
+        conn.executemany("INSERT INTO call_index(sid, call_id, seq) VALUES (?, ?, ?)",
+                         [(sid, c, q) for c, q in calls.items()])
+        gone = {int(r[0]) for r in conn.execute(
+            "SELECT target_seq FROM tombstones WHERE target_kind = 'event' AND target_sid = ?",
+            (sid,))}
+
+        def erased(seq: int, gone: set[int] = gone) -> bytes | None:
+            return _ERASED if seq in gone else None
+        first = seed
+        while first <= last_seq:
+            rows = st.chunks(conn, sid, first, last_seq, 64)
+            if not rows:
+                break
+            index: list[IndexRow] = []
+            for row in rows:
+                opened = open_chunk(key, row, compressor, erased=erased)
+                if not isinstance(opened, tuple):
+                    raise MigrationError(f"session {session_id}: the row at seq "
+                                         f"{row.first_seq} does not verify ({opened.reason}); "
+                                         "nothing was migrated", session=str(session_id))
+                raw, table = opened
+                for ev in decode_events(raw, table, 0, len(table), payloads, str(session_id),
+                                        want=PAUSES.__contains__):
+                    indexed = entry(ev, ev.seq)
+                    if indexed is not None and not conn.execute(
+                            "SELECT 1 FROM event_index WHERE rid = ?",
+                            (st.rid(sid, ev.seq),)).fetchall():
+                        index.append(indexed)
+            st.insert_index(conn, st.index_rows(sid, index))
+            first = rows[-1].last_seq + 1
+    conn.execute(guard)
+    conn.execute(V7_TRIGGERS)
+
+
 __all__ = ["check_schema", "expected_schema", "migrate", "orphan_defect", "schema_defect",
-           "to_v4"]
+           "to_v4", "to_v7"]

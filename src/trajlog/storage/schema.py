@@ -10,7 +10,7 @@ from __future__ import annotations
 import apsw
 
 MIN_SQLITE = (3, 51, 3)  # WAL-reset race fixed in 3.51.3 (sqlite.org/wal.html, section 11)
-SCHEMA_VERSION = 6
+SCHEMA_VERSION = 7
 APPLICATION_ID = 0x74726A6C  # "trjl"
 
 # ---------------------------------------------------------------------------
@@ -505,6 +505,41 @@ MEMORY_FTS = """
     CREATE VIRTUAL TABLE memory_fts USING fts5(
         text, tenant UNINDEXED, scope UNINDEXED, scope_key UNINDEXED, type UNINDEXED);
     INSERT INTO memory_fts(memory_fts, rank) VALUES ('secure-delete', 1);
+"""
+
+# 7: what a fork's first write -- and the first write after a reopen -- needs
+# to know of the log before it, found by index instead of by reading the log:
+# call_index has one row per tool call id a session's own log requests (a
+# fork may not request an id its prefix used; where the id's marks begin),
+# and event_index_pauses finds the redaction pause in force at a seq (the
+# pause events get index rows from schema 7 on: migrate.py adds those of the
+# logs written before, and call_index's rows from the marks).
+# What the triggers stop: a call row for a seq beyond its head or before its
+# session's last chunk row (rows are appended with their events), one made
+# twice for an id (REPLACE too), any UPDATE or DELETE.
+V7 = """
+    CREATE TABLE call_index(
+        sid     INTEGER NOT NULL,
+        call_id TEXT    NOT NULL,
+        seq     INTEGER NOT NULL CHECK (seq >= 0),
+        PRIMARY KEY (sid, call_id)
+    ) STRICT, WITHOUT ROWID;
+    CREATE INDEX event_index_pauses ON event_index(type, rid)
+        WHERE type IN ('redaction/paused', 'redaction/resumed');
+"""
+
+V7_TRIGGERS = """
+    CREATE TRIGGER call_index_append BEFORE INSERT ON call_index
+    WHEN EXISTS (SELECT 1 FROM call_index WHERE sid = NEW.sid AND call_id = NEW.call_id)
+      OR NEW.seq > coalesce((SELECT last_seq FROM session_heads WHERE sid = NEW.sid), -1)
+      OR (NEW.sid << 32) + NEW.seq < (SELECT max(cid) FROM chunks
+                                      WHERE cid BETWEEN NEW.sid << 32
+                                                    AND (NEW.sid << 32) + 4294967295)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: call rows are appended with their events'); END;
+    CREATE TRIGGER call_index_no_update BEFORE UPDATE ON call_index
+    BEGIN SELECT RAISE(ABORT, 'trajlog: call rows are append-only'); END;
+    CREATE TRIGGER call_index_no_delete BEFORE DELETE ON call_index
+    BEGIN SELECT RAISE(ABORT, 'trajlog: call rows are append-only'); END;
 """
 
 # Authorizer: action codes refused on every non-migration connection.

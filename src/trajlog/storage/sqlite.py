@@ -234,6 +234,14 @@ class SQLiteReader(MemoryReads):
         with translate():
             return st.seq_of_idempotency_key(self.conn, sid, key)
 
+    def call_requested(self, sid: int, call_id: str) -> int | None:
+        with translate():
+            return st.call_requested(self.conn, sid, call_id)
+
+    def call_count(self, sid: int) -> int:
+        with translate():
+            return st.call_count(self.conn, sid)
+
     def marker_at_or_before(self, sid: int, type_: str, seq: int) -> int | None:
         with translate():
             return st.marker_at_or_before(self.conn, sid, type_, seq)
@@ -261,16 +269,18 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
             return st.insert_session(self.conn, row, last_seq, chain_head)
 
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
-               marks: Sequence[bytes | None]) -> None:
+               marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
         with translate():
-            if len(chunks) == 1 or not index:
+            if len(chunks) == 1 or not (index or calls):
                 st.insert_chunks(self.conn, st.chunk_rows(sid, chunks, marks))
                 if index:
                     st.insert_index(self.conn, st.index_rows(sid, index))
+                if calls:
+                    st.insert_calls(self.conn, sid, calls)
                 return
-            # each chunk's index rows right after it (the schema's rule: an
-            # index row belongs to its session's last chunk row)
-            i = 0
+            # each chunk's index and call rows right after it (the schema's
+            # rule: they belong to their session's last chunk row)
+            i = k = 0
             for chunk, mark in zip(chunks, marks, strict=True):
                 st.insert_chunks(self.conn, st.chunk_rows(sid, [chunk], [mark]))
                 j = i
@@ -279,6 +289,12 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
                 if j > i:
                     st.insert_index(self.conn, st.index_rows(sid, index[i:j]))
                 i = j
+                m = k
+                while m < len(calls) and calls[m][1] <= chunk.last_seq:
+                    m += 1
+                if m > k:
+                    st.insert_calls(self.conn, sid, calls[k:m])
+                k = m
 
     def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
         with translate():

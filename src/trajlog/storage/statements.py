@@ -40,7 +40,8 @@ CHUNK_INSERT = f"INSERT INTO chunks({CHUNK_COLUMNS}, marks) VALUES (?,?,?,?,?,?,
 INDEX_COLUMNS = ("rid, type, time_ms, source, causal_parent, workspace_revision, data_class, "
                  "idempotency_key")
 INDEX_INSERT = f"INSERT INTO event_index({INDEX_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
-_MARKERS = {"turn/start", "turn/end", "sandbox/mode"}
+_MARKERS = {"turn/start", "turn/end", "sandbox/mode", "redaction/paused", "redaction/resumed"}
+CALL_INSERT = "INSERT INTO call_index(sid, call_id, seq) VALUES (?, ?, ?)"
 
 
 def i64(value: int) -> int:
@@ -469,6 +470,30 @@ def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int |
         f"SELECT min(rid) FROM event_index WHERE type = '{type_}' AND rid > ? AND rid <= ?",
         (bound(sid, seq), rid(sid, MAX_SESSION_SEQ))).fetchall()
     return None if rows[0][0] is None else int(rows[0][0]) & 0xFFFFFFFF
+
+
+# -- the call index --------------------------------------------------------------------
+
+def insert_calls(conn: apsw.Connection, sid: int, rows: Iterable[tuple[str, int]]) -> None:
+    conn.executemany(CALL_INSERT, [(sid, call_id, seq) for call_id, seq in rows])
+
+
+def call_requested(conn: apsw.Connection, sid: int, call_id: str) -> int | None:
+    """The seq where the session's own log requests ``call_id`` (None: it does not)."""
+    rows: list[Any] = conn.execute("SELECT seq FROM call_index WHERE sid = ? AND call_id = ?",
+                                   (sid, call_id)).fetchall()
+    if not rows:
+        return None
+    if type(rows[0][0]) is not int:
+        raise _damaged(conn, "call_index", sid, "its seq is not an integer")
+    return int(rows[0][0])
+
+
+def call_count(conn: apsw.Connection, sid: int) -> int:
+    """How many call rows the session has."""
+    rows: list[Any] = conn.execute("SELECT count(*) FROM call_index WHERE sid = ?",
+                                   (sid,)).fetchall()
+    return int(rows[0][0])
 
 
 # -- projection states ----------------------------------------------------------------
