@@ -8,10 +8,20 @@ sessions; still all or nothing per session).  A failure anywhere -- a refused
 event, a checksum that disagrees with the source, a crash -- leaves nothing
 of that session behind.
 
-Loading a session the store already holds under the same id compares, event
-by event, what is stored with what is offered: the same events write nothing;
-more events (the source grew, e.g. a live agent's file) are appended; a
-different event is an :class:`ImportConflictError` and writes nothing.
+Loading a session the store already holds under the same id first compares
+its header with the one the load would create (id, cwd, parent, seed, origin,
+depth, preset, metadata, and the creation time when the source has one): a
+session made by someone else that merely shares the id is an
+:class:`ImportConflictError`, never extended.  Then, event by event, what is
+stored with what is offered: the same events write nothing; more events (the
+source grew, e.g. a live agent's file) are appended; a different event is an
+:class:`ImportConflictError` and writes nothing.
+
+A load that links to stored data has it compared before anything is written:
+``check`` (a trajlog export's) first sees the chain the session starts from --
+the stored parent's chain at the cut, for a fork -- and refuses one that is not
+the source's; a fork cut beyond the stored parent's last event is an
+:class:`ImportFormatError`.
 """
 
 from __future__ import annotations
@@ -22,8 +32,9 @@ from contextlib import AbstractContextManager
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import ImportConflictError, SessionNotFoundError
-from ..events import SessionHeader, encode_event
+from ..codec.records import encode_metadata
+from ..errors import ImportConflictError, ImportFormatError, SessionNotFoundError
+from ..events import SessionHeader, check_json, encode_event, plain_str
 from ..storage import Writer
 from .handles import LogRef
 from .session import Engines
@@ -94,17 +105,62 @@ class Loader:
             ref = reading.ref_by_id(spec.session_id, tx)
         except SessionNotFoundError:
             return self._create(tx, spec, iter(items), check)
+        self._same_header(tx, ref, spec)
         return self._extend(tx, ref, iter(items), check)
+
+    def _same_header(self, tx: Writer, ref: LogRef, spec: SessionSpec) -> None:
+        """Raise :class:`ImportConflictError` unless ``ref``'s stored header is
+        the one loading ``spec`` would create (the id alone proves nothing:
+        a source's own UUID may name a session someone else made)."""
+        have = ref.header
+        parent = spec.parent_id
+        if parent is not None:
+            try:
+                parent = self._e.reading.ref_by_id(parent, tx).id
+            except SessionNotFoundError:
+                pass
+        meta = encode_metadata(check_json(dict(spec.metadata), "metadata"))
+        wanted = (("cwd", plain_str(spec.cwd), have.cwd),
+                  ("parent", parent, have.parent_session),
+                  ("seed length", spec.seed_length, have.seed_length),
+                  ("origin", spec.origin, have.origin),
+                  ("delegation depth", spec.delegation_depth, have.delegation_depth),
+                  ("agent preset", spec.agent_preset, have.agent_preset),
+                  ("creation time", have.created_at if spec.created_ms is None
+                   else spec.created_ms, have.created_at),
+                  ("metadata", meta, encode_metadata(dict(have.metadata))))
+        for name, want, stored in wanted:
+            if type(want) is not type(stored) or want != stored:
+                raise ImportConflictError(
+                    f"session {ref.id} is already stored with another header (its {name} "
+                    "differs from the import's): it is not the session this import would "
+                    "create; nothing was written")
 
     def _create(self, tx: Writer, spec: SessionSpec, items: Iterator[Item],
                 check: ChainCheck | None) -> Loaded:
         writer = self._e.writer
         parent = (self._e.reading.ref_by_id(spec.parent_id, tx) if spec.parent_id is not None
                   else None)
+        if spec.seed_length < 0 or (spec.seed_length and parent is None):
+            raise ImportFormatError(
+                f"session {spec.session_id}", f"a seed length of {spec.seed_length} "
+                f"{'without a parent' if parent is None else 'is negative'}; nothing was "
+                "written")
+        if parent is not None and spec.seed_length:
+            last = self._e.reading.head(parent, tx).last_seq
+            if last < spec.seed_length - 1:
+                raise ImportFormatError(
+                    f"session {spec.session_id}", f"a fork of session {parent.id} at seq "
+                    f"{spec.seed_length}, which the stored session {parent.id} does not reach "
+                    f"(its last event is seq {last}): not a fork of the stored session, or "
+                    "a fork of a later state of it (import that first); nothing was written")
         count = 0
 
         def fill(tx: Writer, ref: LogRef) -> None:
             nonlocal count
+            if check is not None:
+                # what the session links to, before any of it is written
+                check(ref.seed - 1, ref.seed_chain)
             prepare = writer.prepare
             rows = (prepare(t, d, tm, dict(env) if env else {}) for t, d, tm, env in items)
             count = self._write_rows(tx, ref, rows, check, expect_last=ref.seed - 1)
@@ -120,6 +176,8 @@ class Loader:
                 check: ChainCheck | None) -> Loaded:
         """Compare the stored events with ``items``; append what is new."""
         writer = self._e.writer
+        if check is not None:
+            check(ref.seed - 1, ref.seed_chain)
         kept = 0
         first = None
         stored = iter(self._e.reading.events(ref, ref.seed, None, reader=tx))

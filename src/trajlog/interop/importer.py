@@ -142,16 +142,28 @@ def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Note
                     report: ImportReport | None = None,
                     progress: Progress | None = None) -> ImportReport:
     """Write ``sessions`` into ``store``: each all or nothing, many per commit
-    (:meth:`Store.bulk_loader`).  A session already stored with other events
-    is reported (status ``conflict``) and the import goes on; any other error
-    stops it, after committing the sessions before it."""
+    (:meth:`Store.bulk_loader`).  A session already stored with another
+    header or other events is reported (status ``conflict``), and so are its
+    descendants in this import (never attached to the stored session of that
+    id); the import goes on.  Any other error stops it, after committing the
+    sessions before it."""
     if report is None:
         report = ImportReport("mapped", "")
     ids: dict[str, str] = {}
+    #: keys of this import's sessions that conflicted: a stored session of that
+    #: id is not theirs, so their children must not be attached to it
+    conflicted: set[str] = set()
     bulk = store.bulk_loader()
     try:
         for mapped in sessions:
             parent_id = None
+            if mapped.parent is not None and mapped.parent in conflicted:
+                conflicted.add(mapped.key)
+                report.sessions.append(SessionResult(
+                    mapped.id, mapped.key, "conflict", 0, 0, None,
+                    f"its parent {mapped.parent} conflicts with the stored session of its id, "
+                    "which is not that parent: not attached to it; nothing was written"))
+                continue
             if mapped.parent is not None:
                 parent_id = ids.get(mapped.parent) or _stored_parent(store, mapped)
                 if parent_id is None and mapped.seed_length:
@@ -171,6 +183,7 @@ def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Note
             try:
                 loaded = bulk.load(spec, _items(mapped), mapped.check)
             except ImportConflictError as exc:
+                conflicted.add(mapped.key)
                 report.sessions.append(SessionResult(spec.session_id, mapped.key, "conflict",
                                                      0, 0, parent_id, str(exc)))
                 continue

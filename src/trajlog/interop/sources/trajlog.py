@@ -115,7 +115,9 @@ def _read_tlog(path: Path, notes: Notes) -> Iterator[MappedSession]:
                 raise ImportFormatError(file, exc.reason, offset=exc.offset,
                                         torn=isinstance(exc, TornTailError)) from None
             session = reader.session
-            checks: dict[int, int] = {}
+            seed = reader.cursor.next_seq   # (before any frame is read: the seed)
+            # the seed chain, compared with what the store links the session to
+            checks: dict[int, int] = {seed - 1: reader.cursor.chain}
             state = {"erased": False, "packed": False}
 
             def events() -> Iterator[MappedEvent]:
@@ -143,7 +145,7 @@ def _read_tlog(path: Path, notes: Notes) -> Iterator[MappedSession]:
                 if state["erased"]:
                     notes.warn(f"{file}: erased events were imported as their tombstones' "
                                "replacements")
-            yield _session(session, events(), _checker(checks, file))
+            yield _session(session, events(), _checker(checks, file, seed))
         finally:
             with contextlib.suppress(BufferError):  # (views still held: closed by gc)
                 buf.close()

@@ -44,12 +44,21 @@ _PACKED = ("{file}: seq {seq} on were stored by trajlog 0.1 (payloads compressed
            "from the source's (each event was verified against its stored checksum)")
 
 
-def _checker(checks: dict[int, int], file: str) -> Any:
+def _checker(checks: dict[int, int], file: str, seed: int = 0) -> Any:
+    """The chain check of one export's session: ``checks`` maps seqs to the
+    export's chains, ``seed - 1`` to its seed chain -- which the store checks
+    first, against the chain it links the session to (the stored parent's at
+    the cut, or the session's key), before anything is written."""
     def check(seq: int, chain: int) -> None:
         want = checks.pop(seq, None)
         for old in [s for s in checks if s < seq]:
             del checks[old]
         if want is not None and want != chain:
+            if seq == seed - 1:
+                raise ImportFormatError(file, (
+                    f"the export's seed chain is not its stored parent's chain at seq {seq}: "
+                    "the file is not a fork of the session it names as its parent"
+                    if seed else "the export's seed chain is not its session's key"))
             raise ImportFormatError(file, f"the imported frames' chain at seq {seq} differs "
                                     "from the export's (the events were not reproduced "
                                     "byte for byte)")
@@ -178,10 +187,12 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
     if _hex(head.get("header_check")) != _header_check(header, key):
         raise ImportFormatError(file, "the header line does not match its header_check",
                                 line=1, offset=0)
-    checks: dict[int, int] = {}
+    seed = int(header.get("seed_length") or 0)
+    # the seed chain, compared with what the store links the session to
+    checks: dict[int, int] = {seed - 1: seed_chain}
 
     def events() -> Iterator[MappedEvent]:
-        seq = int(header.get("seed_length") or 0)
+        seq = seed
         batch = _Batch(key, seq, seed_chain, file, checks, notes)
         offset, number = len(first), 1
         sealed = False
@@ -235,7 +246,7 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
             notes.warn(f"{file}: erased events were imported as their tombstones' "
                        "replacements")
 
-    yield _session(header, events(), _checker(checks, file), parent_key)
+    yield _session(header, events(), _checker(checks, file, seed), parent_key)
 
 
 def _header_check(header: dict[str, Any], key: int) -> int | None:
