@@ -7,6 +7,14 @@ frame header, payload check and chain stay); the saved projection states of
 the log and of every fork that inherits the event; this store's chunk cache
 and in-memory projection states; free pages (zeroed: the store runs with
 ``secure_delete``, and the free list is scrubbed); the WAL (checkpointed).
+And every copy trajlog itself made of an erased payload in another log,
+erased with it (:meth:`Forgetting._copies`): a subagent's answer handed to
+its parent by ``finish``, a ``sandbox/mode`` snapshotted into a subagent.
+
+Retention: a session is under the latest ``retention/policy`` its history
+shows -- its own log's, else its inherited prefix's, else (a spawned
+subagent) its parent's up to ``spawned_at`` -- and it erases the session's
+own events (:mod:`trajlog.memory.retention`).
 """
 
 from __future__ import annotations

@@ -230,7 +230,8 @@ def _session_model(s: Session, tables: _Tables, inh: int, sink: Sink | None) -> 
             hist.append([_ROLES.get(m.role, m.role), m.seq])
     # a subagent's task, read through its header's pointer (the header holds no text)
     return {**_header(s.header), "task": s.task(), "inh": inh, "base": base,
-            "last": s.last_seq, "ev": rows, "chat": chat, "traj": traj, "hist": hist, "ctx": ctx, "goals": goals,
+            "last": s.last_seq, "ev": rows, "chat": chat, "traj": traj, "hist": hist,
+            "ctx": ctx, "goals": goals,
             "skipped": {str(x["seq"]): x.get("reason") for x in goal.skipped},
             "goal_rev": goal.revision, "runs": [_run_row(r) for r in settle(RUNS.view(runs_state),
                                                                      s._chain_at)],
