@@ -83,8 +83,9 @@ MODES = (APSW, SQLITE3, NO_TRIGGERS, WRITABLE)
 MODE_TEXT = {APSW: "apsw, defaults", SQLITE3: "sqlite3, defaults",
              NO_TRIGGERS: "apsw, triggers off", WRITABLE: "apsw, writable_schema=ON"}
 
-P, F, S = "P", "F", "S"   # the plain session, its fork, its subagent
-LABELS = (P, F, S)
+P, F, S, E = "P", "F", "S", "E"   # the plain session, its fork, its subagent, an erased one
+LABELS = (P, F, S, E)
+ERASED_AT = 1             # the seq of E erased under tombstone 2 (after the memory's)
 FORK_AT = 2               # P.fork(FORK_AT) on the intact store: seed = the end of turn 1 + 1
 
 
@@ -265,7 +266,11 @@ def build_template(path: str) -> Template:
         s = p.spawn_subagent("review the fix")
         s.append("assistant/message", {"content": "looks fine"})
         s.append_batch([("note/s", {"n": i}) for i in range(3)])
-        sessions = {P: p, F: f, S: s}
+        e = store.create_session(cwd="/erased")
+        e.append("note/e", {"n": 0})
+        e.append("user/message", {"content": "wire nothing"})              # erased below
+        e.append("note/e", {"n": 2})
+        sessions = {P: p, F: f, S: s, E: e}
         for x in sessions.values():
             projections.checkpoint(x)
             assert x.verify().ok
@@ -276,7 +281,7 @@ def build_template(path: str) -> Template:
             t.seed[label] = x.header.seed_length
             t.acked[label] = list(x.events())
             t.last[label] = x.last_seq
-        t.parent = {P: None, F: P, S: P}
+        t.parent = {P: None, F: P, S: P, E: None}
         # memory: an item with two versions, a revoked item (blank versions and
         # a tombstone), an item in another tenant
         mem = store.memory(Identity("acme", user="alice", session=p.id))
@@ -285,6 +290,10 @@ def build_template(path: str) -> Template:
         mem.revoke(mem.remember("user", "preference", {"text": "tabs"}).id, reason="asked")
         store.memory(Identity("globex", user="bob")).remember("user", "fact", {"text": "x"})
         t.memory_item = kept.id
+        # an erased event: its tombstone (2, after the memory's) holds what it reads as
+        store.erase(e.id, ERASED_AT, reason="gdpr", actor="human:dpo")
+        t.acked[E] = list(e.events())
+        assert e.verify().ok and store.verify_memory().ok
     conn = apsw.Connection(path)
     try:
         for label in LABELS:
@@ -599,6 +608,27 @@ def _edit_state(t: Template) -> bytes:
     blob = t.state(P, "model_history")[3]
     assert b"fix the bug" in blob
     return blob.replace(b"fix the bug", b"fix the bux")
+
+
+def reframe_replacement(change: Callable[[list[Any]], Any]) -> Mutation:
+    """Rewrite the event tombstone's replacement (the event payload array,
+    ``change``d in place) and frame the record again under the public
+    tombstone key, chained as before."""
+    from trajlog._format import FrameType
+    from trajlog.codec.memory import TOMBSTONE_KEY, chain_of_record, encode_record, open_record
+
+    def run(db: Db, t: Template) -> None:
+        (first,), (frame,) = db.q("SELECT frame FROM tombstones WHERE tid <= 2 ORDER BY tid")
+        prev = chain_of_record(bytes(first))
+        record = open_record(bytes(frame), TOMBSTONE_KEY, 1, prev, FrameType.TOMBSTONE,
+                             may_be_blank=False).record
+        assert record is not None and record["seq"] == ERASED_AT
+        payload = msgspec.msgpack.decode(record["replacement"])
+        change(payload)
+        record["replacement"] = msgspec.msgpack.encode(payload)
+        new, _ = encode_record(record, TOMBSTONE_KEY, 1, prev, FrameType.TOMBSTONE)
+        db.q("UPDATE tombstones SET frame = ? WHERE tid = 2", (new,))
+    return run
 
 
 MEMORY = ("INTO memories SELECT {mid}, item_id, version, tenant, scope, scope_key, type, state, "
@@ -942,8 +972,22 @@ def _cases() -> None:
     for shadow in FTS_TABLES[1:]:
         case(shadow, "every row deleted", sql(f"DELETE FROM {shadow}"), **derived)
     case("tombstones", "a tombstone re-pointed at another item",
-         sql("UPDATE tombstones SET target_item = (SELECT item_id FROM memories WHERE mid = 1)"),
-         sqlite3_=REFUSED)
+         sql("UPDATE tombstones SET target_item = (SELECT item_id FROM memories WHERE mid = 1) "
+             "WHERE target_kind = 'memory'"), sqlite3_=REFUSED)
+    # An erased event reads as its tombstone's replacement; the tombstone log is
+    # chained under a public key, so a forger can re-frame any record -- and
+    # the reader and verify() accept only the replacement the erasure writes.
+    forged = {"apsw_": REFUSED, "sqlite3_": REFUSED, "damage": [at(E, ERASED_AT)]}
+    case("tombstones", "an erased message's replacement given text (record re-framed)",
+         reframe_replacement(lambda p: p[2].update(content="I approve: wire $1,000,000")),
+         **forged)
+    case("tombstones", "an erased message's replacement naming another tombstone",
+         reframe_replacement(lambda p: p[2]["erased"].update(tombstone=1)), **forged)
+    case("tombstones", "an erased message's replacement given another type",
+         reframe_replacement(lambda p: p.__setitem__(0, "assistant/message")), **forged)
+    case("tombstones", "an erased event's tombstone row re-pointed at another seq",
+         sql("UPDATE tombstones SET target_seq = target_seq + 1 WHERE target_kind = 'event'"),
+         sqlite3_=REFUSED, damage=[at(E, ERASED_AT)])
 
     # -- the schema ------------------------------------------------------------------------------
     tb = "sqlite_schema"

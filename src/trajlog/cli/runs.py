@@ -19,7 +19,8 @@ from .app import EXIT_DEFECT, EXIT_OK, App, safe, session_argument, summary, whe
 
 INTEGRITY_STYLE = {"ok": "green", "mismatch": "bold red", "erased": "yellow",
                    "unverified": "yellow", "open": "cyan"}
-STATE_STYLE = {"completed": "green", "failed": "red", "interrupted": "yellow", "open": "cyan"}
+STATE_STYLE = {"completed": "green", "failed": "red", "interrupted": "yellow", "open": "cyan",
+               "erased": "yellow"}
 # usage counters, as the cost cells name them (any other key is shown as is)
 _SHORT = {"requests": "req", "input_tokens": "in", "output_tokens": "out", "calls": "calls",
           "events": "ev"}

@@ -33,15 +33,18 @@ from .._format import (
     HEADER_SIZE,
     MASK64,
     MAX_RAW,
+    MESSAGES,
     Cursor,
     FrameHeader,
     FrameTable,
     Kernel,
     Status,
 )
+from ..errors import CorruptionError
 from .frames import _kernel, checksum, decode_header
 
-# seq -> the replacement payload of an erased frame (its tombstone's), or None
+# seq -> the replacement payload of an erased frame (its tombstone's), or None;
+# it raises CorruptionError for a tombstone that does not verify
 Erased = Callable[[int], bytes | None]
 
 CAP = 64 * 1024        # raw bytes a chunk grows to (README, Storage v2: measured)
@@ -246,13 +249,21 @@ def blank_payloads(raw: bytes, table: FrameTable, seqs: Sequence[int]) -> bytes:
 
 def _scan_erased(raw: Any, key: int, row: Chunk, erased: Erased, status: int,
                  table: FrameTable, end: Cursor, k: Kernel,
-                 ) -> tuple[int, FrameTable, Cursor]:
+                 ) -> tuple[int, FrameTable, Cursor, str | None]:
     """Continue a row's scan over frames erased under a tombstone: each must
-    be a blank frame (:func:`step_over_blank`) that ``erased`` names."""
+    be a blank frame (:func:`step_over_blank`) that ``erased`` names.  The
+    last item says why a frame's tombstone was refused (None: none was)."""
     parts, count = [table.packed], len(table)
     found: dict[int, bytes] = {}
+    refused: str | None = None
     while status == Status.BAD_PAYLOAD:
-        replacement = erased(end.next_seq)
+        try:
+            replacement = erased(end.next_seq)
+        except CorruptionError as exc:
+            # a tombstone that does not verify names nothing: the frame's
+            # failed payload check stands, at its own seq and offset
+            refused = f"{MESSAGES[Status.BAD_PAYLOAD]}, and its tombstone is refused: {exc}"
+            break
         stepped = None if replacement is None else step_over_blank(raw, end, key, kernel=k)
         if stepped is None or replacement is None:
             break
@@ -268,7 +279,7 @@ def _scan_erased(raw: Any, key: int, row: Chunk, erased: Erased, status: int,
         count += len(more)
     table = FrameTable(b"".join(parts))
     table.erased = found or None
-    return status, table, end
+    return status, table, end, refused
 
 
 def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
@@ -299,12 +310,13 @@ def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
                                seq)
     status, table, end, _ = _kernel(kernel).scan_table(raw, key, Cursor(0, seq, row.seed_chain),
                                                        row.n)
+    refused = None
     if status == Status.BAD_PAYLOAD and erased is not None:
-        status, table, end = _scan_erased(raw, key, row, erased, status, table, end,
-                                          _kernel(kernel))
+        status, table, end, refused = _scan_erased(raw, key, row, erased, status, table, end,
+                                                   _kernel(kernel))
     if status not in (Status.END, Status.MORE):
-        return ChunkDefect(Status(status), _kernel(kernel).strerror(status), end.offset,
-                           end.next_seq)
+        return ChunkDefect(Status(status), refused or _kernel(kernel).strerror(status),
+                           end.offset, end.next_seq)
     if len(table) != row.n or end.offset != row.raw_len:
         return ChunkDefect(Status.SEQ_MISMATCH, f"chunk holds {len(table)} verified "
                            f"frame(s) in {end.offset} bytes; its row says {row.n} in "

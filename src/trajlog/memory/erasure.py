@@ -1,19 +1,22 @@
-"""Erasure of event payloads under tombstones (DESIGN.md 6, FORMAT.md 2.2).
+"""Erasure of event payloads under tombstones (FORMAT.md 2.2, 7.3).
 
 An erased event keeps its frame header -- seq, lengths, payload check,
 chain -- and loses its payload bytes (zeroed in its chunk row, which is
-stored again).  The log still verifies: the chain covers the payload
-*check*, not the payload, and the stored check is the proof of what was
-erased.  A tombstone (a TOMBSTONE frame, chained to the ones before it)
-records who erased what and why, and carries what readers get instead: the
-event's type, time and envelope, the ids that pair its tool calls, and the
-tombstone.  The purge then reaches every copy: projection states of the
-session and of every fork that inherits the event, the process's caches
-(by the caller), free pages (zeroed) and the WAL (checkpointed).
+stored again; its marks, copies of its call ids, stay).  The log still
+verifies: the chain covers the payload *check*, not the payload, and the
+stored check is the proof of what was erased.  A tombstone (a TOMBSTONE
+frame, chained to the ones before it) records who erased what and why, and
+carries what readers get instead: the event's type, time and envelope, what
+:mod:`.replacement` keeps of its data (the ids that pair its tool calls, in a
+bounded form), and the tombstone.  The purge then reaches every copy:
+projection states of the session and of every fork that inherits the event,
+the process's caches (by the caller), free pages (zeroed) and the WAL
+(checkpointed).
 """
 
 from __future__ import annotations
 
+import bisect
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -25,7 +28,8 @@ from ..errors import ErasureError, record_damaged
 from ..events import Event
 from ..storage.base import Backend, Writer
 from .model import PurgeReport
-from .records import erased_lookup, replacement_event, write_tombstone
+from .records import erased_lookup, write_tombstone
+from .replacement import replacement
 
 
 @dataclass(frozen=True, slots=True)
@@ -57,14 +61,16 @@ def erase_events(backend: Backend, target: Target, seqs: Sequence[int], *, reaso
     tids: list[int] = []
     with backend.transaction() as w:
         todo = sorted({s for s in seqs if w.tombstone_for_event(target.sid, s) is None})
-        while todo:
-            row = w.chunk_at(target.sid, todo[0])
+        lookup = erased_lookup(w, target.sid)
+        at = 0
+        while at < len(todo):
+            row = w.chunk_at(target.sid, todo[at])
             if row is None:
                 raise ErasureError(f"session {target.session_id} holds no stored row for "
-                                   f"seq {todo[0]}")
-            here = [s for s in todo if row.first_seq <= s <= row.last_seq]
-            todo = [s for s in todo if s not in here]
-            lookup = erased_lookup(w, target.sid)
+                                   f"seq {todo[at]}")
+            # todo is sorted: this row's seqs are the run from ``at`` (linear overall)
+            end = bisect.bisect_right(todo, row.last_seq, at)
+            here, at = todo[at:end], end
             opened = open_chunk(target.key, row, chunks, erased=lookup)
             if not isinstance(opened, tuple):
                 raise record_damaged(f"session {target.session_id}: the row holding seq "
@@ -111,8 +117,7 @@ def _record(session_id: str, seq: int, event: Event, check: int, reason: str,
     """The record of an event's tombstone, given its tid."""
     def make(tid: int) -> dict[str, Any]:
         return {"session": session_id, "seq": seq, "type": event.type, "payload_check": check,
-                "replacement": replacement_event(event, {"tombstone": tid, "reason": reason,
-                                                         "actor": actor, "at": now_ms})}
+                "replacement": replacement(event, tid, reason, actor, now_ms)}
     return make
 
 

@@ -13,8 +13,6 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 from typing import Any
 
-import msgspec
-
 from .._format import FrameType
 from ..codec.memory import (
     TOMBSTONE_KEY,
@@ -24,9 +22,9 @@ from ..codec.memory import (
     open_record,
 )
 from ..errors import StoreError, record_damaged
-from ..events import Event
 from ..storage.base import MemoryReader, MemoryRow, TombstoneRow, Writer
 from .model import MemoryItem
+from .replacement import replacement_defect
 
 # The columns a version row copies from its frame, checked on every read.
 _COPIED = ("item", "version", "tenant", "scope", "scope_key", "type", "state", "key")
@@ -194,7 +192,9 @@ def open_tombstone(row: TombstoneRow, prev_chain: int) -> tuple[dict[str, Any], 
         raise record_damaged(f"tombstone {row.tid}: {opened.defect}")
     r = opened.record
     if (r.get("tid"), r.get("kind"), r.get("reason"), r.get("actor"), r.get("time")) != (
-            row.tid, row.target_kind, row.reason, row.actor, row.created_ms):
+            row.tid, row.target_kind, row.reason, row.actor, row.created_ms) or (
+            r.get("seq") != row.target_seq if row.target_kind == "event"
+            else r.get("item") != row.target_item):
         raise record_damaged(f"tombstone {row.tid}: the row's columns differ from its frame")
     return r, opened.chain
 
@@ -206,52 +206,42 @@ def tombstone_record(reader: MemoryReader, row: TombstoneRow) -> dict[str, Any]:
     return open_tombstone(row, chain_of_record(prev[0].frame) if prev else TOMBSTONE_KEY)[0]
 
 
+def checked_replacement(row: TombstoneRow, record: dict[str, Any]) -> bytes:
+    """The replacement payload of an event's tombstone, verified to be exactly
+    what the erasure writes for it (:mod:`.replacement`)."""
+    payload = record.get("replacement")
+    assert row.target_seq is not None
+    defect = replacement_defect(payload, record, tid=row.tid, seq=row.target_seq,
+                                reason=row.reason, actor=row.actor, at=row.created_ms)
+    if defect is not None:
+        raise record_damaged(f"tombstone {row.tid} of seq {row.target_seq}: {defect}",
+                             seq=row.target_seq)
+    assert isinstance(payload, bytes)
+    return payload
+
+
 def erased_lookup(reader: MemoryReader, sid: int) -> Callable[[int], bytes | None]:
     """For the stream reader: seq -> the payload readers see instead of an
-    erased event's (None: no tombstone, so a failed check is damage)."""
+    erased event's (None: no tombstone, so a failed check is damage).  A
+    tombstone that does not verify, or whose replacement the erasure did not
+    write, raises :class:`CorruptionError`."""
     def lookup(seq: int) -> bytes | None:
         row = reader.tombstone_for_event(sid, seq)
         if row is None:
             return None
-        replacement = tombstone_record(reader, row).get("replacement")
-        if not isinstance(replacement, bytes):
-            raise record_damaged(f"tombstone {row.tid} holds no replacement payload")
-        return replacement
+        return checked_replacement(row, tombstone_record(reader, row))
     return lookup
 
 
-# What an erased event keeps of its data: the ids, tool names and flags that
-# pair calls with results and close turns (never content, never arguments).
-KEPT = ("call_id", "name", "interrupted", "synthetic", "status", "is_error")
-
-
-def replacement_event(ev: Event, tombstone: dict[str, Any]) -> bytes:
-    """The payload readers get for an erased event: its type, time and
-    envelope, the structural ids of its data, and the tombstone."""
-    d = ev.data if isinstance(ev.data, dict) else {}
-    data: dict[str, Any] = {k: d[k] for k in KEPT if k in d and (
-        d[k] is None or isinstance(d[k], (str, bool, int)))}
-    calls = d.get("tool_calls")
-    if isinstance(calls, list):
-        data["tool_calls"] = [{k: c[k] for k in ("id", "name") if isinstance(c.get(k), str)}
-                              for c in calls
-                              if isinstance(c, dict) and isinstance(c.get("id"), str)]
-    data["erased"] = tombstone
-    return msgspec.msgpack.encode(Event(ev.type, ev.time, data, ev.source, ev.causal_parent,
-                                        ev.workspace_revision, ev.data_class,
-                                        ev.idempotency_key, ev.supersedes, ev.branch_id))
-
-
 __all__ = [
-    "KEPT",
     "VersionWriter",
+    "checked_replacement",
     "erased_lookup",
     "item_of",
     "open_tombstone",
     "open_versions",
     "read_item",
     "record_of",
-    "replacement_event",
     "tombstone_record",
     "write_tombstone",
     "write_version",

@@ -4,7 +4,10 @@ A run is the seq range of one session between a ``run/started`` event and
 its ``run/finalized`` (written by :meth:`trajlog.Session.run`).  Nothing about
 a run is kept anywhere but in those events and the ones between them: the
 envelope is a fold of the log, and a run whose ``run/finalized`` is missing
-(a crash) is reported as ``open``.
+(a crash) is reported as ``open``.  An erasure keeps both events' ``run_id``
+(:mod:`trajlog.memory.replacement`), so an erased run is still listed: its
+integrity ``erased``, and its state ``erased`` when its ``run/finalized`` was
+(the state that event recorded is gone with it).
 
 Integrity.  ``run/finalized`` records ``integrity.digest`` over the events
 ``first_seq .. last_seq`` of the run.  Algorithm ``frame-chain/1`` (what
@@ -133,11 +136,12 @@ def add_costs(into: dict[str, dict[str, float]], other: dict[str, dict[str, floa
 
 
 class RunEnvelope(msgspec.Struct, frozen=True):
-    """One run as the log records it.  ``state``: open, completed, failed or
-    interrupted; ``integrity``: ok, mismatch, erased, unverified or open (see
-    the module); ``cost``: per surface, ``amount`` and usage counters;
-    ``switches``: the ``model/switch`` events inside the run; ``artifacts``:
-    the ids it pinned, by name (``run/started``)."""
+    """One run as the log records it.  ``state``: open, completed, failed,
+    interrupted, or erased (its ``run/finalized`` was erased); ``integrity``:
+    ok, mismatch, erased, unverified or open (see the module); ``cost``: per
+    surface, ``amount`` and usage counters; ``switches``: the ``model/switch``
+    events inside the run; ``artifacts``: the ids it pinned, by name
+    (``run/started``)."""
 
     run_id: str
     session_id: str | None
@@ -177,7 +181,7 @@ class Runs:
     """The fold behind :func:`runs` (every event: a run covers all types)."""
 
     name: ClassVar[str] = "runs"
-    version: ClassVar[int] = 3   # 2: envelopes carry artifacts; 3: frame-chain runs
+    version: ClassVar[int] = 4   # 2: artifacts; 3: frame-chain runs; 4: erased runs
     state_type: ClassVar[Any] = RunsState
     autosave: ClassVar[bool] = True
 
@@ -235,6 +239,12 @@ class Runs:
         erased = state.erased.pop(rid)
         found = d.get("integrity")
         rec: dict[str, Any] = found if isinstance(found, dict) else {}
+        if is_erased(ev):
+            # its state, cost and digest went with it: the run ended, how is unknown
+            run.update(finalized_seq=ev.seq, finalized_at=ev.time, state="erased",
+                       integrity="erased", integrity_detail=f"erased seqs {[*erased, ev.seq]} "
+                       "(run/finalized among them: the run's state, cost and digest are gone)")
+            return
         if rec.get("first_seq") != run["started_seq"] or not isinstance(
                 rec.get("last_seq"), int):
             verdict, detail = "mismatch", "the recorded range does not start at run/started"
