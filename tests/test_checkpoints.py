@@ -378,3 +378,33 @@ def test_a_session_with_no_revision_anywhere_still_resumes_without_one(store):
     cp = checkpoint(s, "context-ready", now=T0, **V)
     r = resume(s, cp.seq, now=T0, **V)
     assert r.outcome == "resumed" and _check(r, "workspace-revision").ok
+
+
+@pytest.mark.parametrize("name", ["checkpoint", "resume", "restart", "fork_from"])
+def test_session_methods_spell_out_their_keywords_and_refuse_a_wrong_one_at_the_call(
+        store, name):
+    """Session.checkpoint/resume/restart/fork_from take the functions'
+    keywords explicitly (inspect.signature shows them; no **options), so a
+    misspelt keyword is a TypeError raised by the call itself, before any of
+    trajlog runs, and nothing is written."""
+    import inspect
+
+    from trajlog.api import checkpoints as cp_module
+    from trajlog.api.session import Session
+
+    method = inspect.signature(getattr(Session, name))
+    function = inspect.signature(getattr(cp_module, name))
+    assert all(p.kind is not p.VAR_KEYWORD for p in method.parameters.values())
+    keywords = {p.name: p.default for p in method.parameters.values() if p.kind is p.KEYWORD_ONLY}
+    assert keywords == {p.name: p.default for p in function.parameters.values()
+                        if p.kind is p.KEYWORD_ONLY}
+    s = store.create_session(cwd="/r")
+    patch = _to_patch(s)
+    head = s.last_seq
+    args = () if name == "checkpoint" else (patch.seq,)
+    first = ("patch-prepared",) if name == "checkpoint" else ()
+    extra = {} if name in ("checkpoint", "resume") else {"reason": "again"}
+    with pytest.raises(TypeError, match="workspace_revison") as err:
+        getattr(s, name)(*first, *args, workspace_revison=REV_A, **extra)
+    assert err.traceback[-1].frame.code.name == inspect.currentframe().f_code.co_name
+    assert s.last_seq == head

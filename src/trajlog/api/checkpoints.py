@@ -317,9 +317,9 @@ def _checks(session: CheckpointSession, log: _Log, cp: Event, now: int, revision
     d = cp.data
     out = []
     recorded, then_where = d.get("workspace_revision"), ""
-    if recorded is None and (then := log.revision(before=cp.seq)) is not None:
+    if recorded is None and (seen := log.revision(before=cp.seq)) is not None:
         # no revision given to the checkpoint: the log's word for the workspace it saw
-        recorded, then_where = then[1], f" (by workspace/revision at seq {then[0]})"
+        recorded, then_where = seen[1], f" (by workspace/revision at seq {seen[0]})"
     current, now_where = _current_revision(log, revision)
     if recorded is None:
         out.append(Check("workspace-revision", True, "none recorded at the checkpoint"))
@@ -417,8 +417,8 @@ def _recover(session: CheckpointSession, checkpoint_seq: int | None, action: str
         appended.append(session.append("checkpoint/invalidated", {
             "checkpoint": cp.seq, "stage": cp.data["stage"], "reason": "workspace-changed",
             "recorded_revision": cp.data.get("workspace_revision"),
-            "current_revision": _current_revision(log, workspace_revision)[0]}, source=source, causal_parent=cp.seq,
-            workspace_revision=workspace_revision))
+            "current_revision": _current_revision(log, workspace_revision)[0]},
+            source=source, causal_parent=cp.seq, workspace_revision=workspace_revision))
         invalidated.append(cp.seq)
         log.invalidated.add(cp.seq)
         cp = _fallback(log, cp)

@@ -226,27 +226,49 @@ class Session:
 
     # -- stage checkpoints and resumption (api/checkpoints.py) -----------------------
 
-    def checkpoint(self, stage: str, **options: Any) -> Event:
+    def checkpoint(self, stage: str, *, preconditions: Mapping[str, bool] | None = None,
+                   workspace_revision: str | None = None, policy_version: str | None = None,
+                   plugin_versions: Mapping[str, str] | None = None,
+                   run_id: str | None = None, now: int | None = None,
+                   source: str = "system") -> Event:
         """Append a ``checkpoint/stage`` once the stage's preconditions hold:
         :func:`trajlog.api.checkpoints.checkpoint`."""
-        return _cp.checkpoint(self, stage, **options)
+        return _cp.checkpoint(self, stage, preconditions=preconditions,
+                              workspace_revision=workspace_revision,
+                              policy_version=policy_version, plugin_versions=plugin_versions,
+                              run_id=run_id, now=now, source=source)
 
-    def resume(self, checkpoint_seq: int | None = None, **options: Any) -> _cp.Recovery:
+    def resume(self, checkpoint_seq: int | None = None, *, now: int | None = None,
+               workspace_revision: str | None = None, policy_version: str | None = None,
+               plugin_versions: Mapping[str, str] | None = None, run_id: str | None = None,
+               source: str = "system") -> _cp.Recovery:
         """Run and record the recovery checks, then ``run/resume`` or
         ``run/paused``: :func:`trajlog.api.checkpoints.resume`."""
-        return _cp.resume(self, checkpoint_seq, **options)
+        return _cp.resume(self, checkpoint_seq, now=now, workspace_revision=workspace_revision,
+                          policy_version=policy_version, plugin_versions=plugin_versions,
+                          run_id=run_id, source=source)
 
     def restart(self, checkpoint_seq: int | None = None, *, reason: str,
-                **options: Any) -> _cp.Recovery:
+                now: int | None = None, workspace_revision: str | None = None,
+                policy_version: str | None = None,
+                plugin_versions: Mapping[str, str] | None = None, run_id: str | None = None,
+                source: str = "system") -> _cp.Recovery:
         """Run a checkpoint's stage again (``run/restart``):
         :func:`trajlog.api.checkpoints.restart`."""
-        return _cp.restart(self, checkpoint_seq, reason=reason, **options)
+        return _cp.restart(self, checkpoint_seq, reason=reason, now=now,
+                           workspace_revision=workspace_revision,
+                           policy_version=policy_version, plugin_versions=plugin_versions,
+                           run_id=run_id, source=source)
 
     def fork_from(self, checkpoint_seq: int | None = None, *, reason: str,
-                  **options: Any) -> _cp.Recovery:
+                  workspace_revision: str | None = None, run_id: str | None = None,
+                  metadata: Mapping[str, Any] | None = None,
+                  source: str = "system") -> _cp.Recovery:
         """A trajlog fork at a checkpoint, ``run/fork`` in both logs:
         :func:`trajlog.api.checkpoints.fork_from`."""
-        return _cp.fork_from(self, checkpoint_seq, reason=reason, **options)
+        return _cp.fork_from(self, checkpoint_seq, reason=reason,
+                             workspace_revision=workspace_revision, run_id=run_id,
+                             metadata=metadata, source=source)
 
     # -- reading --------------------------------------------------------------
 

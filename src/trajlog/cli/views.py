@@ -5,6 +5,7 @@
 from __future__ import annotations
 
 import os
+import textwrap
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +26,30 @@ STATUS_STYLE = {"done": "green", "error": "red", "unknown": "yellow", "not_start
 def register(cli: click.Group) -> None:
     for command in (chat, trajectory, context, view):
         cli.add_command(command)
+
+
+#: lines of a message or tool output ``chat`` prints without ``--full``
+CHAT_LINES = 12
+
+
+def seq_range(start: int | None, end: int | None) -> str:
+    """``start..end``, a bound not recorded left empty (seq 0 is a seq)."""
+    return f"{'' if start is None else start}..{'' if end is None else end}"
+
+
+def _excerpt(value: Any, width: int, full: bool, indent: str = "") -> str:
+    """Untrusted text for rich with its own line breaks kept (controls shown,
+    markup escaped); without ``full`` cut to ``CHAT_LINES`` lines and
+    ``width`` characters, a cut marked ``...``."""
+    text = value if isinstance(value, str) else summary(value, 10**9)
+    lines = text.replace("\r\n", "\n").split("\n")
+    if not full:
+        kept = "\n".join(lines[:CHAT_LINES])
+        kept = kept[:width]
+        if len(kept) < len(text.replace("\r\n", "\n")):
+            kept += "..."
+        lines = kept.split("\n")
+    return textwrap.indent(safe("\n".join(lines)), indent, lambda _: True)
 
 
 def _times(s: Session, seqs: set[int]) -> dict[int, int]:
@@ -53,8 +78,7 @@ def chat(app: App, session: str, full: bool, as_json: bool) -> None:
         elif node.kind == "message":
             style = {"user": "bold blue", "assistant": "bold green"}.get(node.role or "", "bold")
             app.out.print(f"[{style}]{safe(node.role or '?')}[/]  [dim]#{node.seq}[/]")
-            text = node.text or ""
-            app.out.print(safe(text if full else summary(text, width * 4)), soft_wrap=True)
+            app.out.print(_excerpt(node.text or "", width * 4, full), soft_wrap=True)
             app.out.print()
         else:
             style = STATUS_STYLE.get(node.status or "", "default")
@@ -63,8 +87,14 @@ def chat(app: App, session: str, full: bool, as_json: bool) -> None:
                           f"[{style}]{safe(node.status)}[/]  [dim]#{node.seq}"
                           + (f"..{node.result_seq}" if node.result_seq is not None else "")
                           + "[/]")
-            if node.output:
-                app.out.print("    " + safe(summary(node.output, width)), soft_wrap=True)
+            output: Any = node.output
+            if full and output and node.result_seq is not None:
+                # the projection keeps a cut of each output: --full reads it whole
+                result = s.get(node.result_seq).data
+                if isinstance(result, dict) and "output" in result:
+                    output = result["output"]
+            if output:
+                app.out.print(_excerpt(output, width * 4, full, "    "), soft_wrap=True)
             app.out.print()
 
 
@@ -94,10 +124,11 @@ def trajectory(app: App, session: str, as_json: bool) -> None:
     for n, turn in enumerate(turns, 1):
         state = ("[yellow]interrupted[/]" if turn.interrupted else
                  "[cyan]open[/]" if turn.end_seq is None else span(turn.start_seq, turn.end_seq))
-        t = root.add(f"[bold]turn {n}[/]  seq {turn.start_seq}..{turn.end_seq or ''}  {state}")
+        t = root.add(f"[bold]turn {n}[/]  seq {seq_range(turn.start_seq, turn.end_seq)}  "
+                     f"{state}")
         for k, step in enumerate(turn.steps, 1):
             errors = sum(bool(x.error) or x.status == "error" for x in step.tools)
-            st = t.add(f"step {k}  seq {step.start_seq}..{step.end_seq or ''}  "
+            st = t.add(f"step {k}  seq {seq_range(step.start_seq, step.end_seq)}  "
                        f"{span(step.start_seq, step.end_seq)}"
                        + (f"  [red]{errors} error(s)[/]" if errors else ""))
             for r in step.requests:
@@ -236,4 +267,4 @@ class _nothing:
         return None
 
 
-__all__ = ["register"]
+__all__ = ["register", "seq_range"]
