@@ -15,7 +15,7 @@ import pytest
 
 import trajlog
 from tamper import file_bytes
-from trajlog import projections
+from trajlog import build_context, projections
 from trajlog.cli.main import main
 from trajlog.redaction import RedactionPolicy
 from trajlog.viewer.document import build_document
@@ -260,3 +260,46 @@ def test_an_erased_sandbox_setting_takes_every_snapshot_of_it_with_it(tmp_path):
             "mode": "read-only", "snapshot_of": {"session": p.id, "explicit": True}}
         assert store.verify().ok
     assert MARK.encode() not in file_bytes(path)
+
+
+# -- the audit, as one check: payload text lives in chunk rows only ------------------------
+
+def _tables_but_the_log(store: Any) -> dict[str, str]:
+    """Every table but the chunk rows (the log) and the saved projection
+    states (derived, checked above), each as the repr of all its rows."""
+    conn = store._e.backend.connection()
+    names = [r[0] for r in conn.execute(
+        "SELECT name FROM sqlite_master WHERE type = 'table' AND name NOT LIKE 'sqlite_%'")]
+    return {n: repr([tuple(bytes(v) if isinstance(v, (bytes, memoryview)) else v for v in row)
+                      for row in conn.execute(f'SELECT * FROM "{n}"')])
+            for n in names if n not in ("chunks", "projection_states")}
+
+
+def test_trajlog_copies_no_payload_text_outside_the_log(tmp_path):
+    """A parent runs a turn under a run envelope, records a context build,
+    spawns and forks subagents whose answers flow back, and is forked: the
+    payload text of all of it is in the chunk rows and nowhere else (the
+    headers, the event index, memory, tombstones, call index)."""
+    with trajlog.open(str(tmp_path / "a.db")) as store:
+        p = store.create_session(cwd="/r")
+        p.append("sandbox/mode", {"mode": f"ws-{MARK}-0"})
+        with p.run(model="m", static_prefix=f"prefix {MARK}-1"), p.turn():
+            p.append("user/message", {"content": f"question {MARK}-2"})
+            build_context(p)
+            p.append("assistant/message", {"content": "", "tool_calls": [
+                {"id": "t1", "name": "task", "arguments": {"q": f"{MARK}-3"}}]})
+            p.append("tool/call", {"call_id": "t1", "name": "task",
+                                   "arguments": {"q": f"{MARK}-3"}})
+            sub = p.spawn_subagent(f"do {MARK}-4", call_id="t1")
+            with sub.turn():
+                sub.append("assistant/message", {"content": f"answer {MARK}-5"})
+            sub.finish()
+        forked = p.fork_subagent(f"again {MARK}-6", background=True)
+        with forked.turn():
+            forked.append("assistant/message", {"content": f"bg {MARK}-7"})
+        forked.finish()
+        p.fork(p.last_seq).append("user/message", {"content": f"fork {MARK}-8"})
+        assert sub.task() == f"do {MARK}-4" and forked.task() == f"again {MARK}-6"
+        found = {name: text for name, text in _tables_but_the_log(store).items()
+                 if MARK in text}
+        assert found == {}
