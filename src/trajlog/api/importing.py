@@ -28,7 +28,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterable, Iterator, Mapping
-from contextlib import AbstractContextManager
+from contextlib import AbstractContextManager, suppress
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -115,10 +115,8 @@ class Loader:
         have = ref.header
         parent = spec.parent_id
         if parent is not None:
-            try:
+            with suppress(SessionNotFoundError):   # (then it differs, as a str)
                 parent = self._e.reading.ref_by_id(parent, tx).id
-            except SessionNotFoundError:
-                pass
         meta = encode_metadata(check_json(dict(spec.metadata), "metadata"))
         wanted = (("cwd", plain_str(spec.cwd), have.cwd),
                   ("parent", parent, have.parent_session),
