@@ -415,8 +415,8 @@ class Store:
         """Load a whole session in one transaction (what importers use; see
         :mod:`trajlog.api.importing`): create it with ``items``, or bring the
         stored session of the same id up to them -- the same events write
-        nothing, more are appended, different ones raise
-        :class:`ImportConflictError`."""
+        nothing, more are appended, different ones (or a stored header other
+        than the one ``spec`` would create) raise :class:`ImportConflictError`."""
         if self._e.backend.closed:
             raise StoreClosedError("the store is closed")
         return self._loader.load(spec, items, check)
