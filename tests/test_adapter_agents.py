@@ -215,3 +215,49 @@ def test_runner_drives_a_scripted_model_on_trajlog(db: str) -> None:
     assert log is not None
     assert [m.role for m in projections.model_history(log)] == ["user", "assistant"] * 2
     s.close()
+
+
+def test_concurrent_pops_on_separate_stores_return_each_item_once(db: str) -> None:
+    """Threads popping through separate stores on one file: every item is
+    returned to exactly one caller, and the log hides each exactly once."""
+    import threading
+
+    n, workers = 120, 3
+    seed = TrajlogSession("race", db)
+    run(seed.add_items([{"role": "user", "content": f"m{i}"} for i in range(n)]))
+    seed.close()
+    got: list[list[Any]] = [[] for _ in range(workers)]
+    errors: list[BaseException] = []
+    start = threading.Barrier(workers)
+
+    def worker(k: int) -> None:
+        store = trajlog.open(db)   # a handle of its own: its own connections
+        s = TrajlogSession("race", store)
+        try:
+            start.wait()
+
+            async def drain() -> None:
+                while (item := await s.pop_item()) is not None:
+                    got[k].append(item["content"])
+            run(drain())
+        except BaseException as exc:  # surfaced below
+            errors.append(exc)
+        finally:
+            s.close()
+            store.close()
+
+    threads = [threading.Thread(target=worker, args=(k,)) for k in range(workers)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    assert not errors, errors
+    popped = [c for g in got for c in g]
+    assert sorted(popped) == sorted(f"m{i}" for i in range(n))   # none twice, none lost
+    check = TrajlogSession("race", db)
+    assert run(check.get_items()) == []
+    log = check.trajlog_session()
+    assert log is not None
+    targets = [ev.data["target"] for ev in log.events() if ev.type == "history/pop"]
+    assert len(targets) == len(set(targets)) == n
+    check.close()

@@ -45,7 +45,13 @@ from agents.memory.session_settings import (
 from ... import projections
 from ...aio import AsyncSession, AsyncStore
 from ...api import Session
-from ...errors import SessionNotFoundError, StoreClosedError, TrajlogError, ValidationError
+from ...errors import (
+    LogMovedError,
+    SessionNotFoundError,
+    StoreClosedError,
+    TrajlogError,
+    ValidationError,
+)
 from ...interop.store import Store
 from ...interop.store import open as open_store
 from .items import CALLS, CLEAR, POP, Visible, backwards, events_for
@@ -279,35 +285,41 @@ class TrajlogSession:
         # hop between the loop and a thread costs more than the commit's own CPU work
         await self._run(self._add_sync, self._branch, list(items))
 
-    @staticmethod
-    def _pop_sync(s: Session) -> tuple[int, Any] | None:
-        walk = Visible()
+    def _pop_sync(self, s: Session) -> tuple[bool, Any]:
+        """One attempt at a pop: ``(True, item)`` when this call's
+        ``history/pop`` was written, ``(True, None)`` when nothing is visible,
+        ``(False, None)`` when another writer moved the log meanwhile."""
+        walk, at = Visible(), None
         for ev in backwards(s, 16):
+            if at is None:
+                at = ev.seq   # the log the walk sees ends here
             if not walk.feed(ev) or walk.found:
                 break
         if not walk.found:
-            return None
+            return True, None
         ev, items = walk.found[0]
-        return ev.seq, items[-1]
+        # written only if the log still ends where the walk read it: then no
+        # other handle popped this target since (nor anything else), so the
+        # item is this caller's alone; the key still dedupes a pop of the same
+        # target by a writer that does not check (its original is not ours)
+        try:
+            [[written]] = self._astore().sync.append_atomic([(s, [(
+                POP, {"target": ev.seq}, {"idempotency_key": f"agents-pop:{ev.seq}"})], at)])
+        except LogMovedError:
+            return False, None
+        return (True, items[-1]) if written.seq > at else (False, None)
 
     async def pop_item(self) -> Any:
         """Append ``history/pop`` for the newest visible item and return it
-        (None when there is none)."""
+        (None when there is none).  Concurrent pops, through any handle or
+        process, each return a different item."""
         self._check_open()
         handle = await self._run(self._handle, self._branch, False)
         if handle is None:
             return None
         while True:
-            found = await self._run(self._pop_sync, handle.sync)
-            if found is None:
-                return None
-            target, item = found
-            head = await handle.last_seq()
-            # one pop per target, across handles and processes: a second pop of the
-            # same target returns the first one's event and writes nothing
-            ev = await handle.append(POP, {"target": target},
-                                     idempotency_key=f"agents-pop:{target}")
-            if ev.seq > head:
+            done, item = await self._run(self._pop_sync, handle.sync)
+            if done:
                 return item
 
     async def clear_session(self) -> None:
