@@ -24,6 +24,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import functools
+import threading
 from collections.abc import AsyncIterator, Callable, Iterable, Mapping
 from itertools import islice
 from typing import Any, TypeVar
@@ -41,9 +42,38 @@ T = TypeVar("T")
 _READ_BATCH = 256   # events fetched per executor call while iterating
 
 
+async def _settle(fut: asyncio.Future[Any], on_cancel: Callable[[], None] | None = None,
+                  ) -> bool:
+    """Wait for ``fut``, work another thread already does: a cancellation
+    meanwhile does not abandon it (its effect -- a lease taken, an event
+    written -- would then be nobody's to undo), it waits on until ``fut`` is
+    done.  Returns True if the task was cancelled meanwhile: the caller
+    raises :class:`asyncio.CancelledError` once it has cleaned up."""
+    cancelled = False
+    while not fut.done():
+        try:
+            await asyncio.wait((fut,))
+        except asyncio.CancelledError:
+            if not cancelled and on_cancel is not None:
+                on_cancel()
+            cancelled = True
+    return cancelled
+
+
+async def _outcome(fut: asyncio.Future[T]) -> T:
+    """``fut``'s result once it settled; then a cancellation that came meanwhile."""
+    cancelled = await _settle(fut)
+    result = fut.result()
+    if cancelled:
+        raise asyncio.CancelledError
+    return result
+
+
 async def _blocking(fn: Callable[..., T], *args: Any, **kwargs: Any) -> T:
-    return await asyncio.get_running_loop().run_in_executor(
-        None, functools.partial(fn, *args, **kwargs))
+    # settled: a cancelled caller never leaves the call running (or queued, never
+    # to run) behind it
+    return await _outcome(asyncio.get_running_loop().run_in_executor(
+        None, functools.partial(fn, *args, **kwargs)))
 
 
 async def open(path: str = "trajlog.db", durability: str = "full", **options: Any) -> AsyncStore:
@@ -113,21 +143,35 @@ class AsyncSession:
         return self.sync.header
 
     async def _submit(self, rows: list[Any]) -> list[Event]:
+        """Queue ``rows`` for group commit and await it.  Once queued the commit
+        happens whatever the task does: a cancellation is raised only after it
+        settled, so the caller's next step sees what it wrote."""
         loop = asyncio.get_running_loop()
-        future: asyncio.Future[list[Event]] = loop.create_future()
+        outcome: list[tuple[list[Event] | None, BaseException | None]] = []
+        wake = [loop.create_future()]   # (a cancellation cancels it: replaced)
 
         def settle(events: list[Event] | None, error: BaseException | None) -> None:
-            if not future.done():
-                if error is not None:
-                    future.set_exception(error)
-                else:
-                    future.set_result(events or [])
+            outcome.append((events, error))
+            if not wake[0].done():
+                wake[0].set_result(None)
 
         def done(events: list[Event] | None, error: BaseException | None) -> None:
             loop.call_soon_threadsafe(settle, events, error)
 
         self.sync._e.writer.submit_async(self.sync._ref, rows, done)
-        return await future
+        cancelled = False
+        while not outcome:   # (one plain await on the hot path)
+            try:
+                await wake[0]
+            except asyncio.CancelledError:
+                cancelled = True
+                wake[0] = loop.create_future()
+        events, error = outcome[0]
+        if error is not None:
+            raise error
+        if cancelled:
+            raise asyncio.CancelledError
+        return events or []
 
     async def append(self, type: str, data: Any = None, *, time: int | None = None,
                      source: str | None = None, causal_parent: int | None = None,
@@ -150,40 +194,83 @@ class AsyncSession:
         rows = self.sync._e.writer.prepare_items(self.header, items)
         return await self._submit(rows) if rows else []
 
+    def _open_turn(self, wait: float | bool, abort: threading.Event) -> bool:
+        """Take the lease and append ``turn/start`` (blocking: one executor
+        call, so no cancellation can fall between them).  False: aborted
+        while waiting for the lease, nothing held."""
+        leases, sid = self.sync._e.writer.leases, self.sync._ref.sid
+        if not leases.acquire(sid, self.id, wait, abort):
+            return False
+        try:
+            self.sync.append("turn/start", {})
+        except BaseException:
+            leases.release(sid)
+            raise
+        return True
+
+    def _close_turn(self, step_open: bool, interrupted: bool) -> None:
+        """``[step/end,] turn/end``, then give the lease back whatever happened
+        (blocking).  An interrupted turn closes as well as it can: its own
+        error is the one that propagates."""
+        try:
+            if interrupted:
+                with contextlib.suppress(TrajlogError):
+                    if step_open:
+                        self.sync.append("step/end", {"interrupted": True})
+                    self.sync.append("turn/end", {"interrupted": True})
+            else:
+                self.sync.append("turn/end", {"interrupted": False})
+        finally:
+            self.sync._e.writer.leases.release(self.sync._ref.sid)
+
     @contextlib.asynccontextmanager
     async def turn(self, *, wait: float | bool = False) -> AsyncIterator[AsyncSession]:
         """``turn/start`` ... ``turn/end`` holding the writer lease; an exception
-        ends the turn interrupted and propagates."""
+        ends the turn interrupted and propagates.
+
+        Cancellation-safe: a task cancelled anywhere here -- waiting for the
+        lease, while ``turn/start`` or ``turn/end`` commits, in the block --
+        leaves no lease held and no turn open (a cancellation while the lease
+        is awaited stops the wait; one during a commit is raised once the turn
+        is closed and the lease given back)."""
         if self._turn:
             raise InvalidStateError("a turn is already open on this handle")
-        leases = self.sync._e.writer.leases
-        await _blocking(leases.acquire, self.sync._ref.sid, self.id, wait)
+        loop = asyncio.get_running_loop()
+        abort = threading.Event()
+        opening = loop.run_in_executor(None, self._open_turn, wait, abort)
+        cancelled = await _settle(opening, abort.set)
+        if not opening.result():   # (raises the lease's refusal)
+            raise asyncio.CancelledError
+        if cancelled:   # opened meanwhile: closed again before the cancellation goes on
+            await _settle(loop.run_in_executor(None, self._close_turn, False, True))
+            raise asyncio.CancelledError
+        self._turn = True
         try:
-            await self.append("turn/start", {})
-            self._turn = True
-            try:
-                yield self
-            except BaseException:
-                self._turn = False
-                with contextlib.suppress(TrajlogError):
-                    if self._step:
-                        self._step = False
-                        await self.append("step/end", {"interrupted": True})
-                    await self.append("turn/end", {"interrupted": True})
-                raise
+            yield self
+        except BaseException:
             self._turn = False
-            await self.append("turn/end", {"interrupted": False})
-        finally:
-            await _blocking(leases.release, self.sync._ref.sid)
+            step_open, self._step = self._step, False
+            await _outcome(loop.run_in_executor(None, self._close_turn, step_open, True))
+            raise
+        self._turn = False
+        await _outcome(loop.run_in_executor(None, self._close_turn, False, False))
 
     @contextlib.asynccontextmanager
     async def step(self) -> AsyncIterator[AsyncSession]:
-        """``step/start`` ... ``step/end`` inside a turn."""
+        """``step/start`` ... ``step/end`` inside a turn (a cancellation while
+        ``step/start`` commits still closes the step it wrote)."""
         if not self._turn:
             raise InvalidStateError("a step belongs inside a turn: use session.turn()")
         if self._step:
             raise InvalidStateError("a step is already open on this handle")
-        await self.append("step/start", {})
+        try:
+            await self.append("step/start", {})
+        except asyncio.CancelledError:
+            # raised once the commit settled: step/start is written, closed again
+            # before the cancellation goes on
+            with contextlib.suppress(TrajlogError, asyncio.CancelledError):
+                await self.append("step/end", {"interrupted": True})   # (settled too)
+            raise
         self._step = True
         try:
             yield self

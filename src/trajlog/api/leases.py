@@ -19,11 +19,24 @@ from builtins import open as builtins_open
 from collections.abc import Callable
 from contextlib import AbstractContextManager
 
-from ..errors import LeaseHeldError, TrajlogError
+from ..errors import ArgumentTypeError, InvalidArgumentError, LeaseHeldError, TrajlogError
 from ..events import now_ms
 from ..storage import Lease, Writer
 
 HOST = socket.gethostname()
+
+
+def check_wait(wait: object) -> None:
+    """``wait`` for a lease: True (no limit), False or None (none), or a number
+    of seconds >= 0 (infinity: no limit); anything else is the caller's
+    mistake, named before any lease is touched."""
+    if wait is None or isinstance(wait, bool):
+        return
+    if not isinstance(wait, (int, float)):
+        raise ArgumentTypeError(f"wait must be seconds (a number) or a bool, not "
+                                f"{type(wait).__name__}")
+    if not wait >= 0:   # (also NaN: a deadline it makes would never pass)
+        raise InvalidArgumentError(f"wait must be >= 0 seconds, not {wait!r}")
 
 
 def _pid_alive(pid: int) -> bool:
@@ -186,17 +199,22 @@ class Leases:
                 return lease._replace(heartbeat_ms=now)
         return lease
 
-    def acquire(self, sid: int, session: str, wait: float | bool) -> None:
+    def acquire(self, sid: int, session: str, wait: float | bool,
+                abort: threading.Event | None = None) -> bool:
         """Take the lease (re-entrant): at once, or polling for ``wait`` seconds
-        (True: no limit).  A lease whose holder died is taken over."""
+        (True: no limit).  A lease whose holder died is taken over.  Once
+        ``abort`` is set (its waiter was cancelled) the polling stops without
+        the lease: returns False; True when the lease was taken."""
         deadline = None if wait is True else time_mod.monotonic() + float(wait or 0)
         delay = 0.005
         while True:
+            if abort is not None and abort.is_set():
+                return False
             with self._lock:
                 depth = self._held.get(sid, 0)
                 if depth:
                     self._held[sid] = depth + 1
-                    return
+                    return True
                 try:
                     with self._transaction() as tx:
                         lease = tx.head(sid).lease
@@ -208,11 +226,14 @@ class Leases:
                         tx.set_lease(sid, Lease(self.writer_id, HOST, os.getpid(), now, now))
                         self._on_change(sid)
                     self._held[sid] = 1
-                    return
+                    return True
                 except LeaseHeldError:
                     if deadline is not None and time_mod.monotonic() >= deadline:
                         raise
-            time_mod.sleep(delay)
+            if abort is not None:
+                abort.wait(delay)   # (woken at once by a cancellation)
+            else:
+                time_mod.sleep(delay)
             delay = min(delay * 2, 0.25)
 
     # A raw turn/start (no lease() / turn() block) takes the lease in its own
