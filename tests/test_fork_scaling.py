@@ -1,12 +1,14 @@
 """A fork, and the first write after a store is reopened, cost the same
 whatever the parent's length -- and still refuse exactly what they refused.
 
-The cost is asserted as a shape, not a time: every SQL statement and every
-result row the store's connections run while a freshly reopened store forks
-a long log at a cut and appends the child's first events (and while it
-appends to the long log itself) is counted, at 2k and at 200k events.  A
-fork that reads its parent's prefix to rebuild the write path's state reads
-~100x more rows at 200k (one chunk row per 1000 events of the prefix).
+The cost is asserted as a shape, not a time: every SQL statement, every
+result row and every database page the store's connections run, return and
+touch while a freshly reopened store forks a long log at a cut and appends
+the child's first events (and while it appends to the long log itself) is
+counted, at 2k and at 200k events.  A fork that reads its parent's prefix
+to rebuild the write path's state reads ~100x more rows at 200k (one chunk
+row per 1000 events of the prefix); a look-up that scans an index instead of
+seeking in it touches ~100x more pages.
 
 The rest checks that the state a write starts from -- open turn and step,
 open and finished tool calls, the redaction pause -- is still exact at a cut
@@ -59,12 +61,24 @@ def build(path: Path, n: int) -> tuple[str, list[int]]:
 
 class Counter:
     """Statements and result rows of every connection opened while it is
-    installed (``apsw.connection_hooks``), counted while ``on``."""
+    installed (``apsw.connection_hooks``), counted while ``on``, and the
+    pages they looked up (page cache hits and misses)."""
 
     def __init__(self) -> None:
         self.on = False
         self.statements = 0
         self.rows = 0
+        self.conns: list[apsw.Connection] = []
+
+    def pages(self) -> int:
+        total = 0
+        for conn in self.conns:
+            try:
+                total += (conn.status(apsw.SQLITE_DBSTATUS_CACHE_HIT)[0]
+                          + conn.status(apsw.SQLITE_DBSTATUS_CACHE_MISS)[0])
+            except apsw.ConnectionClosedError:
+                continue
+        return total
 
     def trace(self, info: dict[str, Any]) -> None:
         if not self.on:
@@ -75,6 +89,7 @@ class Counter:
             self.rows += 1
 
     def hook(self, conn: apsw.Connection) -> None:
+        self.conns.append(conn)
         conn.trace_v2(apsw.SQLITE_TRACE_STMT | apsw.SQLITE_TRACE_ROW, self.trace, id=self)
 
 
@@ -107,50 +122,103 @@ def first_events(tag: str) -> list[tuple[str, dict[str, Any]]]:
             ("tool/result", {"call_id": cid, "output": "ok"}), ("turn/end", {})]
 
 
-def fork_cost(counter: Counter, path: Path, sid: str, cut: int) -> tuple[int, int]:
-    """(statements, rows) of one fork at ``cut`` and the child's first append,
-    on a store just reopened (the parent's state cached nowhere)."""
+Cost = tuple[int, int, int]   # statements, rows, pages
+
+
+def fork_cost(counter: Counter, path: Path, sid: str, cut: int) -> Cost:
+    """What one fork at ``cut`` and the child's first append cost, on a
+    store just reopened (the parent's state cached nowhere)."""
     with trajlog.open(str(path), repack=False) as store:
         parent = store.session(sid)
         counter.statements = counter.rows = 0
+        pages = counter.pages()
         counter.on = True
         child = parent.fork(cut)
         child.append_batch(first_events(f"{cut}"))
         counter.on = False
         assert child.header.seed_length == cut + 1
-        return counter.statements, counter.rows
+        return counter.statements, counter.rows, counter.pages() - pages
 
 
-def append_cost(counter: Counter, path: Path, sid: str, tag: str) -> tuple[int, int]:
-    """(statements, rows) of the first append to the long log itself after a reopen."""
+def append_cost(counter: Counter, path: Path, sid: str, tag: str) -> Cost:
+    """What the first append to the long log itself costs after a reopen."""
     with trajlog.open(str(path), repack=False) as store:
         s = store.session(sid)
         counter.statements = counter.rows = 0
+        pages = counter.pages()
         counter.on = True
         s.append_batch(first_events(tag))
         counter.on = False
-        return counter.statements, counter.rows
+        return counter.statements, counter.rows, counter.pages() - pages
+
+
+def same_shape(cost: dict[int, list[Cost]]) -> None:
+    """The median cost at 200k is the one at 2k: the same statements and
+    rows, and the pages of b-trees one or two levels deeper (a scan of the
+    prefix, or of an index, is ~100x)."""
+    small = [statistics.median(c[i] for c in cost[SMALL]) for i in (0, 1, 2)]
+    large = [statistics.median(c[i] for c in cost[LARGE]) for i in (0, 1, 2)]
+    assert large[0] <= small[0] + 2, (small, large, cost)
+    assert large[1] <= small[1] + 2, (small, large, cost)
+    assert large[2] <= small[2] * 1.5 + 20, (small, large, cost)
 
 
 def test_fork_and_first_append_cost_the_same_at_2k_and_200k(logs, counter):
-    cost: dict[int, list[tuple[int, int]]] = {}
+    cost: dict[int, list[Cost]] = {}
     for n, (path, sid, ends) in logs.items():
         cuts = [ends[int(f * (len(ends) - 1))] for f in CUTS]
         cost[n] = [fork_cost(counter, path, sid, cut) for cut in cuts]
-    small = [statistics.median(c[i] for c in cost[SMALL]) for i in (0, 1)]
-    large = [statistics.median(c[i] for c in cost[LARGE]) for i in (0, 1)]
-    # the same work at 100x the length: a prefix read would be ~100x the rows
-    assert large[0] <= small[0] + 2, (small, large, cost)
-    assert large[1] <= small[1] + 2, (small, large, cost)
+    same_shape(cost)
 
 
 def test_first_append_after_a_reopen_costs_the_same_at_2k_and_200k(logs, counter):
-    cost = {n: [append_cost(counter, path, sid, f"own{k}") for k in range(3)]
-            for n, (path, sid, _) in logs.items()}
-    small = [statistics.median(c[i] for c in cost[SMALL]) for i in (0, 1)]
-    large = [statistics.median(c[i] for c in cost[LARGE]) for i in (0, 1)]
-    assert large[0] <= small[0] + 2, (small, large, cost)
-    assert large[1] <= small[1] + 2, (small, large, cost)
+    same_shape({n: [append_cost(counter, path, sid, f"own{k}") for k in range(3)]
+                for n, (path, sid, _) in logs.items()})
+
+
+def subagent_cost(counter: Counter, path: Path, sid: str, seeded: bool) -> Cost:
+    """What a subagent costs -- spawned, or forked up to the last completed
+    turn -- with its first append, on a store just reopened: the parent's
+    sandbox settings (none here) and last turn end are index look-ups."""
+    with trajlog.open(str(path), repack=False) as store:
+        parent = store.session(sid)
+        counter.statements = counter.rows = 0
+        pages = counter.pages()
+        counter.on = True
+        child = (parent.fork_subagent if seeded else parent.spawn_subagent)("task")
+        child.append_batch(first_events("sub"))
+        counter.on = False
+        return counter.statements, counter.rows, counter.pages() - pages
+
+
+@pytest.mark.parametrize("seeded", [False, True], ids=["spawned", "forked"])
+def test_a_subagent_costs_the_same_at_2k_and_200k(logs, counter, seeded):
+    same_shape({n: [subagent_cost(counter, path, sid, seeded) for _ in range(3)]
+                for n, (path, sid, _) in logs.items()})
+
+
+def test_marker_look_ups_seek_their_partial_index(tmp_path):
+    """Every marker look-up names its partial index's condition and pins it
+    (without it SQLite walks the session's index rows back to the last
+    match: the whole log for a type the log does not hold)."""
+    from trajlog.storage import statements
+
+    with trajlog.open(str(tmp_path / "q.db")) as store:
+        conn = store._e.backend.connection()
+        traced: list[str] = []
+        conn.trace_v2(apsw.SQLITE_TRACE_STMT,
+                      lambda info: traced.append(info["sql"]), id="plan")
+        for type_ in ("turn/start", "turn/end", "sandbox/mode", "redaction/paused",
+                      "redaction/resumed"):
+            traced.clear()
+            statements.marker_at_or_before(conn, 1, type_, 10)
+            statements.marker_after(conn, 1, type_, 10)
+            for sql in traced:
+                plan = " ".join(str(r[3]) for r in conn.execute(
+                    "EXPLAIN QUERY PLAN " + sql, (1 << 32, (1 << 32) + 10)))
+                assert "USING COVERING INDEX event_index_" in plan and "type=?" in plan, (
+                    type_, plan)
+        conn.trace_v2(0, None, id="plan")
 
 
 # --- what the first write of a fork refuses, after a reopen --------------------------
@@ -414,3 +482,31 @@ def test_a_forged_call_row_is_refused_by_the_store(tmp_path):
         with pytest.raises(apsw.ConstraintError, match="trajlog: call rows"):
             conn.execute(sql)
     conn.close()
+
+
+def test_an_index_copy_that_disagrees_with_the_log_is_corruption_not_a_decision(tmp_path):
+    """The first write after a reopen rests on index rows: a turn marker the
+    index lost, or a call row no request stands behind, is reported as
+    corruption (typed, naming the seq) -- never a refusal or an acceptance
+    the log itself would not make."""
+    path = tmp_path / "i.db"
+    with trajlog.open(str(path), repack=False) as store:
+        s = store.create_session(cwd="/r")
+        s.append_batch([e for i in range(10) for e in turn(i)])
+        sid, sessid, last = s._sid, s.id, s.last_seq
+    for sql, then in (
+            (f"DELETE FROM event_index WHERE rid = ({sid} << 32) + {last}",
+             ("turn/start", {})),
+            (f"INSERT INTO call_index VALUES ({sid}, 'ghost', 3)",
+             ("assistant/message", {"tool_calls": [{"id": "ghost", "name": "t"}]}))):
+        copy = tmp_path / f"c{len(sql)}.db"
+        copy.write_bytes(path.read_bytes())
+        conn = apsw.Connection(str(copy))
+        conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 0)
+        conn.execute(sql)
+        conn.close()
+        with trajlog.open(str(copy), repack=False) as store:
+            s = store.session(sessid)
+            with pytest.raises(errors.CorruptionError, match="index row of seq"):
+                s.append(*then)
+            assert s.last_seq == last

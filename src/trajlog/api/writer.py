@@ -52,6 +52,7 @@ from ..errors import (
     LogMovedError,
     PayloadTooLargeError,
     SerializationError,
+    header_mismatch,
     index_mismatch,
 )
 from ..events import (
@@ -251,6 +252,11 @@ class WriteEngine:
         """The state of ``ref``'s log (its inherited prefix included) at seq
         ``upto``, from the indexes: O(log n) look-ups and the events of the
         turn open there, whatever the log's length."""
+        level: LogRef | None = ref
+        while level is not None:   # (the logs whose events it takes on)
+            if level.header.damage is not None:
+                raise header_mismatch(level.id, level.header.damage)
+            level = level.parent if level.seed else None
         if upto < 0:
             return LogState(upto, chain, lease)   # an empty log: nothing before
         turn, step = self._turn_at(tx, ref, upto)
@@ -301,6 +307,10 @@ class WriteEngine:
         for ev in self._reading.events(ref, start, upto, want=_STEP_MARKERS.__contains__,
                                        reader=tx):
             t = ev.type
+            if t in ("turn/start", "turn/end") and ev.seq != start:
+                # a turn marker the index lost: the frames, not the copy, decide
+                raise index_mismatch(ref.id, ev.seq, f"the log holds {t!r} there, the "
+                                     "index no turn marker")
             step = ev.seq if t == "step/start" else None if t != "turn/start" else step
         return start, step
 
@@ -340,8 +350,10 @@ class WriteEngine:
             assert tx is not None
             out: dict[str, Phase] = {}
             for call_id in asked:
-                if self._requested_at(tx, levels, call_id) is not None:
-                    out[call_id] = Phase.REQUESTED   # used: that is all a request needs
+                at = self._requested_at(tx, levels, call_id)
+                if at is not None:   # used: that is all a request needs (it is refused)
+                    self._confirm(tx, levels, at, call_id)
+                    out[call_id] = Phase.REQUESTED
             for call_id in answered:
                 at = self._requested_at(tx, levels, call_id)
                 if at is not None:
@@ -359,6 +371,17 @@ class WriteEngine:
                 return i, seq
         return None
 
+    @staticmethod
+    def _confirm(tx: Writer, levels: list[tuple[LogRef, int]], at: tuple[int, int],
+                 call_id: str) -> None:
+        """A call row a refusal rests on, checked against the marks (which
+        ``verify`` checks against the frames)."""
+        level, seq = levels[at[0]][0], at[1]
+        if not any(m.code == REQUESTED and m.call_id == call_id
+                   for m in tx.marks(level.sid, seq, seq)):
+            raise index_mismatch(level.id, seq, f"the call row of {call_id!r} names no "
+                                 "request of it in the marks")
+
     def _phase_from(self, tx: Writer, levels: list[tuple[LogRef, int]], at: tuple[int, int],
                     call_id: str) -> Phase:
         """The phase of ``call_id`` at the end of ``levels``, from its marks
@@ -374,8 +397,8 @@ class WriteEngine:
                     break
                 phase = _MARK_PHASE.get(mark.code, phase)
             if phase is None:
-                raise index_mismatch(levels[0][0].id, seq, f"the call row of {call_id!r} "
-                                     "names no request of it in the marks")
+                raise index_mismatch(level.id, seq, f"the call row of {call_id!r} names no "
+                                     "request of it in the marks")
         assert phase is not None
         return phase
 

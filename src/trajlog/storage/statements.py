@@ -40,7 +40,14 @@ CHUNK_INSERT = f"INSERT INTO chunks({CHUNK_COLUMNS}, marks) VALUES (?,?,?,?,?,?,
 INDEX_COLUMNS = ("rid, type, time_ms, source, causal_parent, workspace_revision, data_class, "
                  "idempotency_key")
 INDEX_INSERT = f"INSERT INTO event_index({INDEX_COLUMNS}) VALUES (?,?,?,?,?,?,?,?)"
-_MARKERS = {"turn/start", "turn/end", "sandbox/mode", "redaction/paused", "redaction/resumed"}
+# The partial index of each marker type, and its WHERE term: a query names
+# that term exactly (SQLite uses a partial index only for a query that
+# repeats its condition, and would otherwise walk the session's index rows
+# back to the last match: the whole log when there is none) and pins it.
+_TURNS = ("event_index_markers", "type IN ('turn/start', 'turn/end', 'sandbox/mode')")
+_PAUSE = ("event_index_pauses", "type IN ('redaction/paused', 'redaction/resumed')")
+_MARKERS = {"turn/start": _TURNS, "turn/end": _TURNS, "sandbox/mode": _TURNS,
+            "redaction/paused": _PAUSE, "redaction/resumed": _PAUSE}
 CALL_INSERT = "INSERT INTO call_index(sid, call_id, seq) VALUES (?, ?, ?)"
 
 
@@ -455,19 +462,20 @@ def seq_of_idempotency_key(conn: apsw.Connection, sid: int, key: str) -> int | N
 
 def marker_at_or_before(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int | None:
     """The last seq <= ``seq`` of an event of ``type_`` (an indexed marker type)."""
-    assert type_ in _MARKERS
+    index, where = _MARKERS[type_]
     # the type is a literal so that the planner can use the partial index
     rows: list[Any] = conn.execute(
-        f"SELECT max(rid) FROM event_index WHERE type = '{type_}' AND rid BETWEEN ? AND ?",
-        (rid(sid, 0), bound(sid, seq))).fetchall()
+        f"SELECT max(rid) FROM event_index INDEXED BY {index} WHERE {where} AND "
+        f"type = '{type_}' AND rid BETWEEN ? AND ?", (rid(sid, 0), bound(sid, seq))).fetchall()
     return None if rows[0][0] is None else int(rows[0][0]) & 0xFFFFFFFF
 
 
 def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int | None:
     """The first seq > ``seq`` of an event of ``type_`` (an indexed marker type)."""
-    assert type_ in _MARKERS
+    index, where = _MARKERS[type_]
     rows: list[Any] = conn.execute(
-        f"SELECT min(rid) FROM event_index WHERE type = '{type_}' AND rid > ? AND rid <= ?",
+        f"SELECT min(rid) FROM event_index INDEXED BY {index} WHERE {where} AND "
+        f"type = '{type_}' AND rid > ? AND rid <= ?",
         (bound(sid, seq), rid(sid, MAX_SESSION_SEQ))).fetchall()
     return None if rows[0][0] is None else int(rows[0][0]) & 0xFFFFFFFF
 
@@ -526,6 +534,7 @@ def drop_projection_states(conn: apsw.Connection, sid: int) -> int:
     return int(conn.changes())
 
 
-__all__ = ["CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT", "MAX_SESSION_SEQ",
-           "chunk_at", "chunk_meta", "chunk_sizes", "chunks", "head", "i64", "insert_chunks",
+__all__ = ["CALL_INSERT", "CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT",
+           "MAX_SESSION_SEQ", "call_count", "call_requested", "chunk_at", "chunk_meta",
+           "chunk_sizes", "chunks", "head", "i64", "insert_calls", "insert_chunks",
            "insert_index", "insert_session", "lease", "now_ms", "rid", "set_lease", "u64"]
