@@ -21,6 +21,11 @@ class InvalidArgumentError(TrajlogError, ValueError):
     """An argument has an acceptable type but an unacceptable value."""
 
 
+class ArgumentTypeError(InvalidArgumentError, TypeError):
+    """An argument of a type the call does not take (the message names it);
+    a ``TypeError`` as well as an :class:`InvalidArgumentError`."""
+
+
 class PayloadTooLargeError(InvalidArgumentError):
     """A payload or its decompressed size is over the format's limit."""
 
@@ -449,6 +454,7 @@ def unexpected(exc: Exception) -> TrajlogError:
 
 
 __all__ = [
+    "ArgumentTypeError",
     "BackendUnavailableError",
     "ChainError",
     "ChecksumError",
