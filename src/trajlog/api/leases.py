@@ -205,6 +205,7 @@ class Leases:
         (True: no limit).  A lease whose holder died is taken over.  Once
         ``abort`` is set (its waiter was cancelled) the polling stops without
         the lease: returns False; True when the lease was taken."""
+        check_wait(wait)
         deadline = None if wait is True else time_mod.monotonic() + float(wait or 0)
         delay = 0.005
         while True:
