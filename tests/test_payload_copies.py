@@ -200,6 +200,8 @@ def test_an_erased_answer_takes_the_copy_finish_gave_the_parent_with_it(tmp_path
                                            f"session {sub.id})"
         assert background or gone["call_id"] == "t1"        # the pairing ids stay
         assert {p.id, sub.id} <= set(report.sessions_affected)
+        assert f"erased the copy of seq {answer.seq} at seq {copy.seq} of session {p.id}" in (
+            report.notes)
         assert MARK not in repr(list(p.events())) and MARK not in repr(list(sub.events()))
         assert MARK not in repr(projections.model_history(p))
         assert MARK.encode() not in _states(store)
@@ -254,6 +256,7 @@ def test_an_erased_sandbox_setting_takes_every_snapshot_of_it_with_it(tmp_path):
         assert all(f"/home/{MARK}" in repr(e.data) for e in snaps)
         report = store.erase(p.id, [mode.seq], reason="r", actor="human:a")
         assert {p.id, sub.id, deeper.id} <= set(report.sessions_affected)
+        assert sum("erased the copy of seq" in n for n in report.notes) == 2
         for x, e in zip((sub, deeper), snaps, strict=True):
             assert "erased" in x.get(e.seq).data
         assert next(e for e in other.events() if e.type == "sandbox/mode").data == {

@@ -111,7 +111,9 @@ class Forgetting:
                               reason=f"{reason} (a copy of seq {source_seq} of session {owner})")
             report = replace(report, frames_blanked=report.frames_blanked + more.frames_blanked,
                              sessions_affected=tuple(dict.fromkeys(
-                                 report.sessions_affected + more.sessions_affected)))
+                                 report.sessions_affected + more.sessions_affected)),
+                             notes=(*report.notes, f"erased the copy of seq {source_seq} at "
+                                    f"seq {seq} of session {parent.id}", *more.notes))
         return report
 
     def _copies(self, ref: LogRef, seqs: list[int]) -> list[tuple[LogRef, int, int, str]]:
