@@ -4,7 +4,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 import sys
 import time
 from typing import Any
@@ -12,7 +11,7 @@ from typing import Any
 import click
 
 from ..memory import Identity, MemoryItem
-from .app import App, fail, session_argument, summary
+from .app import App, fail, printable, session_argument, summary
 
 
 def register(cli: click.Group) -> None:
@@ -36,11 +35,13 @@ def _identity(f: Any) -> Any:
 
 
 def _line(app: App, item: MemoryItem, as_json: bool) -> None:
+    # a key (like content) is untrusted text: its controls are shown, never obeyed
     if as_json:
-        app.echo(json.dumps(dataclasses.asdict(item), default=str, ensure_ascii=False))
+        app.json(dataclasses.asdict(item))   # (C1 controls escaped too)
         return
+    key = printable(item.key, newlines=False) if item.key is not None else "-"
     app.echo(f"{item.id}  v{item.version}  {item.scope:<7} {item.type:<10} {item.state:<11} "
-             f"{item.key or '-':<12} {summary(item.content, 70)}")
+             f"{key:<12} {summary(item.content, 70)}")
 
 
 def _view(app: App, tenant: str, user: str | None, session_id: str | None) -> Any:
@@ -113,7 +114,7 @@ def erase(app: App, session: str, seqs: tuple[int, ...], reason: str, actor: str
             fail("nothing erased", "pass --yes to skip the question")
     report = app.store().erase(s.id, list(seqs), reason=reason, actor=actor)
     for name, value in dataclasses.asdict(report).items():
-        app.echo(f"{name:<26} {value}")
+        app.echo(f"{name:<26} {printable(str(value), newlines=False)}")
 
 
 @click.command()
@@ -127,10 +128,11 @@ def retention(app: App, apply_now: bool, now_ms: int | None) -> None:
     now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
     if not apply_now:
         due_items, due_events = store.retention_plan(now)
-        for item_id, why in due_items:
-            app.echo(f"would revoke item {item_id}  ({why})")
+        for item_id, why in due_items:   # (a reason may quote an event type: untrusted)
+            app.echo(f"would revoke item {item_id}  ({printable(why, newlines=False)})")
         for session_id, seqs, why in due_events:
-            app.echo(f"would erase {len(seqs)} event(s) of {session_id}  ({why})")
+            app.echo(f"would erase {len(seqs)} event(s) of {session_id}  "
+                     f"({printable(why, newlines=False)})")
         if not due_items and not due_events:
             app.echo("nothing is due")
         return
