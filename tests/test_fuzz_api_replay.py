@@ -99,6 +99,15 @@ def test_fast_mode_drops_a_store_an_input_closed() -> None:
     assert shared.inputs == 1
 
 
+def test_fast_mode_puts_the_repackers_wait_back() -> None:
+    from trajlog.api import repack
+
+    before = repack._IDLE_SECONDS
+    _check(b"\x48" + frame("create") + frame("append") + frame("append") + frame("repack"),
+           "fast")
+    assert repack._IDLE_SECONDS == before != harness.FAST_REPACK_IDLE_S
+
+
 @pytest.mark.parametrize("inputs", [1, harness.SHARED_INPUTS])
 def test_fast_mode_replaces_a_store_after_its_share_of_inputs(inputs: int) -> None:
     harness.Shared.drain()
