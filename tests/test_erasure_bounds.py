@@ -15,7 +15,7 @@ from tamper import file_bytes, settle
 from trajlog import projections
 from trajlog._format import FrameType
 from trajlog.codec.memory import TOMBSTONE_KEY, chain_of_record, encode_record, open_record
-from trajlog.errors import CorruptionError
+from trajlog.errors import CorruptionError, IdempotencyConflictError
 from trajlog.memory.replacement import KEEPS, kept
 from trajlog.viewer import build_document, render_html
 
@@ -317,3 +317,49 @@ def test_a_run_whose_started_event_was_erased_is_still_listed_as_erased(store):
     store.erase(s.id, finalized, reason="r")
     both = projections.runs(s)
     assert [(e.run_id, e.state, e.integrity) for e in both] == [(rid, "erased", "erased")]
+
+
+# -- the envelope: free text only where the event's index row holds it anyway ------------
+
+def test_an_erased_event_keeps_free_envelope_text_only_where_its_index_row_holds_it(store):
+    s = store.create_session()
+    msg = s.append("user/message", {"content": "hi"}, source=f"human:{NAME}",
+                   workspace_revision=f"rev {NAME}", branch_id=f"branch {NAME}",
+                   causal_parent=None, data_class="restricted")
+    keyed = s.append("note/k", {"text": "x"}, idempotency_key="k-1", source="agent:kept")
+    s.append("note/after", {"n": 1}, branch_id="approach-2", causal_parent=0)
+    store.erase(s.id, [0, 1, 2], reason="r")
+    gone = s.get(msg.seq)
+    assert (gone.source, gone.workspace_revision, gone.branch_id) == (None, None, None)
+    assert gone.data_class == "restricted" and gone.type == "user/message"
+    assert gone.time == msg.time
+    kept_ev = s.get(keyed.seq)   # indexed: its index row copies the envelope
+    assert (kept_ev.idempotency_key, kept_ev.source) == ("k-1", "agent:kept")
+    last = s.get(2)
+    assert (last.branch_id, last.causal_parent) == ("approach-2", 0)
+    with pytest.raises(IdempotencyConflictError):   # the key still finds it: no second copy
+        s.append("note/k", {"text": "x"}, idempotency_key="k-1")
+    assert s.verify().ok and store.verify_memory().ok
+    store.close()
+    assert NAME.encode() not in file_bytes(store.path)
+
+
+def _with_source(record):
+    p = _payload(record)
+    while len(p) < 4:
+        p.append(None)
+    p[3] = FORGED
+    _set_payload(record, p)
+
+
+def _with_key_and_source(record):
+    p = _payload(record)
+    while len(p) < 8:
+        p.append(None)
+    p[3], p[7] = FORGED, "k-forged"
+    _set_payload(record, p)
+
+
+@pytest.mark.parametrize("forge", [_with_source, _with_key_and_source])
+def test_a_replacement_given_envelope_text_is_refused(store, forge):
+    test_a_replacement_the_erasure_did_not_write_is_refused(store, forge)

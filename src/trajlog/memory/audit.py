@@ -147,7 +147,7 @@ def _event_tombstone(reader: Reader, row: TombstoneRow, record: dict[str, object
         return (f"tombstone {row.tid}: its record names session {record.get('session')!r}, "
                 f"its row session {session}")
     try:
-        checked_replacement(row, record)
+        checked_replacement(reader, row, record)
     except CorruptionError as exc:
         return str(exc)
     return None

@@ -22,9 +22,11 @@ from ..codec.memory import (
     open_record,
 )
 from ..errors import StoreError, record_damaged
+from ..events import decode_event
 from ..storage.base import MemoryReader, MemoryRow, TombstoneRow, Writer
+from ..storage.index import entry
 from .model import MemoryItem
-from .replacement import replacement_defect
+from .replacement import indexed, replacement_defect
 
 # The columns a version row copies from its frame, checked on every read.
 _COPIED = ("item", "version", "tenant", "scope", "scope_key", "type", "state", "key")
@@ -206,16 +208,26 @@ def tombstone_record(reader: MemoryReader, row: TombstoneRow) -> dict[str, Any]:
     return open_tombstone(row, chain_of_record(prev[0].frame) if prev else TOMBSTONE_KEY)[0]
 
 
-def checked_replacement(row: TombstoneRow, record: dict[str, Any]) -> bytes:
+def checked_replacement(reader: MemoryReader, row: TombstoneRow,
+                        record: dict[str, Any]) -> bytes:
     """The replacement payload of an event's tombstone, verified to be exactly
-    what the erasure writes for it (:mod:`.replacement`)."""
+    what the erasure writes for it (:mod:`.replacement`) -- and, for an event
+    with an index row, to carry that row's type, time and envelope."""
     payload = record.get("replacement")
-    assert row.target_seq is not None
-    defect = replacement_defect(payload, record, tid=row.tid, seq=row.target_seq,
-                                reason=row.reason, actor=row.actor, at=row.created_ms)
+    sid, seq = row.target_sid, row.target_seq
+    assert sid is not None and seq is not None
+    defect = replacement_defect(payload, record, tid=row.tid, seq=seq, reason=row.reason,
+                                actor=row.actor, at=row.created_ms)
+    if defect is None:
+        assert isinstance(payload, bytes)
+        ev = decode_event(payload, seq)
+        if indexed(ev):
+            stored = [r for r in reader.index_rows(sid, seq - 1, seq) if r.seq == seq]
+            if stored != [entry(ev, seq)]:
+                defect = ("its replacement's type, time or envelope is not its index row's"
+                          if stored else "its replacement names an index row there is not")
     if defect is not None:
-        raise record_damaged(f"tombstone {row.tid} of seq {row.target_seq}: {defect}",
-                             seq=row.target_seq)
+        raise record_damaged(f"tombstone {row.tid} of seq {seq}: {defect}", seq=seq)
     assert isinstance(payload, bytes)
     return payload
 
@@ -229,7 +241,7 @@ def erased_lookup(reader: MemoryReader, sid: int) -> Callable[[int], bytes | Non
         row = reader.tombstone_for_event(sid, seq)
         if row is None:
             return None
-        return checked_replacement(row, tombstone_record(reader, row))
+        return checked_replacement(reader, row, tombstone_record(reader, row))
     return lookup
 
 

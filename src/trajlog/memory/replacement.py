@@ -6,16 +6,19 @@ An erased event keeps its type, time and envelope, and of its data only what
 pairs tool calls and keeps the log balanced -- per event type, each value in
 a machine form: a call's id, a run's id, a tool's name, the recovery
 closers' enumerated ``status`` values, booleans.  Anything else, and any of
-those values outside its form, is blanked.  A call id is kept as written (any
+those values outside its form, is blanked; of its envelope, the free text
+(source, workspace revision, idempotency key) only where the event's index
+row holds it anyway.  A call id is kept as written (any
 string): the row's marks copy every call id for forks and recovery, so
 dropping it here would blank nothing and unpair the call.
 
 A stored replacement is accepted only if it is byte for byte what
 :func:`replacement` makes of itself for its tombstone: a row rewritten behind
 trajlog's back (even one re-framed under the public tombstone key) cannot
-make an erased event read back with other data.  What no copy binds -- the
-time, the envelope, the type among types that keep the same fields -- is as
-good as the tombstone log.
+make an erased event read back with other data (an indexed one's envelope is
+also compared with its index row, :func:`trajlog.memory.records.checked_replacement`).
+What no copy binds -- the time of an event without an index row, the type
+among types that keep the same fields -- is as good as the tombstone log.
 """
 
 from __future__ import annotations
@@ -29,6 +32,7 @@ import msgspec
 from ..errors import TrajlogError
 from ..events import Event, check_envelope, check_type, decode_event
 from ..lifecycle import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
+from ..storage.index import entry
 
 # A value's kept form, or _DROP (the field is blanked).
 _DROP: Any = object()
@@ -115,14 +119,27 @@ def stone(tid: int, reason: str, actor: str | None, at: int) -> dict[str, Any]:
     return {"tombstone": tid, "reason": reason, "actor": actor, "at": at}
 
 
+def indexed(ev: Event) -> bool:
+    """Whether ``ev`` has an index row (which copies its type, time, source,
+    workspace revision, data class and idempotency key)."""
+    return entry(ev, 0) is not None
+
+
 def replacement(ev: Event, tid: int, reason: str, actor: str | None, at: int) -> bytes:
     """The payload readers get for the erased ``ev`` under tombstone ``tid``:
-    its type, time and envelope, :func:`kept` of its data, and the tombstone."""
+    its type and time; its envelope's seqs (``causal_parent``, ``supersedes``)
+    and ``data_class``; its free-text envelope fields (``source``,
+    ``workspace_revision``, ``idempotency_key``) only when it has an index row,
+    which holds them anyway (a retry of its key still finds it); its
+    ``branch_id`` in the form of an id; :func:`kept` of its data; the tombstone."""
     data = kept(ev.type, ev.data)
     data["erased"] = stone(tid, reason, actor, at)
-    return msgspec.msgpack.encode(Event(ev.type, ev.time, data, ev.source, ev.causal_parent,
-                                        ev.workspace_revision, ev.data_class,
-                                        ev.idempotency_key, ev.supersedes, ev.branch_id))
+    free = indexed(ev)
+    branch = ev.branch_id if type(ev.branch_id) is str and ID.fullmatch(ev.branch_id) else None
+    return msgspec.msgpack.encode(Event(
+        ev.type, ev.time, data, ev.source if free else None, ev.causal_parent,
+        ev.workspace_revision if free else None, ev.data_class,
+        ev.idempotency_key if free else None, ev.supersedes, branch))
 
 
 def replacement_defect(payload: Any, record: Mapping[str, Any], *, tid: int, seq: int,
@@ -155,5 +172,5 @@ def replacement_defect(payload: Any, record: Mapping[str, Any], *, tid: int, seq
     return "its replacement is not in the form the erasure writes"
 
 
-__all__ = ["CLOSER_STATUSES", "ID", "KEEPS", "TOOL_NAME", "kept", "replacement",
+__all__ = ["CLOSER_STATUSES", "ID", "KEEPS", "TOOL_NAME", "indexed", "kept", "replacement",
            "replacement_defect", "stone"]
