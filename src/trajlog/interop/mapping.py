@@ -25,18 +25,13 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-import msgspec
-
 from ..errors import ImportFormatError
+from . import bounded
 
 #: uuid5 namespace of imported session ids (a fixed random UUID; never change it:
 #: the ids of everything ever imported derive from it).
 NAMESPACE = uuid.UUID("3f1f6f5e-9b0c-4d1e-8a55-0c2f3e7a9b14")
 
-_JSON = msgspec.json.Decoder()
-#: the longest line read from a JSONL file: an event's payload is at most
-#: 16 MiB, so a longer line cannot be stored whatever it holds
-LINE_LIMIT = 128 << 20
 
 
 @dataclass(slots=True)
@@ -175,8 +170,9 @@ def epoch_ms(value: Any) -> int | None:
 def jsonl_records(path: str | os.PathLike[str], notes: Notes,
                   ) -> Iterator[tuple[int, int, Any]]:
     """``(line number, byte offset, parsed value)`` of each non-blank line of
-    a JSONL file, read in bounded memory (each blank line is noted as
-    skipped).
+    a JSONL file, read in bounded memory (:mod:`.bounded`: a regular file,
+    lines of at most ``LINE_LIMIT`` bytes, each decoding to a bounded value;
+    each blank line is noted as skipped).
 
     A last line that does not parse and has no newline after it is a torn
     tail (the writer was cut off): it is noted in ``notes.torn`` and not
@@ -184,51 +180,48 @@ def jsonl_records(path: str | os.PathLike[str], notes: Notes,
     :class:`ImportFormatError` with the file, line and offset.
     """
     name = os.fspath(path)
-    decode = _JSON.decode
     valid = 0
-    with open(path, "rb") as f:
-        offset = 0
-        number = 0
-        for raw in iter(lambda: f.readline(LINE_LIMIT), b""):
-            number += 1
-            start = offset
-            offset += len(raw)
-            if len(raw) >= LINE_LIMIT and not raw.endswith(b"\n"):
-                raise ImportFormatError(name, f"a line longer than {LINE_LIMIT} bytes",
-                                        line=number, offset=start, valid=valid)
+    with bounded.open_regular(path, name) as f:
+        for number, start, raw in bounded.lines(f, name):
             body = raw.strip()
             if not body:
                 if raw.endswith(b"\n") or f.read(1):
                     notes.skip(name, number, start, "blank", "a blank line")
                 continue
             try:
-                value = decode(body)
-            except (msgspec.DecodeError, UnicodeDecodeError) as exc:
+                value = bounded.decode(body, name, line=number, offset=start, valid=valid)
+            except ImportFormatError:
                 if not raw.endswith(b"\n") and not f.read(1):
                     notes.torn.append(Torn(name, number, start, len(raw)))
                     return
-                raise ImportFormatError(name, f"not a JSON value ({exc})", line=number,
-                                        offset=start, valid=valid) from None
+                raise
             valid += 1
             yield number, start, value
 
 
 def json_document(path: str | os.PathLike[str], data: bytes | None = None) -> Any:
-    """The JSON value of a whole-document file; a truncated or malformed one
-    raises :class:`ImportFormatError` with the line and byte offset where
-    parsing failed."""
+    """The JSON value of a whole-document file (at most
+    ``bounded.DOCUMENT_LIMIT`` bytes, decoding to a bounded value); a
+    truncated or malformed one raises :class:`ImportFormatError` with the
+    line and byte offset where parsing failed."""
     name = os.fspath(path)
     if data is None:
-        with open(path, "rb") as f:
-            data = f.read()
+        data = bounded.read_document(path, name)
+    why = bounded.over(data)
+    if why is not None:
+        raise ImportFormatError(name, why, line=1, offset=0)
+    value = bounded.try_decode(data)
+    if value is not bounded.INVALID:
+        return value
     try:
-        return _JSON.decode(data)
-    except msgspec.DecodeError as exc:
-        offset = _error_offset(str(exc), len(data))
-        line = data.count(b"\n", 0, offset) + 1 if offset is not None else None
-        reason = ("the document ends early (truncated)" if offset is not None and
-                  offset >= len(data.rstrip()) else f"not valid JSON ({exc})")
-        raise ImportFormatError(name, reason, line=line, offset=offset) from None
+        bounded.decode(data, name)
+    except ImportFormatError as exc:
+        message = exc.reason
+    offset = _error_offset(message, len(data))
+    line = data.count(b"\n", 0, offset) + 1 if offset is not None else None
+    reason = ("the document ends early (truncated)" if offset is not None and
+              offset >= len(data.rstrip()) else message)
+    raise ImportFormatError(name, reason, line=line, offset=offset) from None
 
 
 def _error_offset(message: str, size: int) -> int | None:
@@ -243,12 +236,11 @@ def _error_offset(message: str, size: int) -> int | None:
 
 def parsed_json(value: Any) -> Any:
     """A string holding a JSON object, parsed (sources that nest JSON in
-    strings: tool arguments, outputs); anything else as it is."""
+    strings: tool arguments, outputs); anything else -- or a string that
+    does not decode within the bounds of :mod:`.bounded` -- as it is."""
     if isinstance(value, str) and value[:1] == "{":
-        try:
-            return _JSON.decode(value)
-        except msgspec.DecodeError:
-            return value
+        parsed = bounded.try_decode(value)
+        return value if parsed is bounded.INVALID else parsed
     return value
 
 

@@ -45,6 +45,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
+from .. import bounded
 from ..mapping import MappedEvent, MappedSession, Notes, Torn, epoch_ms
 
 NAME = "aider"
@@ -88,15 +89,14 @@ def sniff(path: Path) -> bool:
     in its first 64 KiB."""
     if path.is_dir():
         return False
-    if path.name == ".aider.chat.history.md":
-        return True
-    if path.suffix.lower() != ".md":
+    if path.name != ".aider.chat.history.md" and path.suffix.lower() != ".md":
         return False
     try:
-        with open(path, "rb") as f:
-            head = f.read(65536)
+        head = bounded.head(path, 65536)
     except OSError:
         return False
+    if path.name == ".aider.chat.history.md":
+        return True
     return head.startswith(_HEADER.encode()) or b"\n" + _HEADER.encode() in head
 
 
@@ -105,11 +105,8 @@ def _lines(path: Path, notes: Notes) -> Iterator[tuple[int, int, str]]:
     with no newline is a torn tail."""
     name = os.fspath(path)
     bad = 0
-    with open(path, "rb") as f:
-        offset = 0
-        for number, raw in enumerate(f, 1):
-            start = offset
-            offset += len(raw)
+    with bounded.open_regular(path, name) as f:
+        for number, start, raw in bounded.lines(f, name):
             if not raw.endswith(b"\n"):
                 notes.torn.append(Torn(name, number, start, len(raw)))
                 break
@@ -329,8 +326,8 @@ def _first_header(path: Path) -> str | None:
     """The time of the file's first session header (a separate scan: the lines
     before it are a session whose own header is gone, and happened before)."""
     marker = _HEADER.encode()
-    with open(path, "rb") as f:
-        for raw in f:
+    with bounded.open_regular(path) as f:
+        for _, _, raw in bounded.lines(f, os.fspath(path)):
             if raw.startswith(marker) and raw.endswith(b"\n"):
                 return raw[len(marker):].decode("utf-8", "replace").strip()
     return None

@@ -37,35 +37,51 @@ imported on its own, with a warning.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import re
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from ...errors import ImportFormatError
+from .. import bounded
 from ..mapping import MappedEvent, MappedSession, Notes, jsonl_records
 from .claude_lines import NAME, Item, _Mapper, _ms
 
-_JSON = msgspec.json.Decoder()
 _AGENT_FILE = re.compile(r"agent-[A-Za-z0-9]+(?:-[A-Za-z0-9]+)*\.jsonl")
-def _head(path: Path, timed: bool = False) -> dict[str, Any] | None:
+#: what a first line longer than the sniffer reads must open with
+_OPENING = 1 << 16
+
+
+def _head(path: Path, timed: bool = False, sniffing: bool = False) -> dict[str, Any] | None:
     """The first JSON object of a JSONL file (``timed``: the first with a
-    timestamp), looking at its first lines only; None if there is none."""
+    timestamp), looking at its first 64 lines only -- each read within the
+    bounds of :mod:`..bounded`, and ``sniffing``, within its first
+    ``SNIFF_LIMIT`` bytes; None if there is none.  A first line longer than
+    that is judged by its opening bytes (``{"type": ...}`` for a Claude
+    line, else None).  A FIFO or a device raises :class:`ImportFormatError`."""
+    budget = bounded.SNIFF_LIMIT if sniffing else bounded.LINE_LIMIT
     try:
-        with open(path, "rb") as f:
-            for n, raw in enumerate(f):
-                if n >= 64:
-                    break
+        with bounded.open_regular(path) as f:
+            for n in range(64):
+                raw = f.readline(budget + 1)
+                if len(raw) > budget or (len(raw) == budget and not raw.endswith(b"\n")):
+                    start = raw[:_OPENING]
+                    return {"type": "?", "sessionId": "?"} if n == 0 and sniffing and (
+                        b'"type"' in start and (b'"parentUuid"' in start
+                                                or b'"sessionId"' in start)) else None
+                if not raw:
+                    return None
+                if sniffing:
+                    budget -= len(raw)
                 if raw.strip():
-                    rec = _JSON.decode(raw)
+                    rec = bounded.try_decode(raw)
                     if not isinstance(rec, dict):
                         return None
                     if not timed or rec.get("timestamp"):
                         return rec
-    except (OSError, msgspec.DecodeError, UnicodeDecodeError):
+    except OSError:
         return None
     return None
 
@@ -84,8 +100,20 @@ def sniff(path: Path) -> bool:
     (a project, or the folder of projects) holding such a file."""
     if path.is_dir():
         files = sorted(path.glob("*.jsonl")) or sorted(path.glob("*/*.jsonl"))
-        return any(_is_claude(_head(f)) for f in files[:8])
-    return path.name.endswith(".jsonl") and _is_claude(_head(path))
+        return any(_is_claude(_head(f, sniffing=True)) for f in _inside(path, files)[:8])
+    if not path.name.endswith(".jsonl"):
+        return False
+    bounded.regular(path)
+    return _is_claude(_head(path, sniffing=True))
+
+
+def _inside(root: Path, files: list[Path]) -> list[Path]:
+    """``files`` that are regular and inside ``root`` (what a sniffer may look at)."""
+    out = []
+    for f in files:
+        with contextlib.suppress(ImportFormatError):
+            out.append(bounded.inside(root, f))
+    return out
 
 
 def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
@@ -96,14 +124,34 @@ def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
     if path.is_dir():
         projects = [path] if any(path.glob("*.jsonl")) else sorted(
             p for p in path.iterdir() if p.is_dir() and any(p.glob("*.jsonl")))
+        # every file is checked before anything is read: a link out of the
+        # folder, a FIFO or a device is refused before any session is written
+        plan = []
         for folder in projects:
             files = sorted(folder.glob("*.jsonl"))
-            yield from run.files([f for f in files if not _AGENT_FILE.fullmatch(f.name)],
-                                 _agent_files(folder), every=True)
+            mains = [f for f in files if not _AGENT_FILE.fullmatch(f.name)]
+            plan.append((_checked(path, mains), _checked(path, _agent_files(folder))))
+        for mains, agents in plan:
+            yield from run.files(mains, agents, every=True)
     elif _AGENT_FILE.fullmatch(path.name):
-        yield from run.agents([path], None)
+        bounded.regular(path)
+        yield from run.agents(_checked(path.parent, [path], own=path), None)
     else:
-        yield from run.files([path], _agent_files(path.parent))
+        bounded.regular(path)
+        yield from run.files([path], _checked(path.parent, _agent_files(path.parent)))
+
+
+def _checked(root: Path, files: list[Path], own: Path | None = None) -> list[Path]:
+    """``files`` (and their ``.meta.json``) if each is a regular file inside
+    ``root`` (:func:`..bounded.inside`); ``own`` is the file named by the
+    caller, read wherever its link leads."""
+    for f in files:
+        if f != own:
+            bounded.inside(root, f)
+        meta = f.with_suffix(".meta.json")
+        if meta.exists() or meta.is_symlink():
+            bounded.inside(root, meta)
+    return files
 
 
 def _agent_files(folder: Path) -> list[Path]:

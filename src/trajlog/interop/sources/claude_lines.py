@@ -16,14 +16,12 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
-import msgspec
-
 from ...errors import ImportFormatError
+from .. import bounded
 from ..mapping import CallBook, MappedEvent, MappedSession, epoch_ms
 from ..mapping import uuid_or_stable as _stable
 
 NAME = "claude-code"
-_JSON = msgspec.json.Decoder()
 _INTERRUPT = "[Request interrupted by user"
 _TASK_TOOLS = frozenset({"Task", "Agent"})
 #: line fields describing the session, left out of an event when they equal
@@ -440,10 +438,12 @@ def _text_of(value: Any, join: bool = False) -> str:
 
 
 def _meta_json(path: Path) -> dict[str, Any] | None:
-    try:
-        info = _JSON.decode(path.read_bytes())
-    except (OSError, msgspec.DecodeError):
+    """A subagent's ``.meta.json`` (checked by the folder walk), read within
+    the bounds of :mod:`..bounded`; None if there is none or it does not
+    decode."""
+    if not path.exists():
         return None
+    info = bounded.try_decode(bounded.read_document(path, os.fspath(path)))
     return info if isinstance(info, dict) else None
 
 

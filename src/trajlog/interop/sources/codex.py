@@ -27,7 +27,6 @@ ends mid-turn is imported as it is (noted).
 from __future__ import annotations
 
 import functools
-import json
 import os
 import re
 from collections.abc import Iterator
@@ -36,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ImportFormatError
+from .. import bounded
 from ..mapping import (
     AliasedCalls,
     MappedEvent,
@@ -76,16 +76,15 @@ def sniff(path: Path) -> bool:
     ``rollout-*.jsonl`` files (at most 4 levels down)."""
     if path.is_dir():
         return next(_rollouts(path, depth=4), None) is not None
-    if not path.is_file() or path.suffix != ".jsonl":
+    if path.suffix != ".jsonl":
         return False
     try:
-        with open(path, "rb") as f:
-            head = f.readline(1 << 20)
-        value = json.loads(head)
+        head = bounded.first_line(path)
     except OSError:
         return False
-    except ValueError:  # a first line longer than the read: its opening bytes decide
-        start = head[:4096]
+    value = bounded.INVALID if head is None else bounded.try_decode(head)
+    if value is bounded.INVALID:  # a first line longer than the read: its opening bytes decide
+        start = (head or bounded.head(path, 4096))[:4096]
         return b'"payload"' in start and any(
             b'"type":"' + t.encode() + b'"' in start for t in _LINE_TYPES)
     if not isinstance(value, dict):
@@ -101,7 +100,13 @@ def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
     """The threads of a rollout file (or of every rollout under a folder, in
     name order), parents before the sessions that name them."""
     known = _Known()
-    for file in _rollouts(path) if path.is_dir() else [path]:
+    if path.is_dir():
+        # every file is checked before any is read (links out of the folder refused)
+        files = [bounded.inside(path, f) for f in _rollouts(path)]
+    else:
+        bounded.regular(path)
+        files = [path]
+    for file in files:
         yield from _read_file(file, notes, known)
 
 

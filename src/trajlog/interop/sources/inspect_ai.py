@@ -46,12 +46,12 @@ import os
 import re
 import struct
 import zipfile
-import zlib
 from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from ...errors import ImportFormatError
+from .. import bounded
 from ..mapping import (
     CallBook,
     MappedEvent,
@@ -79,8 +79,7 @@ def sniff(path: Path) -> bool:
     if path.is_dir():
         return False
     try:
-        with open(path, "rb") as f:
-            head = f.read(4096)
+        head = bounded.head(path, 4096)
     except OSError:
         return False
     if head[:4] == _ZIP_MAGIC:
@@ -93,8 +92,7 @@ def sniff(path: Path) -> bool:
 
 def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
     """One session per sample of the log at ``path`` (see the module docstring)."""
-    with open(path, "rb") as f:
-        zipped = f.read(4) == _ZIP_MAGIC
+    zipped = bounded.head(path, 4) == _ZIP_MAGIC
     if zipped:
         yield from _read_eval(path, notes)
     else:
@@ -124,7 +122,7 @@ def _read_json(path: Path, notes: Notes) -> Iterator[MappedSession]:
 def _read_eval(path: Path, notes: Notes) -> Iterator[MappedSession]:
     name = os.fspath(path)
     try:
-        zf = zipfile.ZipFile(path)
+        zf = bounded.open_zip(path)
     except (zipfile.BadZipFile, OSError) as exc:
         offset, valid = _zip_damage(path)
         raise ImportFormatError(name, f"not a complete zip archive ({exc}): the data "
@@ -167,29 +165,28 @@ def _read_eval(path: Path, notes: Notes) -> Iterator[MappedSession]:
 
 def _member_json(zf: zipfile.ZipFile, info: zipfile.ZipInfo, path: Path) -> Any:
     where = f"{os.fspath(path)}!{info.filename}"
-    try:
-        data = zf.read(info)
-    except (zipfile.BadZipFile, zlib.error, EOFError, OSError) as exc:
-        raise ImportFormatError(where, f"a damaged zip member ({exc})",
-                                offset=info.header_offset) from None
-    return json_document(where, data)
+    return json_document(where, bounded.read_member(zf, info, where))
 
 
 def _zip_damage(path: Path) -> tuple[int, int]:
     """Where a zip without a readable central directory breaks: the offset of
     the first local entry that is not whole (or of the end of its data), and
     how many entries before it are whole."""
-    with open(path, "rb") as f:
-        data = f.read()
     offset, whole = 0, 0
-    while offset + 30 <= len(data) and data[offset:offset + 4] == _ZIP_MAGIC:
-        flags, size, nlen, xlen = (struct.unpack_from("<H", data, offset + 6)[0],
-                                   struct.unpack_from("<I", data, offset + 18)[0],
-                                   *struct.unpack_from("<HH", data, offset + 26))
-        end = offset + 30 + nlen + xlen + size
-        if flags & 0x08 or end > len(data):  # sizes in a trailing descriptor, or cut
-            break
-        offset, whole = end, whole + 1
+    with bounded.open_regular(path) as f:   # (each local header read, not the file)
+        total = os.fstat(f.fileno()).st_size
+        while True:
+            f.seek(offset)
+            head = f.read(30)
+            if len(head) < 30 or head[:4] != _ZIP_MAGIC:
+                break
+            flags, size, nlen, xlen = (struct.unpack_from("<H", head, 6)[0],
+                                       struct.unpack_from("<I", head, 18)[0],
+                                       *struct.unpack_from("<HH", head, 26))
+            end = offset + 30 + nlen + xlen + size
+            if flags & 0x08 or end > total:  # sizes in a trailing descriptor, or cut
+                break
+            offset, whole = end, whole + 1
     return offset, whole
 
 

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ImportFormatError
+from .. import bounded
 from ..mapping import (
     AliasedCalls,
     MappedEvent,
@@ -47,6 +48,7 @@ from ..mapping import (
 NAME = "openhands"
 
 _UNSAFE = re.compile(r"[^a-z0-9_.-]+")
+_DIGITS = re.compile(r"[0-9]+")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
 _HISTORY = frozenset({"user/message", "assistant/message", "tool/result"})
 _V1_RESULTS = frozenset({"ObservationEvent", "AgentErrorEvent", "UserRejectObservation"})
@@ -58,19 +60,19 @@ def sniff(path: Path) -> bool:
     if path.is_dir():
         events = path / "events"
         return events.is_dir() and any(n.endswith(".json") for n in os.listdir(events))
-    if not path.is_file() or path.suffix not in (".json", ".jsonl"):
+    if path.suffix not in (".json", ".jsonl"):
         return False
     try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16) if path.suffix == ".json" else f.readline(1 << 20)
         if path.suffix == ".json":
-            start = head.lstrip()
+            start = bounded.head(path, 1 << 16).lstrip()
             return start[:1] == b"[" and b'"source"' in start and (
                 b'"action"' in start or b'"observation"' in start)
-        value = json.loads(head)
+        line = bounded.first_line(path)
     except OSError:
         return False
-    except ValueError:
+    value = bounded.INVALID if line is None else bounded.try_decode(line)
+    if value is bounded.INVALID:  # (a first line longer than the read, or not JSON)
+        head = line if line is not None else bounded.head(path)
         start = head[:8192]
         return (b'"instance_id"' in start and b'"history"' in head) or (
             b'"kind"' in start and b'"source"' in start and b'"timestamp"' in start
@@ -100,7 +102,9 @@ def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
     name, base = os.fspath(path), path.name
     if path.is_dir():
         yield _folder(path, notes)
-    elif path.suffix == ".json":
+        return
+    bounded.regular(path)
+    if path.suffix == ".json":
         doc = json_document(path)
         if isinstance(doc, list):
             yield _session(f"openhands:{path.stem}", base, name, notes,
@@ -131,15 +135,26 @@ def _chain(first: Any, rest: Iterable[Any]) -> Iterator[Any]:
     yield from rest
 
 
+def _name_key(name: str) -> list[tuple[int, int, str]]:
+    """Event file names in order: their parts compared in turn, a number (ASCII
+    digits only) by its value and before any word (``2.json`` < ``10.json`` <
+    ``x.json``)."""
+    return [(0, int(p), "") if _DIGITS.fullmatch(p) else (1, 0, p)
+            for p in re.split(r"[-_.]", name)]
+
+
 def _folder(path: Path, notes: Notes) -> MappedSession:
     events = path / "events"
-    files = sorted((f for f in os.listdir(events) if f.endswith(".json")),
-                   key=lambda f: [int(p) if p.isdigit() else p for p in re.split(r"[-_.]", f)])
-    state = _dict(json_document(path / "base_state.json")) \
-        if (path / "base_state.json").is_file() else {}
+    # every file is checked before any is read (links out of the folder refused)
+    files = [bounded.inside(path, events / f)
+             for f in sorted((f for f in os.listdir(events) if f.endswith(".json")),
+                             key=_name_key)]
+    base_state = path / "base_state.json"
+    state = _dict(json_document(bounded.inside(path, base_state))) \
+        if base_state.exists() or base_state.is_symlink() else {}
     source_id = state["id"] if isinstance(state.get("id"), str) else path.name
     return _session(f"openhands:{source_id}", path.name, os.fspath(path), notes,
-                    ((1, 0, json_document(events / f)) for f in files),
+                    ((1, 0, json_document(f)) for f in files),
                     {"base_state": {k: v for k, v in state.items()
                                     if isinstance(v, (str, int, float, bool))}},
                     source_id=source_id)

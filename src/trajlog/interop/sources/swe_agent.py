@@ -33,6 +33,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ImportFormatError
+from .. import bounded
 from ..mapping import CallBook, MappedEvent, MappedSession, Notes, json_document, stable_id
 
 NAME = "swe-agent"
@@ -44,11 +45,10 @@ def sniff(path: Path) -> bool:
     if path.is_dir():
         return any((p.suffix == ".traj" and p.is_file()) or (p / f"{p.name}.traj").is_file()
                    for p in path.iterdir())
-    if not path.is_file() or path.suffix != ".traj":
+    if path.suffix != ".traj":
         return False
     try:
-        with open(path, "rb") as f:
-            head = f.read(1 << 16)
+        head = bounded.head(path, 1 << 16)
     except OSError:
         return False
     start = head.lstrip()
@@ -57,12 +57,18 @@ def sniff(path: Path) -> bool:
 
 
 def _trajs(folder: Path) -> list[Path]:
-    return sorted(p for p in folder.rglob("*.traj") if p.is_file())
+    return sorted(p for p in folder.rglob("*.traj") if p.is_file() or p.is_symlink())
 
 
 def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
     """One session per ``.traj`` file (every one under a folder, in name order)."""
-    for file in _trajs(path) if path.is_dir() else [path]:
+    if path.is_dir():
+        # every file is checked before any is read (links out of the folder refused)
+        files = [bounded.inside(path, f) for f in _trajs(path)]
+    else:
+        bounded.regular(path)
+        files = [path]
+    for file in files:
         yield _session(file, notes)
 
 
@@ -71,11 +77,11 @@ def _dict(value: Any) -> dict[str, Any]:
 
 
 def _parsed(value: Any) -> Any:
+    """JSON held in a string, decoded within the bounds of :mod:`..bounded`
+    (else the string as it is)."""
     if isinstance(value, str) and value[:1] in ("{", "["):
-        try:
-            return json.loads(value)
-        except ValueError:
-            return value
+        parsed = bounded.try_decode(value)
+        return value if parsed is bounded.INVALID else parsed
     return value
 
 

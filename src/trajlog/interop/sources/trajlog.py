@@ -20,7 +20,6 @@ from __future__ import annotations
 
 import contextlib
 import hashlib
-import json
 import mmap
 import os
 import zipfile
@@ -30,7 +29,6 @@ from pathlib import Path
 from typing import Any
 from zlib import error as zlib_error
 
-import msgspec
 import zstandard
 
 from ...codec.compression import Compressor
@@ -42,11 +40,11 @@ from ...codec.tlog import (
 )
 from ...errors import FormatError, ImportFormatError, TornTailError
 from ...events import ENVELOPE_FIELDS, Event
+from .. import bounded
 from ..export import ZIP_MARK
 from ..mapping import MappedEvent, MappedSession, Notes, Torn
 from .trajlog_jsonl import (
     _PACKED,
-    LINE_LIMIT,
     _bounded,
     _checker,
     _jsonl_sessions,
@@ -56,26 +54,34 @@ from .trajlog_jsonl import (
 )
 
 NAME = "trajlog"
-_JSON = msgspec.json.Decoder()
 _MAGIC = b"\xa7\xf1\x01"  # a SESSION_HEADER frame
+# how the exporter starts a JSONL export's header line
+_HEADER_START = b'{"trajlog":"' + EXPORT_FORMAT.encode() + b'"'
+
+
 def sniff(path: Path) -> bool:
+    """A .tlog (its first frame), a .zip holding a ``manifest.json`` (named in
+    its central directory: no member is read), or a JSONL export whose first
+    line starts as a header line does -- from a bounded head of the file (a
+    FIFO or a device raises :class:`ImportFormatError`)."""
     if path.is_dir():
         return False
     name = path.name.lower()
+    head = bounded.head(path, 4)
+    if name.endswith(".tlog") or head[:3] == _MAGIC:
+        return head[:3] == _MAGIC
     try:
-        with open(path, "rb") as f:
-            head = f.read(4)
-            if name.endswith(".tlog") or head[:3] == _MAGIC:
-                return head[:3] == _MAGIC
-            if name.endswith(".zip"):
-                with zipfile.ZipFile(path) as zf:
-                    return _manifest(zf, path).get("trajlog") == EXPORT_FORMAT
+        if name.endswith(".zip"):
+            with bounded.open_zip(path) as zf:
+                return "manifest.json" in zf.namelist()
         if name.endswith(".jsonl") or name.endswith(".jsonl.zst"):
             with _lines(path) as lines:
-                first = lines.readline(LINE_LIMIT)
-            return bool(first) and _JSON.decode(first).get("trajlog") == EXPORT_FORMAT
-    except (OSError, ValueError, zipfile.BadZipFile, zstandard.ZstdError, AttributeError,
-            msgspec.DecodeError, ImportFormatError):
+                first = lines.readline(bounded.SNIFF_LIMIT + 1)
+            if first.startswith(_HEADER_START):
+                return True
+            value = bounded.try_decode(first) if first.endswith(b"\n") else None
+            return isinstance(value, dict) and value.get("trajlog") == EXPORT_FORMAT
+    except (OSError, ValueError, zipfile.BadZipFile, zstandard.ZstdError):
         return False
     return False
 
@@ -102,7 +108,7 @@ def read(path: Path, notes: Notes) -> Iterator[MappedSession]:
 
 def _read_tlog(path: Path, notes: Notes) -> Iterator[MappedSession]:
     file = os.fspath(path)
-    with open(path, "rb") as f:
+    with bounded.open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             raise ImportFormatError(file, "an empty file (an export cut off before its "
@@ -163,9 +169,9 @@ def _mapped(ev: Event) -> MappedEvent:
 def _zip_digest_ok(path: Path) -> bool:
     """Whether the zip ends with its comment ``ZIP_MARK`` + the hex SHA-256
     of every byte before the digest (what the exporter writes)."""
-    size = path.stat().st_size
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with bounded.open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
         left = max(0, size - 64)
         while left:
             block = f.read(min(left, 1 << 20))
@@ -188,12 +194,12 @@ def _zip_cut(path: Path) -> bool:
 
 
 def _manifest(zf: zipfile.ZipFile, path: Path) -> dict[str, Any]:
+    member = f"{os.fspath(path)}!manifest.json"
     try:
-        value = json.loads(zf.read("manifest.json"))
+        data = bounded.read_member(zf, "manifest.json", member)
     except KeyError:
         raise ImportFormatError(os.fspath(path), "the zip has no manifest.json") from None
-    except (zipfile.BadZipFile, zlib_error, ValueError) as exc:
-        raise ImportFormatError(os.fspath(path), f"manifest.json is damaged ({exc})") from None
+    value = bounded.decode(data, member, line=1, offset=0)
     if not isinstance(value, dict):
         raise ImportFormatError(os.fspath(path), "manifest.json is not an object")
     return value
@@ -210,7 +216,9 @@ def _read_zip(path: Path, notes: Notes) -> Iterator[MappedSession]:
                                 "not match its bytes (the file was damaged)",
                                 offset=path.stat().st_size, torn=torn)
     try:
-        zf = zipfile.ZipFile(path)
+        zf = bounded.open_zip(path)
+    except ImportFormatError:
+        raise
     except (zipfile.BadZipFile, ValueError, NotImplementedError, OSError) as exc:
         raise ImportFormatError(file, f"not a complete zip ({exc})",
                                 offset=path.stat().st_size) from None

@@ -20,6 +20,7 @@ from typing import IO, Any
 import msgspec
 import zstandard
 
+from ..._format import MAX_STORED
 from ...codec import checksum, session_key
 from ...codec.compression import Compressor
 from ...codec.records import header_check
@@ -33,12 +34,15 @@ from ...codec.tlog import (
 )
 from ...errors import ImportFormatError, TrajlogError
 from ...events import ENVELOPE_FIELDS, Event, SessionHeader, decode_event, encode_event
+from .. import bounded
+from ..bounded import LINE_LIMIT
 from ..mapping import MappedEvent, MappedSession, Notes, Torn
 
-_JSON = msgspec.json.Decoder()
 _HEX = frozenset("0123456789abcdef")  # (lowercase only: one spelling per value)
-#: the longest line read (a longer one is damage: no event frame is that big)
-LINE_LIMIT = 128 << 20
+#: the bytes of lines verified together, at most (besides BATCH_LINES): what
+#: a batch of lines decodes to stays bounded, however many lines it holds
+BATCH_BYTES = 1 << 20
+BATCH_LINES = 1000
 _PACKED = ("{file}: seq {seq} on were stored by trajlog 0.1 (payloads compressed frame by "
            "frame); they are imported re-encoded, so from seq {seq} on the frames differ "
            "from the source's (each event was verified against its stored checksum)")
@@ -89,9 +93,9 @@ def _trailer(path: Path) -> str:
     it are not the ones it hashed: damage); ``missing`` (the file ends where
     the zstd frame does, or inside the trailer: cut off); or ``damaged`` (the
     trailer itself was hit)."""
-    size = path.stat().st_size
     digest = hashlib.sha256()
-    with open(path, "rb") as f:
+    with bounded.open_regular(path) as f:
+        size = os.fstat(f.fileno()).st_size
         left = max(0, size - TRAILER_SIZE)
         while left:
             block = f.read(min(left, 1 << 20))
@@ -109,7 +113,7 @@ def _trailer(path: Path) -> str:
 def _after_frame(path: Path) -> int | None:
     """Bytes after the end of the file's zstd frame (None: it does not end)."""
     d = zstandard.ZstdDecompressor().decompressobj()
-    with open(path, "rb") as f:
+    with bounded.open_regular(path) as f:
         try:
             # small pieces: what one piece decompresses to stays small, whatever
             # the stream (zstd blocks are at most 128 KiB, RLE ones 4 bytes)
@@ -126,7 +130,7 @@ def _trailer_prefix(path: Path, extra: int) -> bool:
     """Whether the last ``extra`` bytes (< 40) are the start of a trailer."""
     if not extra:
         return True
-    with open(path, "rb") as f:
+    with bounded.open_regular(path) as f:
         f.seek(-extra, os.SEEK_END)
         tail = f.read()
     head = zst_trailer(bytes(32))[:8]
@@ -137,7 +141,7 @@ def _trailer_prefix(path: Path, extra: int) -> bool:
 def _lines(path: Path | IO[bytes], compressed: bool | None = None) -> Iterator[IO[bytes]]:
     if isinstance(path, Path):
         zst = path.name.lower().endswith(".zst") if compressed is None else compressed
-        with open(path, "rb") as raw:
+        with bounded.open_regular(path) as raw:
             if not zst:
                 yield raw
                 return
@@ -167,6 +171,9 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
         raise ImportFormatError(file, f"the stream is damaged in the header line "
                                 f"({exc})", line=1, offset=0) from None
     if not first.endswith(b"\n"):
+        if len(first) >= LINE_LIMIT:
+            raise ImportFormatError(file, f"a line longer than {LINE_LIMIT} bytes", line=1,
+                                    offset=0)
         raise ImportFormatError(file, "the file ends inside its header line (an export cut "
                                 "off)", line=1, offset=len(first), torn=True)
     digest.update(first)
@@ -224,8 +231,8 @@ def _jsonl_sessions(lines: Iterator[bytes], file: str, notes: Notes,
                     sealed = True
                     continue
                 digest.update(raw)
-                batch.add(rec, number, start)
-                if len(batch.pending) >= 1000:
+                batch.add(rec, number, start, len(raw))
+                if len(batch.pending) >= BATCH_LINES or batch.size >= BATCH_BYTES:
                     yield from batch.flush()
             yield from batch.flush()
         except (zstandard.ZstdError, zipfile.BadZipFile) as exc:
@@ -266,11 +273,7 @@ def _terminator_damaged(raw: bytes) -> bool:
     """A last line without its newline is a cut-off write -- unless everything
     but its last byte is a whole JSON value: then that byte replaced the
     newline (a write never ends in a byte that is not in the line)."""
-    try:
-        _JSON.decode(raw[:-1])
-    except msgspec.DecodeError:
-        return False
-    return True
+    return bounded.try_decode(raw[:-1]) is not bounded.INVALID
 
 
 def _hex(value: Any) -> int | None:
@@ -281,11 +284,7 @@ def _hex(value: Any) -> int | None:
 
 
 def _decode(raw: bytes, file: str, line: int, offset: int, valid: int) -> Any:
-    try:
-        value = _JSON.decode(raw)
-    except msgspec.DecodeError as exc:
-        raise ImportFormatError(file, f"not a JSON line ({exc})", line=line, offset=offset,
-                                valid=valid) from None
+    value = bounded.decode(raw, file, line=line, offset=offset, valid=valid, what="JSON line")
     if not isinstance(value, dict):
         raise ImportFormatError(file, "a line that is not a JSON object", line=line,
                                 offset=offset, valid=valid)
@@ -303,16 +302,18 @@ class _Batch:
         self.checks = checks   # seq -> chain, for the store's own chain check
         self.notes = notes
         self.pending: list[tuple[dict[str, Any], int, int]] = []
+        self.size = 0   # bytes of the pending lines
         self.erased = self.packed = False
 
-    def add(self, rec: dict[str, Any], line: int, offset: int) -> None:
+    def add(self, rec: dict[str, Any], line: int, offset: int, size: int) -> None:
         self.pending.append((rec, line, offset))
+        self.size += size
 
     def _bad(self, why: str, line: int, offset: int) -> ImportFormatError:
         return ImportFormatError(self.file, why, line=line, offset=offset, valid=line - 2)
 
     def flush(self) -> Iterator[MappedEvent]:
-        pending, self.pending = self.pending, []
+        pending, self.pending, self.size = self.pending, [], 0
         run: list[tuple[MappedEvent, bytes, int, int, int, int]] = []
         for rec, line, offset in pending:
             seq = self.seq + len(run)
@@ -392,6 +393,8 @@ class _Batch:
             try:
                 stored = base64.b64decode(str(rec.get("stored")), validate=True)
                 raw_len = int.from_bytes(header[8:12], "little")
+                if raw_len > MAX_STORED:   # (no event is larger: not a size to allocate)
+                    raise ValueError(raw_len)
                 original = decode_event(Compressor().decompress(stored, raw_len), self.seq)
             except (ValueError, TrajlogError, msgspec.DecodeError):
                 raise self._bad("a compressed frame's stored payload does not decode",
