@@ -328,6 +328,20 @@ class RedactionRefusedError(InvalidArgumentError):
                          "refuses it (nothing was written)")
 
 
+class UnredactableValueError(RedactionRefusedError):
+    """A payload holds a finding inside a value the writer cannot open (an
+    adapter's serialized value in a format it cannot decode): masking the
+    span there would corrupt the value, so nothing was written.  Carries
+    ``event_type``, ``path`` and ``kind`` like :class:`RedactionRefusedError`
+    and ``format`` (the value's format)."""
+
+    def __init__(self, event_type: str, path: str, kind: str, format: str) -> None:
+        super().__init__(event_type, path, kind)
+        self.format = format
+        self.args = (f"{event_type} holds a {kind} at {path}, inside a {format!r} value "
+                     "that cannot be redacted without corrupting it (nothing was written)",)
+
+
 class RedactionPausedError(InvalidStateError):
     """The session is paused by the redaction policy (a ``hash`` finding
     appended ``redaction/paused``): only closing markers, audit and
@@ -496,6 +510,7 @@ __all__ = [
     "TornTailError",
     "TrajlogError",
     "UnbalancedLogError",
+    "UnredactableValueError",
     "UnsupportedFormatError",
     "UnverifiedFactError",
     "ValidationError",

@@ -61,11 +61,17 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...aio import AsyncSession, AsyncStore
-from ...errors import SerializationError, SessionNotFoundError, TrajlogError, ValidationError
+from ...errors import (
+    SerializationError,
+    SessionNotFoundError,
+    TrajlogError,
+    UnredactableValueError,
+    ValidationError,
+)
 from ...events import Event
 from ...interop.store import Store
 from ...interop.store import open as open_store
-from ._log import DELETED, PUT, WRITES, Head, ThreadLog, pack, session_id_of, unpack
+from ._log import DELETED, PUT, WRITES, Head, ThreadLog, pack, pack_tree, session_id_of, unpack
 from ._mirror import Mirror
 
 T = TypeVar("T")
@@ -183,6 +189,27 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
             mirror = self._mirrors.setdefault(t.session.id, Mirror())
         t.on_event = mirror.fold
         return mirror
+
+    # -- serialized values -------------------------------------------------------------
+
+    def _pack(self, typed: tuple[str, bytes], event_type: str, where: str) -> builtins.list[Any]:
+        """A serialized value as the event stores it.  Under a redaction policy,
+        as a tree whose strings the scanners mask in place (:func:`._log.pack_tree`):
+        masking the serde's bytes would break their lengths.  A value the saver
+        cannot open is stored as text only if the policy finds nothing to change
+        in it; otherwise :class:`UnredactableValueError` (nothing is written)."""
+        policy = self.store.redaction
+        if policy is None:
+            return pack(typed)
+        tree = pack_tree(typed)
+        if tree is not None:
+            return tree
+        text = pack(typed)
+        for scanner in policy.scanners:
+            for f in scanner.scan(text[2]):
+                if policy.actions.get(f.kind, policy.default) != "allow":
+                    raise UnredactableValueError(event_type, where, f.kind, typed[0])
+        return text
 
     # -- building tuples ---------------------------------------------------------------
 
@@ -303,7 +330,8 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         md = get_checkpoint_metadata(config, metadata)
         data: dict[str, Any] = {"ns": ns, "id": checkpoint["id"],
                                 "parent": c.get("checkpoint_id"),
-                                "checkpoint": pack(self.serde.dumps_typed(checkpoint)),
+                                "checkpoint": self._pack(self.serde.dumps_typed(checkpoint), PUT,
+                                                         "$.checkpoint"),
                                 "metadata": md, "new_versions": dict(new_versions)}
         mirrored: builtins.list[tuple[str, Any]] = []
         if self.messages_channel is not None and ns == "":
@@ -323,7 +351,8 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         if mirrored:
             yield [(PUT, data)]
         typed = {k: v for k, v in data.items() if k != "metadata"}
-        typed["metadata_typed"] = pack(self.serde.dumps_typed(data["metadata"]))
+        typed["metadata_typed"] = self._pack(self.serde.dumps_typed(data["metadata"]), PUT,
+                                             "$.metadata_typed")
         if mirrored:
             yield [*mirrored, (PUT, typed)]
         yield [(PUT, typed)]
@@ -364,7 +393,8 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         data = {"ns": c.get("checkpoint_ns", ""), "checkpoint_id": str(c["checkpoint_id"]),
                 "task_id": task_id, "task_path": task_path,
                 "replace": all(w[0] in WRITES_IDX_MAP for w in writes),
-                "writes": [[WRITES_IDX_MAP.get(ch, idx), ch, pack(self.serde.dumps_typed(v))]
+                "writes": [[WRITES_IDX_MAP.get(ch, idx), ch,
+                            self._pack(self.serde.dumps_typed(v), WRITES, f"$.writes[{idx}][2]")]
                            for idx, (ch, v) in enumerate(writes)]}
         # the same writes again (a retry, from any process) write nothing
         key = "w:" + hashlib.blake2b(_KEY.encode(data), digest_size=16).hexdigest()
