@@ -884,7 +884,8 @@ class Plan:
         self.hostile = False           # the caller's HostileError may come out
         self.events: list[MEv] = []    # what an acceptance appends
         self.given_time: list[int | None] = []
-        self.replay: list[int] | None = None   # a retry returns these seqs, writes nothing
+        self.replay: list[int] | None = None   # a retry returns these seqs, and appends
+        self.retry: MEv | None = None           # only its record (request/retry)
         self.sources: list[Any] = []   # the caller's data objects, for the sharing check
 
     def must_refuse(self, why: str, typeerr: bool = False) -> None:
@@ -1345,6 +1346,7 @@ class Run:
                     plan.must_refuse("an idempotency key reused for a different event")
                     return
             plan.replay = list(range(start, start + len(evs)))
+            plan.retry = retry_record(s, keyed[0][1], start + keyed[0][0], start, len(evs))
             return
         tr = s.tracker.copy()
         first = len(s.events)
@@ -1447,7 +1449,11 @@ class Run:
                            f"{events!r:.400}")
             return result
         if plan.replay is not None:
-            self.take_inner(s, inner, base, [])
+            assert plan.retry is not None
+            for g in self.take_inner(s, inner, base, [plan.retry]):
+                if not t0 - 5 <= g.time <= t1 + 5:
+                    self.fail(f"time-not-now:{op}-retry", f"seq {g.seq} time {g.time} not in "
+                              f"[{t0}, {t1}]")
             seqs = [getattr(e, "seq", None) for e in events]
             if seqs != plan.replay:
                 self.fail(f"replay-differs:{op}", f"an idempotent retry returned seqs {seqs}, "
@@ -2898,6 +2904,26 @@ def judge(plan: Plan, value: Any, what: str) -> Any:
 
 def stored_env(ev: Any) -> dict[str, Any]:
     return {k: v for k in ENVELOPE if (v := getattr(ev, k)) is not None}
+
+
+def retry_record(s: MSess, key: str, original: int, first: int, n: int) -> MEv:
+    """The record a deduplicated retry appends: named by the request's first
+    key, numbered 2, 3, ... per key (each number's own key, in the session's
+    keys); a batch's names the original's seq range."""
+    attempt = 2
+    while retry_key(key, attempt) in s.keys:
+        attempt += 1
+    data: dict[str, Any] = {"idempotency_key": key, "original": original,
+                            "outcome": "deduplicated", "attempt": attempt, "synthetic": True}
+    if n > 1:
+        data["batch"] = [first, first + n - 1]
+    return MEv("request/retry", data, {"source": "trajlog:retry", "causal_parent": original,
+                                       "idempotency_key": retry_key(key, attempt)}, None)
+
+
+def retry_key(key: str, attempt: int) -> str:
+    digest = hashlib.blake2b(key.encode("utf-8", "surrogatepass"), digest_size=16).hexdigest()
+    return f"trajlog:retry:{digest}:{attempt}"
 
 
 def stored_key(t: str, data: Any, env: dict[str, Any]) -> Any:

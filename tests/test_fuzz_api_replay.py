@@ -147,6 +147,14 @@ FINDINGS = {
     # assistant/message content () was refused as "must be str or list"
     "F9-tuple-content-refused-by-the-shape-check":
         b"\x00" + frame("create") + frame("append", 0, 0, 1, 3, 8, 0, 0, 0xCA),
+    # a deduplicated retry appends its request/retry record (the model wrote nothing):
+    # the same keyed append three times, then a subagent's finish() twice
+    "F10-a-retry-is-recorded":
+        b"\x00" + frame("create") + b"".join(frame("append", 0, 0, 4, 0, 0, 0, 0, 0, 0, 0, 0,
+                                                    1, 0) for _ in range(3)) + frame("check"),
+    "F10-a-repeated-finish-is-recorded":
+        b"\x00" + frame("create") + frame("subagent", 0, 0, 0, 0, 0, 0, 1) + frame(
+            "finish") + frame("finish") + frame("check"),
 }
 
 
