@@ -113,8 +113,10 @@ def test_property_no_query_returns_an_item_outside_the_identitys_scopes(tmp_path
                                                                          writes, reader):
     path = tmp_path_factory.mktemp("prop") / "p.db"
     with trajlog.open(str(path)) as store:
+        # sessions whose headers claim nobody: any identity may name them
+        ids = {None: None, "s1": store.create_session().id, "s2": store.create_session().id}
         for (tenant, user, sess), scope, type_, word in writes:
-            view = store.memory(Identity(tenant, user=user, session=sess))
+            view = store.memory(Identity(tenant, user=user, session=ids[sess]))
             try:
                 evidence = APPROVAL if scope == "tenant" else None
                 view.remember(scope, type_, {"text": f"{word} {tenant} {user} {sess}"},
@@ -122,6 +124,7 @@ def test_property_no_query_returns_an_item_outside_the_identitys_scopes(tmp_path
             except (MemoryAccessError, PromotionRefusedError):
                 pass
         tenant, user, sess = reader
+        sess = ids[sess]
         view = store.memory(Identity(tenant, user=user, session=sess))
 
         def visible(item):

@@ -337,9 +337,14 @@ class Store:
 
     def memory(self, identity: Identity) -> MemoryView:
         """The memory view bound to ``identity``: every query it makes carries
-        the identity's scope predicates."""
+        the identity's scope predicates.  An identity naming a session must
+        own it (:class:`~trajlog.memory.MemoryView`): MemoryAccessError if the
+        session's header names another tenant or user, or there is no such
+        session."""
         self._check_open()
-        return MemoryView(self._forget, identity, redactor=self._e.writer.redactor)
+        reading = self._e.reading
+        return MemoryView(self._forget, identity, redactor=self._e.writer.redactor,
+                          session_metadata=lambda sid: reading.ref_by_id(sid).header.metadata)
 
     def deploy_global(self, type: str, content: Any, *, key: str | None = None,
                       actor: str) -> str:

@@ -52,14 +52,14 @@ def rebuild(backend: Backend) -> int:
 
 def deploy_global(backend: Backend, type_: str, content: Any, *, key: str | None,
                   actor: str) -> str:
-    """Write a global item (deploy time); idempotent on its content."""
+    """Write a global item (deploy time); idempotent on its content, type and key."""
     if type_ not in TYPES:
         raise InvalidArgumentError(f"type must be one of {TYPES}, not {type_!r}")
     if not isinstance(actor, str) or not actor:
         raise InvalidArgumentError("a deployment names its actor")
     digest = digest_of(content)
     with backend.transaction() as w:
-        same = w.memory_merge_match(digest, "", "global", "", type_)
+        same = w.memory_merge_match(digest, "", "global", "", type_, key)
         if same is not None:
             return same.item_id
         item = MemoryItem(str(uuid.uuid4()), 1, "global", type_, "active", content, "", "",

@@ -3,7 +3,7 @@ changes -- every query carrying the identity's scope predicates.
 
 Reads go through :mod:`.records` (every version verified against its frame);
 writes are gated (:mod:`.gates`), idempotent on (content digest, scope,
-type), and never overwrite: a change is a new version, a contradiction is
+type, key), and never overwrite: a change is a new version, a contradiction is
 quarantined with the item it contradicts named.
 """
 
@@ -13,7 +13,7 @@ import builtins
 import re
 import time
 import uuid
-from collections.abc import Iterable, Mapping
+from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -23,6 +23,7 @@ from ..errors import (
     MemoryAccessError,
     MemoryNotFoundError,
     MemoryStateError,
+    SessionNotFoundError,
     StoreError,
 )
 from ..redaction import Redactor
@@ -87,13 +88,21 @@ def _fts_query(query: str) -> str:
 
 
 class MemoryView:
-    """Scoped, typed memory for one :class:`Identity` (``store.memory(identity)``)."""
+    """Scoped, typed memory for one :class:`Identity` (``store.memory(identity)``).
+
+    An identity naming a session must own it: the session exists and its
+    header's ``tenant`` and ``user`` metadata, where it names them, are the
+    identity's (else :class:`MemoryAccessError`, before any query): a session
+    scope is keyed by the session id, so the id alone must not open it."""
 
     def __init__(self, host: MemoryHost, identity: Identity, *,
+                 session_metadata: Callable[[str], Mapping[str, Any]],
                  redactor: Redactor | None = None) -> None:
         if not isinstance(identity, Identity):
             raise TypeError(f"identity must be a trajlog.Identity, not "
                             f"{type(identity).__name__}")
+        if identity.session is not None:
+            _check_owner(identity, session_metadata)
         self._host = host
         self._backend = host.backend
         self.identity = identity
@@ -273,9 +282,10 @@ class MemoryView:
                  actor: str | None = None) -> MemoryItem | None:
         """Write an item in one of the identity's scopes (see :mod:`.gates`).
 
-        Idempotent: the same content, scope and type again returns the first
-        item.  An item with a ``key`` that contradicts an active item of the
-        same scope, type and key is stored *quarantined*, naming it.
+        Idempotent: the same content, scope, type and key again returns the
+        first item (under another key it is another item).  An item with a
+        ``key`` that contradicts an active item of the same scope, type and
+        key is stored *quarantined*, naming it.
         ``source`` = ``(session id, seq)`` must name a stored event.
         ``retention``: ``{"ttl_ms": n}`` or ``{"until_event": "session/closed"}``.
         With privacy ``"none"`` nothing is written (returns None); with
@@ -334,10 +344,10 @@ class MemoryView:
 
     def _write_new(self, w: Writer, writer: VersionWriter, item: MemoryItem,
                    source_sid: int | None) -> MemoryItem:
-        """Merge (return the first item of the same digest, scope and type) or
+        """Merge (return the first item of the same digest, scope, type and key) or
         write version 1 -- quarantined when it contradicts an active item."""
         same = w.memory_merge_match(bytes.fromhex(item.digest), item.tenant, item.scope,
-                                    item.scope_key, item.type)
+                                    item.scope_key, item.type, item.key)
         if same is not None:
             return open_versions(w.memory_versions(same.item_id), False)[-1]
         if item.key is not None:
@@ -476,7 +486,7 @@ class MemoryView:
                               promoted_from=f"{cur.id}@{cur.version}", stored=cur.stored)
         with self._backend.transaction() as w:
             same = w.memory_merge_match(bytes.fromhex(cur.digest), cur.tenant, to, scope_key,
-                                        cur.type)
+                                        cur.type, cur.key)
             if same is not None:
                 return open_versions(w.memory_versions(same.item_id), False)[-1]
             sid = w.memory_versions(cur.id)[-1].source_sid
@@ -494,6 +504,25 @@ class MemoryView:
                              now_ms=_now(), check=self._check_visible)
         self._host.after_purge()
         return report
+
+
+def _check_owner(identity: Identity,
+                 session_metadata: Callable[[str], Mapping[str, Any]]) -> None:
+    """The identity may use its session's scope: the session exists, and the
+    tenant and user its header names (metadata, inherited by forks and
+    subagents) are the identity's.  A header naming neither claims nobody."""
+    sid = identity.session
+    assert sid is not None
+    try:
+        meta = session_metadata(sid)
+    except SessionNotFoundError:
+        raise MemoryAccessError(f"identity {identity} names session {sid!r}, which this "
+                                "store does not hold: no session scope without its "
+                                "session") from None
+    for field in ("tenant", "user"):
+        if field in meta and meta[field] != getattr(identity, field):
+            raise MemoryAccessError(f"session {sid} belongs to {field} {meta[field]!r}; "
+                                    f"identity {identity} cannot use its session scope")
 
 
 def _index_text(item: MemoryItem) -> str | None:

@@ -113,13 +113,16 @@ def current(conn: apsw.Connection, tenant: str, scopes: Sequence[Scope],
 
 
 def merge_match(conn: apsw.Connection, digest: bytes, tenant: str, scope: str, scope_key: str,
-                type_: str) -> MemoryRow | None:
-    """The first item whose latest version has this (digest, scope, type) and
-    is not revoked: a merge returns it instead of writing again."""
+                type_: str, key: str | None) -> MemoryRow | None:
+    """The first item whose latest version has this (digest, scope, type,
+    key) and is not revoked: a merge returns it instead of writing again.
+    The key is part of it: the same content under another key is another
+    item (else that key would never be stored)."""
     # (no ORDER BY in SQL: with it the planner spends ~60 us on an empty match)
     found: list[Any] = conn.execute(
         "SELECT mid, item_id FROM memories WHERE digest = ? AND scope = ? AND scope_key = ? "
-        "AND type = ? AND tenant = ?", (digest, scope, scope_key, type_, tenant)).fetchall()
+        "AND type = ? AND tenant = ? AND key IS ?",
+        (digest, scope, scope_key, type_, tenant, key)).fetchall()
     for _mid, item_id in sorted(found):
         latest: list[Any] = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE "
                                          "item_id = ? ORDER BY version DESC LIMIT 1",

@@ -36,9 +36,9 @@ class MemoryReads:
             return mr.current(self.conn, tenant, scopes, types, states, key, limit)
 
     def memory_merge_match(self, digest: bytes, tenant: str, scope: str, scope_key: str,
-                           type_: str) -> MemoryRow | None:
+                           type_: str, key: str | None) -> MemoryRow | None:
         with translate():
-            return mr.merge_match(self.conn, digest, tenant, scope, scope_key, type_)
+            return mr.merge_match(self.conn, digest, tenant, scope, scope_key, type_, key)
 
     def memory_expired(self, now_ms: int, limit: int) -> list[MemoryRow]:
         with translate():
