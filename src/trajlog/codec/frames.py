@@ -35,7 +35,13 @@ from .._format import (
     Kernel,
     Status,
 )
-from ..errors import InvalidArgumentError, TrajlogError, error_for, head_mismatch
+from ..errors import (
+    ArgumentTypeError,
+    InvalidArgumentError,
+    TrajlogError,
+    error_for,
+    head_mismatch,
+)
 
 # Frames per kernel call when frames are collected: big enough to amortise a
 # call, small enough to bound memory whatever the log's length.
@@ -137,41 +143,70 @@ def kernel_name() -> str:
     return str(_backend.get_kernel().NAME)
 
 
-def _check_key(key: int) -> None:
+def _check_key(key: int, name: str = "key") -> None:
     if not isinstance(key, int) or isinstance(key, bool):
-        raise TypeError(f"key must be int, not {type(key).__name__}")
+        raise ArgumentTypeError(f"{name} must be int, not {type(key).__name__}")
     if not 0 <= key <= MASK64:
-        raise InvalidArgumentError("key must be an unsigned 64-bit integer")
+        raise InvalidArgumentError(f"{name} must be an unsigned 64-bit integer")
 
 
-def _cursor(cursor: Any, length: int | None = None) -> Cursor:
+def _watermark(value: Any) -> Watermark | None:
+    """A caller's watermark (a :class:`Watermark`, a seq, or None), checked
+    before any kernel sees it: a seq from -1 (nothing durable) to the
+    format's last, a chain that is an unsigned 64-bit integer or None.  (A
+    value outside the format is the caller's mistake, never a verdict -- and
+    the two kernels would not agree on it.)"""
+    if value is None:
+        return None
+    wm = Watermark(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    if not isinstance(wm, Watermark):
+        raise ArgumentTypeError(f"watermark must be a Watermark, an int seq or None, not "
+                                f"{type(value).__name__}")
+    if not isinstance(wm.seq, int) or isinstance(wm.seq, bool):
+        raise ArgumentTypeError(f"watermark seq must be int, not {type(wm.seq).__name__}")
+    if not -1 <= wm.seq <= MAX_SEQ:
+        raise InvalidArgumentError(f"watermark seq {wm.seq} is outside -1 .. {MAX_SEQ}")
+    if wm.chain is not None:
+        if not isinstance(wm.chain, int) or isinstance(wm.chain, bool):
+            raise ArgumentTypeError(f"watermark chain must be int or None, not "
+                                    f"{type(wm.chain).__name__}")
+        if not 0 <= wm.chain <= MASK64:
+            raise InvalidArgumentError(f"watermark chain {wm.chain} is not an unsigned "
+                                       "64-bit integer")
+    return wm
+
+
+def _cursor(cursor: Any, length: int | None = None, what: str = "cursor") -> Cursor:
     """A caller's cursor, checked before any kernel sees it (the two kernels
     must not disagree on a value outside the format, nor report a caller's
     mistake as corruption): unsigned 64-bit seq and chain, an offset within
     the buffer."""
+    if isinstance(cursor, (str, bytes)):
+        raise ArgumentTypeError(f"{what} must be a Cursor(offset, next_seq, chain), not "
+                                f"{type(cursor).__name__}")
     try:
         offset, seq, chain = cursor
     except (TypeError, ValueError):
-        raise TypeError("cursor must be a Cursor(offset, next_seq, chain)") from None
+        raise ArgumentTypeError(f"{what} must be a Cursor(offset, next_seq, chain)") from None
     for name, value in (("offset", offset), ("next_seq", seq), ("chain", chain)):
         if not isinstance(value, int) or isinstance(value, bool):
-            raise TypeError(f"cursor {name} must be int, not {type(value).__name__}")
+            raise ArgumentTypeError(f"{what} {name} must be int, not {type(value).__name__}")
         if not 0 <= value <= MASK64:
-            raise InvalidArgumentError(f"cursor {name} {value} is not an unsigned 64-bit "
+            raise InvalidArgumentError(f"{what} {name} {value} is not an unsigned 64-bit "
                                        "integer")
     if length is not None and offset > length:
-        raise InvalidArgumentError(f"cursor offset {offset} is beyond the buffer "
+        raise InvalidArgumentError(f"{what} offset {offset} is beyond the buffer "
                                    f"({length} bytes)")
     return Cursor(offset, seq, chain)
 
 
 def _buffer(buf: Any, name: str = "buf") -> memoryview:
     if isinstance(buf, str):
-        raise TypeError(f"{name} must be bytes-like, not str")
+        raise ArgumentTypeError(f"{name} must be bytes-like, not str")
     try:
         mv = memoryview(buf)
     except TypeError:
-        raise TypeError(f"{name} must be bytes-like, not {type(buf).__name__}") from None
+        raise ArgumentTypeError(f"{name} must be bytes-like, not {type(buf).__name__}") from None
     if not mv.c_contiguous:
         raise InvalidArgumentError(f"{name} must be C-contiguous")
     return mv.cast("B") if mv.format != "B" or mv.ndim != 1 else mv
@@ -179,7 +214,11 @@ def _buffer(buf: Any, name: str = "buf") -> memoryview:
 
 def session_key(session_uuid: uuid_mod.UUID | bytes, *, kernel: Kernel | None = None) -> int:
     """The 64-bit key that seeds a session's checks: XXH3-64 of its 16-byte UUID."""
-    raw = session_uuid.bytes if isinstance(session_uuid, uuid_mod.UUID) else bytes(session_uuid)
+    if isinstance(session_uuid, uuid_mod.UUID):
+        raw = session_uuid.bytes
+    else:
+        # bytes(16) would be sixteen zero bytes: only bytes-like values are a UUID's bytes
+        raw = bytes(_buffer(session_uuid, "session_uuid"))
     if len(raw) != 16:
         raise InvalidArgumentError("a session UUID has 16 bytes")
     return int(_kernel(kernel).checksum(raw, 0))
@@ -187,7 +226,7 @@ def session_key(session_uuid: uuid_mod.UUID | bytes, *, kernel: Kernel | None = 
 
 def checksum(data: Any, seed: int = 0, *, kernel: Kernel | None = None) -> int:
     """XXH3-64 of ``data`` with ``seed``, computed by the selected kernel."""
-    _check_key(seed)
+    _check_key(seed, "seed")
     return int(_kernel(kernel).checksum(_buffer(data, "data"), seed))
 
 
@@ -242,6 +281,8 @@ def decode_header(buf: Any, offset: int = 0, *, kernel: Kernel | None = None) ->
     the bytes cannot be a header (too short, bad magic, impossible field).
     """
     mv = _buffer(buf)
+    if not isinstance(offset, int) or isinstance(offset, bool):
+        raise ArgumentTypeError(f"offset must be int, not {type(offset).__name__}")
     if not 0 <= offset <= len(mv):
         raise InvalidArgumentError(f"offset {offset} outside the buffer")
     status, header = _kernel(kernel).decode_header(mv[offset:])
@@ -265,6 +306,8 @@ def classify(buf: Any, key: int, status: int, stop: Cursor, hints: int,
     and ``hints`` what the kernel returned there.
     """
     k = _kernel(kernel)
+    stop = _cursor(stop, what="stop")
+    watermark = _watermark(watermark)
     last_valid = stop.next_seq - 1
     if status == Status.END:
         if watermark is not None and last_valid < watermark.seq:
@@ -319,7 +362,7 @@ def scan(buf: Any, key: int, cursor: Cursor | None = None, *,
     _check_key(key)
     mv = _buffer(buf)
     start = start_cursor(key) if cursor is None else _cursor(cursor, len(mv))
-    wm = Watermark(watermark) if isinstance(watermark, int) else watermark
+    wm = _watermark(watermark)
     cur = start
     frames = 0
     status: int = Status.END
@@ -386,7 +429,7 @@ def iter_frames(buf: Any, key: int, cursor: Cursor | None = None, *,
     _check_key(key)
     mv = _buffer(buf)
     cur = start_cursor(key) if cursor is None else _cursor(cursor, len(mv))
-    wm = Watermark(watermark) if isinstance(watermark, int) else watermark
+    wm = _watermark(watermark)
     while True:
         status, headers, cur, hints = k.scan(mv, key, cur, _CHUNK, True)
         for h in headers:

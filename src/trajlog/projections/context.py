@@ -58,8 +58,8 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..errors import ContextBudgetError, InvalidArgumentError
-from ..events import ENVELOPE_FIELDS, Event, SessionHeader, now_ms
+from ..errors import ArgumentTypeError, ContextBudgetError, InvalidArgumentError
+from ..events import ENVELOPE_FIELDS, Event, SessionHeader, check_text, now_ms
 from .evidence import GRANTS, Evidence, branch_of, expires_at, ref, source_class
 
 
@@ -112,6 +112,10 @@ class ContextPolicy:
                                                    ("conversation", 0.3))
 
     def __post_init__(self) -> None:
+        # Every field is checked here, where the caller made the policy: a
+        # field a build only reads later (or a replay records) must not fail
+        # there with an untyped error, or be stored as something else.
+        self._check_names()
         for field_name in ("version", "max_events", "max_tool_output_chars",
                            "max_file_snippets", "recent_messages", "budget_chars",
                            "reserved_chars"):
@@ -121,11 +125,8 @@ class ContextPolicy:
             if type(value) is not int or value < 0:
                 raise InvalidArgumentError(f"{field_name} must be a non-negative int, not "
                                            f"{value!r}")
-        if not isinstance(self.name, str):
-            raise InvalidArgumentError("a context policy's name must be a str")
         for layer, share in self.layer_shares:
-            if not isinstance(layer, str) or type(share) not in (int, float) or not (
-                    0.0 <= share <= 1.0):
+            if type(share) not in (int, float) or not 0.0 <= share <= 1.0:
                 raise InvalidArgumentError(f"layer share {layer!r}: {share!r} is not a "
                                            "fraction between 0 and 1")
         if sum(share for _, share in self.layer_shares) > 1.0 + 1e-9:
@@ -140,6 +141,41 @@ class ContextPolicy:
                 f"require names unknown envelope field(s) {', '.join(map(repr, unknown))}; "
                 f"one of {', '.join(ENVELOPE_FIELDS)}")
 
+    def _check_names(self) -> None:
+        """The text fields: str, storable (no lone surrogate); the name lists
+        tuples of them (a list is taken as one); ``layer_shares`` (name,
+        share) pairs."""
+        if not isinstance(self.name, str):
+            raise ArgumentTypeError(f"a context policy's name must be a str, not "
+                                    f"{type(self.name).__name__}")
+        check_text(self.name, "name")
+        for field_name in ("include", "exclude", "require", "require_for"):
+            value = getattr(self, field_name)
+            if not isinstance(value, (tuple, list)):
+                raise ArgumentTypeError(f"{field_name} must be a tuple of str, not "
+                                        f"{type(value).__name__}")
+            for i, item in enumerate(value):
+                if not isinstance(item, str):
+                    raise ArgumentTypeError(f"{field_name}[{i}] must be a str, not "
+                                            f"{type(item).__name__}")
+                check_text(item, f"{field_name}[{i}]")
+            object.__setattr__(self, field_name, tuple(value))
+        shares = self.layer_shares
+        if not isinstance(shares, (tuple, list)):
+            raise ArgumentTypeError(f"layer_shares must be a tuple of (layer, share) pairs, "
+                                    f"not {type(shares).__name__}")
+        pairs = []
+        for i, pair in enumerate(shares):
+            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                raise ArgumentTypeError(f"layer_shares[{i}] must be a (layer, share) pair, "
+                                        f"not {pair!r}")
+            if not isinstance(pair[0], str):
+                raise ArgumentTypeError(f"layer_shares[{i}]: the layer must be a str, not "
+                                        f"{type(pair[0]).__name__}")
+            check_text(pair[0], f"layer_shares[{i}]")
+            pairs.append((pair[0], pair[1]))
+        object.__setattr__(self, "layer_shares", tuple(pairs))
+
     def config(self) -> dict[str, Any]:
         """Every field as JSON values: what a ``context/injection`` records so
         that a replay can rebuild the policy the build ran under."""
@@ -150,7 +186,7 @@ class ContextPolicy:
         """The policy :meth:`config` described (lists back to tuples); a field
         this version does not know raises :class:`InvalidArgumentError`."""
         if not isinstance(config, dict):
-            raise InvalidArgumentError(f"a policy config is a dict, not {type(config).__name__}")
+            raise ArgumentTypeError(f"a policy config is a dict, not {type(config).__name__}")
         known = {f.name for f in fields(cls)}
         unknown = sorted(set(config) - known)
         if unknown:
@@ -339,10 +375,23 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     dry run must not change the log it reads; ``now``: the time (epoch ms)
     permissions are checked against (default: the clock; recorded, so that
     a replay checks them against the same time)."""
+    if not callable(getattr(session, "events", None)):
+        raise ArgumentTypeError(f"session must be a trajlog Session, not "
+                                f"{type(session).__name__}")
+    if policy is not None and not isinstance(policy, ContextPolicy):
+        raise ArgumentTypeError(f"policy must be a ContextPolicy or None, not "
+                                f"{type(policy).__name__}")
     policy = policy or ContextPolicy()
-    for name, value in (("workspace_revision", workspace_revision), ("branch", branch)):
-        if value is not None and (not isinstance(value, str) or not value):
+    for name, value in (("workspace_revision", workspace_revision), ("branch", branch),
+                        ("target_model", target_model)):
+        if value is None:
+            continue
+        if not isinstance(value, str):
+            raise ArgumentTypeError(f"{name} must be a str or None, not "
+                                    f"{type(value).__name__}")
+        if not value and name != "target_model":
             raise InvalidArgumentError(f"{name} must be a non-empty str or None, not {value!r}")
+        check_text(value, name)   # recorded in the context/injection
     if branch is None:
         branch = str(session.header.metadata.get("branch", "main"))
     for name, number in (("upto", upto), ("now", now)):

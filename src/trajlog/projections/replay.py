@@ -61,7 +61,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..errors import ReplayError
+from ..errors import ArgumentTypeError, ReplayError
 from ..events import Event, SessionHeader
 from .context import BUILDER_VERSION, ContextBuild, ContextPolicy, build_context, messages_digest
 from .runs import FINALIZED, STARTED, SWITCH, is_erased
@@ -217,10 +217,19 @@ def replay(session: _Log, run_id: str, model: Model, *, policy: ContextPolicy | 
     the change when the output drifts.  Raises :class:`ReplayError` for an
     unknown run or one with no model call recorded.
     """
+    if not callable(getattr(session, "events", None)):
+        raise ArgumentTypeError(f"session must be a trajlog Session, not "
+                                f"{type(session).__name__}")
+    if not isinstance(run_id, str):
+        raise ArgumentTypeError(f"run_id must be a str, not {type(run_id).__name__}")
     if not callable(model):
-        raise TypeError("model must be callable")
+        raise ArgumentTypeError(f"model must be callable, not {type(model).__name__}")
     if policy is not None and not isinstance(policy, ContextPolicy):
-        raise TypeError("policy must be a ContextPolicy or None")
+        raise ArgumentTypeError(f"policy must be a ContextPolicy or None, not "
+                                f"{type(policy).__name__}")
+    if model_name is not None and not isinstance(model_name, str):
+        raise ArgumentTypeError(f"model_name must be a str or None, not "
+                                f"{type(model_name).__name__}")
     events = list(session.events())
     started, end = _bounds(session, events, run_id)
     run_data = started.data
@@ -295,7 +304,7 @@ def _artifacts(value: Any) -> dict[str, str]:
         return {}
     if not isinstance(value, Mapping) or not all(
             isinstance(k, str) and isinstance(v, str) for k, v in value.items()):
-        raise TypeError("artifacts must map names to ids (str -> str)")
+        raise ArgumentTypeError("artifacts must map names to ids (str -> str)")
     return dict(value)
 
 
