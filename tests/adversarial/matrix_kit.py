@@ -408,6 +408,13 @@ def header(label: str, *seqs: int) -> Where:
                                              | {(s, 0) for s in seqs}))
 
 
+def log_end(label: str) -> Where:
+    """Past the session's last frame (its last seq, at the stream's end): a
+    defect found once the whole log was read."""
+    return lambda t: Damage(label, frozenset({(t.last[label], t.off(label, t.last[label] + 1))}),
+                            inherited=False)
+
+
 def anywhere(label: str) -> Where:
     return lambda t: Damage(label, None)
 
@@ -643,10 +650,11 @@ TRIGGERS = ("chunks_append", "chunks_advance_head", "chunks_repack", "chunks_cov
             "memories_append", "memories_blank_only", "memories_no_delete",
             "tombstones_append", "tombstones_no_update", "tombstones_no_delete",
             "memories_advance_head", "tombstones_advance_head", "memory_head_forward",
-            "memory_head_no_delete", "memory_head_once")
+            "memory_head_no_delete", "memory_head_once",
+            "call_index_append", "call_index_no_update", "call_index_no_delete")
 INDEXES = ("event_index_idempotency", "event_index_markers", "memories_scope", "memories_merge",
            "memories_key", "memories_source", "memories_expiry", "memories_until",
-           "tombstones_event", "tombstones_memory")
+           "tombstones_event", "tombstones_memory", "event_index_pauses")
 # The derived memory index: FTS5's table and its shadow tables
 FTS_TABLES = ("memory_fts", "memory_fts_data", "memory_fts_idx", "memory_fts_content",
               "memory_fts_docsize", "memory_fts_config")
@@ -842,6 +850,25 @@ def _cases() -> None:
     case(tb, "a mark added to a row without any",
          set_marks(P, 30, lambda ms: [*ms, Mark(30, STEP_START, None)]), damage=[at(P, 30)])
 
+    # -- call_index (one row per tool call id a session's own log requests) ---------------
+    tb = "call_index"
+    case(tb, "a call row's seq moved",
+         sql("UPDATE call_index SET seq = seq + 1 WHERE sid = ? AND call_id = 'c1'", sid(P)),
+         sqlite3_=REFUSED, damage=[at(P, 3)])
+    case(tb, "a call row dropped",
+         sql("DELETE FROM call_index WHERE sid = ? AND call_id = 'c2'", sid(P)),
+         sqlite3_=REFUSED, damage=[at(P, 32)])
+    case(tb, "every call row dropped", sql("DELETE FROM call_index"), damage=[at(P, 3)])
+    case(tb, "a forged call row (an id the log never requested)",
+         sql("INSERT INTO call_index(sid, call_id, seq) VALUES (?, 'c9', 30)", sid(P)),
+         damage=[log_end(P)], note="found once the log is read to its end")
+    case(tb, "a call row moved to another session",
+         sql("UPDATE call_index SET sid = ? WHERE sid = ? AND call_id = 'c2'", sid(E), sid(P)),
+         damage=[at(P, 32), log_end(E)])
+    case(tb, "INSERT OR REPLACE over a call row",
+         sql("INSERT OR REPLACE INTO call_index(sid, call_id, seq) VALUES (?, 'c1', 30)",
+             sid(P)), damage=[at(P, 3)])
+
     # -- event_index ------------------------------------------------------------------------
     tb = "event_index"
     case(tb, "type relabelled: user/message marked turn/end (a fork would cut there)",
@@ -1007,7 +1034,7 @@ def _cases() -> None:
              sql("DELETE FROM sqlite_schema WHERE type = 'index' AND name = ?", const(name)),
              wschema=AT_OPEN, apsw_=None, off=None)
     for name in ("sessions", "session_heads", "chunks", "event_index", "projection_states",
-                 "memories", "tombstones", "memory_head", "scrub"):
+                 "memories", "tombstones", "memory_head", "scrub", "call_index"):
         case(tb, f"DROP TABLE {name}", sql(f"DROP TABLE {name}"), **at_open)
     for alter in ("chunks RENAME TO old_chunks", "sessions ADD COLUMN note TEXT",
                   "event_index RENAME COLUMN idempotency_key TO key",
