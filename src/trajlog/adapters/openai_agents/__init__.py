@@ -289,9 +289,9 @@ class TrajlogSession:
         """One attempt at a pop: ``(True, item)`` when this call's
         ``history/pop`` was written, ``(True, None)`` when nothing is visible,
         ``(False, None)`` when another writer moved the log meanwhile."""
-        walk, at = Visible(), None
+        walk, at = Visible(), -1
         for ev in backwards(s, 16):
-            if at is None:
+            if at < 0:
                 at = ev.seq   # the log the walk sees ends here
             if not walk.feed(ev) or walk.found:
                 break
