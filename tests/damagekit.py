@@ -371,7 +371,9 @@ class PageMap:
                 pages, rest = self._overflow(_u32(d, end), size - local)
                 payload += rest
                 end += 4
-            if is_index:   # the rowid is the key's last field
+            if table == "call_index":   # (WITHOUT ROWID: the key is (sid, call_id))
+                sid = int(_record(payload)[0])
+            elif is_index:   # the rowid is the key's last field
                 sid = self._sid_of(table, int(_record(payload)[-1]))
             else:
                 assert rowid is not None
