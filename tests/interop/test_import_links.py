@@ -235,6 +235,30 @@ def test_an_export_does_not_extend_another_empty_session_of_its_id(
         assert _snapshot(b) == before
 
 
+def test_the_same_events_under_another_header_are_not_unchanged(tmp_path: Path) -> None:
+    """Re-import idempotency compares the header too: a session of the same
+    id and the same events, made with other metadata, is a conflict."""
+    with trajlog.open(str(tmp_path / "a.db")) as a, trajlog.open(str(tmp_path / "b.db")) as b:
+        s = a.create_session(cwd="/a", metadata={"tenant": "a"})
+        _turn(s, "from a")
+        a.export(s.id, tmp_path / "s.jsonl")
+        h = s.header
+        items = [(e.type, e.data, e.time, {"source": e.source} if e.source else {})
+                 for e in s.events()]
+        b.load_session(SessionSpec(s.id, cwd=h.cwd, metadata={"tenant": "b"},
+                                   created_ms=h.created_at), items)
+        assert [e.data for e in b.session(s.id).events()] == [e.data for e in s.events()]
+        before = _snapshot(b)
+        (conflict,) = b.import_path(tmp_path / "s.jsonl").conflicts
+        assert "metadata" in conflict.reason
+        assert _snapshot(b) == before
+        # the header the import would create: unchanged
+        with trajlog.open(str(tmp_path / "c.db")) as c:
+            c.load_session(SessionSpec(s.id, cwd=h.cwd, metadata={"tenant": "a"},
+                                       created_ms=h.created_at), items)
+            assert c.import_path(tmp_path / "s.jsonl").skipped == [s.id]
+
+
 def test_an_export_grows_its_own_empty_session(tmp_path: Path) -> None:
     """The same header: an empty session imported before is extended."""
     with trajlog.open(str(tmp_path / "a.db")) as a, trajlog.open(str(tmp_path / "b.db")) as b:
