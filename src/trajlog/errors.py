@@ -316,6 +316,16 @@ class ErasureError(InvalidStateError):
     structural marker whose removal would unbalance the log)."""
 
 
+class ErasedEventError(ErasureError):
+    """A reader needs the payload of an event that was erased (an adapter
+    that rebuilds state from it: an eventsourcing aggregate, its
+    notifications).  Carries ``session`` and ``seq``."""
+
+    def __init__(self, session: str, seq: int, what: str) -> None:
+        self.session, self.seq = session, seq
+        super().__init__(f"seq {seq} of session {session} was erased: {what}")
+
+
 class RedactionRefusedError(InvalidArgumentError):
     """A payload holds a finding whose kind the redaction policy refuses:
     nothing was written.  Carries ``event_type`` (the event's type, or
@@ -475,6 +485,7 @@ __all__ = [
     "CorruptionError",
     "CrossScopeError",
     "DelegationLimitError",
+    "ErasedEventError",
     "ErasureError",
     "ForkUnavailableError",
     "FormatError",

@@ -8,6 +8,11 @@ A thread is one session (id ``uuid5(NAMESPACE, thread_id)``).  Its log holds
   ``writes`` a list of ``[idx, channel, value]``;
 * ``checkpoint/delete`` -- the marker of :meth:`TrajlogSaver.delete_thread`:
   everything before it is erased (or hidden) and reads start after it;
+* ``checkpoint/forget`` ``{message_id, erased}`` -- the marker of
+  :meth:`TrajlogSaver.erase_message`, after the puts and writes it appended
+  again without the message's text (each with ``restores``: the seq of the
+  erased original; a restored put is the head of its namespace only if no
+  put of a greater id is live);
 * the mirrored messages (:mod:`._mirror`), which the index ignores.
 
 A serialized value is ``[serde type, "u" | "l", text]``: the serde's bytes as
@@ -38,7 +43,7 @@ import math
 import threading
 import uuid
 from collections import OrderedDict
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -51,6 +56,7 @@ NAMESPACE = uuid.UUID("6f1d3c52-8f0e-4c59-9d57-2a6c1b0e7a41")
 PUT = "checkpoint/put"
 WRITES = "checkpoint/writes"
 DELETED = "checkpoint/delete"
+FORGET = "checkpoint/forget"
 _WINDOW = 32          # first window of a backwards scan for a namespace's head
 _CACHED = 64          # events kept per thread
 
@@ -141,9 +147,9 @@ def _node(v: Any) -> Any:
 
 
 def _value(n: Any) -> Any:
-    if type(n) is list:
+    if isinstance(n, (list, tuple)):
         return [_value(x) for x in n]
-    if type(n) is not dict:
+    if not isinstance(n, dict):
         return n
     tag, body = next(iter(n.items()))
     if tag == "m":
@@ -159,26 +165,8 @@ def _value(n: Any) -> Any:
     return float(body)
 
 
-def tree_strings(value: list[Any]) -> Iterator[str]:
-    """Every string of a packed value's tree (none for a text form)."""
-    if value[1] == "t":
-        yield from _strings(value[2])
-
-
-def _strings(n: Any) -> Iterator[str]:
-    if type(n) is str:
-        yield n
-    elif type(n) is list:
-        for x in n:
-            yield from _strings(x)
-    elif type(n) is dict:
-        tag, body = next(iter(n.items()))
-        if tag in ("m", "x"):
-            yield from _strings(body)
-
-
 def _put_key(data: Any) -> tuple[str, str] | None:
-    if type(data) is dict:
+    if isinstance(data, dict):
         ns, cid = data.get("ns"), data.get("id")
         if type(ns) is str and type(cid) is str and "checkpoint" in data:
             return ns, cid
@@ -186,7 +174,7 @@ def _put_key(data: Any) -> tuple[str, str] | None:
 
 
 def _writes_key(data: Any) -> tuple[str, str] | None:
-    if type(data) is dict:
+    if isinstance(data, dict):
         ns, cid = data.get("ns"), data.get("checkpoint_id")
         if type(ns) is str and type(cid) is str and "writes" in data:
             return ns, cid
@@ -271,7 +259,15 @@ class ThreadLog:
             elif t == PUT:
                 key = _put_key(ev.data)
                 if key is not None:
-                    self.heads[key[0]] = (ev.seq, key[1], [])
+                    cur = self.heads.get(key[0])
+                    if "restores" not in ev.data:
+                        self.heads[key[0]] = (ev.seq, key[1], [])
+                    elif cur is not None and cur[1] <= key[1]:
+                        # (the same id again: its writes stay, those still live)
+                        self.heads[key[0]] = (ev.seq, key[1], cur[2] if cur[1] == key[1]
+                                              else [])
+                    elif cur is None and (key[0] in self.heads or self.cleared):
+                        self.heads[key[0]] = (ev.seq, key[1], [])
             elif t == WRITES:
                 key = _writes_key(ev.data)
                 head = self.heads.get(key[0]) if key is not None else None
@@ -332,22 +328,35 @@ class ThreadLog:
     def _scan_back(self, ns: str) -> Head | None:
         hi, width = self.seen, _WINDOW
         pending: dict[str, list[int]] = {}
+        restored: tuple[int, str] | None = None     # the greatest restored put seen
         while hi >= 0:
             lo = max(0, hi - width + 1)
             for ev in reversed(list(self.session.events(lo, hi))):
                 t = ev.type
                 if t == DELETED:
-                    return None
+                    break
                 if t == WRITES:
                     key = _writes_key(ev.data)
                     if key is not None and key[0] == ns:
                         pending.setdefault(key[1], []).append(ev.seq)
                 elif t == PUT:
                     key = _put_key(ev.data)
-                    if key is not None and key[0] == ns:
-                        return ev.seq, key[1], sorted(pending.get(key[1], ()))
-            hi, width = lo - 1, width * 4
-        return None
+                    if key is None or key[0] != ns:
+                        continue
+                    if "restores" in ev.data:   # put again, perhaps an older id: go on
+                        if restored is None or key[1] > restored[1]:
+                            restored = ev.seq, key[1]
+                        continue
+                    if restored is None or key[1] > restored[1]:
+                        restored = ev.seq, key[1]
+                    return restored[0], restored[1], sorted(pending.get(restored[1], ()))
+            else:
+                hi, width = lo - 1, width * 4
+                continue
+            break       # a delete marker: nothing before it is live
+        if restored is None:
+            return None
+        return restored[0], restored[1], sorted(pending.get(restored[1], ()))
 
     def entry(self, ns: str, cid: str) -> Head | None:
         """The checkpoint ``cid`` of ``ns``, if live."""
@@ -384,5 +393,5 @@ class ThreadLog:
         return self.base, self.catch_up()
 
 
-__all__ = ["DELETED", "NAMESPACE", "PUT", "WRITES", "Head", "ThreadLog", "pack", "pack_tree",
-           "session_id_of", "tree_strings", "unpack"]
+__all__ = ["DELETED", "FORGET", "NAMESPACE", "PUT", "WRITES", "Head", "ThreadLog", "pack",
+           "pack_tree", "session_id_of", "unpack"]

@@ -26,6 +26,7 @@ from typing import Any
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
 from ...events import Event
+from ._log import FORGET
 
 MIRRORED = frozenset({"user/message", "assistant/message", "tool/result", "langgraph/message"})
 
@@ -45,13 +46,14 @@ class Mirror:
             self.requested.clear()
             return
         t, d = ev.type, ev.data
-        if type(d) is not dict:
+        if not isinstance(d, dict):
             return
-        if t in MIRRORED and type(d.get("message_id")) is str:
+        # (an erased message stays mirrored: the saver's marker names it)
+        if (t in MIRRORED or t == FORGET) and type(d.get("message_id")) is str:
             self.seen.add(d["message_id"])
         if t == "assistant/message":
             for call in d.get("tool_calls") or ():
-                if type(call) is dict and type(call.get("id")) is str:
+                if isinstance(call, dict) and type(call.get("id")) is str:
                     self.requested[call["id"]] = str(call.get("name", ""))
                     self.used.add(call["id"])
         elif t == "tool/call" and type(d.get("call_id")) is str:
