@@ -31,7 +31,8 @@ import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
-from typing import Any
+from types import MappingProxyType
+from typing import Any, NoReturn
 
 import msgspec
 
@@ -87,9 +88,79 @@ ENVELOPE_FIELDS = ("source", "causal_parent", "workspace_revision", "data_class"
 _N_FIELDS = 3 + len(ENVELOPE_FIELDS)
 
 
+def _read_only(self: Any, *args: Any, **kwargs: Any) -> NoReturn:
+    raise TypeError(f"{type(self).__name__} is read-only (it is shared with trajlog's "
+                    "cache): copy.deepcopy() it, or dict() / list() a level, to change it")
+
+
+class FrozenDict(dict[str, Any]):
+    """A read-only JSON object: a ``dict`` (equal to one, serialised as one)
+    whose changing methods raise ``TypeError``.  What a cached view hands out
+    (see :func:`freeze`); ``copy.copy`` / ``copy.deepcopy`` / pickling give
+    a plain, mutable ``dict``."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __ior__ = _read_only
+    clear = pop = popitem = setdefault = update = _read_only
+
+    def __copy__(self) -> dict[str, Any]:
+        return dict(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> dict[str, Any]:
+        return _PLAIN_DECODER.decode(_ENCODER.encode(self))  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (dict, (dict(self),))
+
+
+class FrozenList(list[Any]):
+    """A read-only JSON array: a ``list`` whose changing methods raise
+    ``TypeError`` (see :class:`FrozenDict`)."""
+
+    __slots__ = ()
+    __setitem__ = __delitem__ = __iadd__ = __imul__ = _read_only
+    append = extend = insert = remove = pop = clear = sort = reverse = _read_only
+
+    def __copy__(self) -> list[Any]:
+        return list(self)
+
+    def __deepcopy__(self, memo: dict[int, Any]) -> list[Any]:
+        return _PLAIN_DECODER.decode(_ENCODER.encode(self))  # type: ignore[no-any-return]
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (list(self),))
+
+
+_set_item, _set_index = dict.__setitem__, list.__setitem__
+
+
+def freeze(value: Any) -> Any:
+    """``value`` (a decoded JSON value, not shared) with every dict and list
+    in it read-only (:class:`FrozenDict`, :class:`FrozenList`): the form in
+    which a cached value is handed out to many callers.  A scalar is itself;
+    the cost is one shallow copy per container."""
+    t = type(value)
+    if t is dict:
+        out = FrozenDict(value)
+        for k, v in value.items():
+            tv = type(v)
+            if tv is dict or tv is list:
+                _set_item(out, k, freeze(v))
+        return out
+    if t is list:
+        items = FrozenList(value)
+        for i, v in enumerate(value):
+            tv = type(v)
+            if tv is dict or tv is list:
+                _set_index(items, i, freeze(v))
+        return items
+    return value
+
+
 @dataclass(frozen=True, slots=True)
 class SessionHeader:
-    """The immutable header of a session, written once at creation."""
+    """The immutable header of a session, written once at creation (its
+    ``metadata`` read-only all the way down)."""
 
     id: str
     cwd: str
@@ -103,6 +174,14 @@ class SessionHeader:
     #: None for a header that passed its check; otherwise what is wrong with
     #: it (its fields are then as stored, untrusted; reads and appends refuse).
     damage: str | None = None
+
+    def __post_init__(self) -> None:
+        # a header is handed out by every handle and listing: nothing in it may change
+        metadata = self.metadata
+        if isinstance(metadata, Mapping) and (type(metadata) is not MappingProxyType or any(
+                type(v) is dict or type(v) is list for v in metadata.values())):
+            object.__setattr__(self, "metadata", MappingProxyType(
+                {k: freeze(v) for k, v in metadata.items()}))
 
 
 _ENCODER = msgspec.msgpack.Encoder()
@@ -443,6 +522,6 @@ def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, dat
         raise ValidationError(f"data_class must be one of {', '.join(DATA_CLASSES)}")
 
 
-__all__ = ["DATA_CLASSES", "ENVELOPE_FIELDS", "Event", "LazyEvent", "SessionHeader",
-           "check_json", "check_text", "decode_event", "decode_lazy", "encode_event",
-           "plain_str"]
+__all__ = ["DATA_CLASSES", "ENVELOPE_FIELDS", "Event", "FrozenDict", "FrozenList", "LazyEvent",
+           "SessionHeader", "check_json", "check_text", "decode_event", "decode_lazy",
+           "encode_event", "freeze", "plain_str"]

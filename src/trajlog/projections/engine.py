@@ -10,8 +10,9 @@ never authoritative.
 
 The engine reads a session through :class:`FoldSource` (``Session.fold_source()``),
 so a custom fold -- any object with ``name``, ``version``, ``state_type``,
-``autosave``, ``init``, ``step``, ``view`` and optionally ``wants`` and
-``step_many`` -- runs with :func:`project` like the built-in ones.
+``autosave``, ``init``, ``step``, ``view`` and optionally ``wants``,
+``step_many`` and ``loaded`` (a saved state, just decoded -> the state to
+fold on) -- runs with :func:`project` like the built-in ones.
 """
 
 from __future__ import annotations
@@ -184,6 +185,9 @@ def _load_saved(source: FoldSource, fold: Any, last: int) -> Cached | None:
         state = msgspec.msgpack.decode(blob, type=fold.state_type)
     except msgspec.DecodeError:
         return None  # derived and never authoritative: rebuild it
+    loaded = getattr(fold, "loaded", None)
+    if loaded is not None:
+        state = loaded(state)
     return Cached(seq, chain, state, seq)
 
 

@@ -12,6 +12,12 @@ the seq and chain they were computed at: a state whose version differs, or whose
 longer matches the log, is ignored and rebuilt.  They are never authoritative;
 :func:`rebuild` drops them.
 
+What a view returns is shared with the cached state it was read from, so
+every JSON value a fold keeps is frozen as it is folded in
+(:func:`~trajlog.events.freeze`: read-only dicts and lists, one shallow copy
+per container, once) and again when a saved state is loaded (``loaded``): no
+caller can change what the next one reads, and no read pays for a copy.
+
 The projections:
 
 * :func:`model_history` -- user messages, assistant messages (text, reasoning,
@@ -32,7 +38,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
-from ..events import Event
+from ..events import Event, freeze
 from ..lifecycle import Phase, outcome, requested_calls, transitions
 from ..recovery import OpenState
 from .shapes import (
@@ -64,8 +70,8 @@ def surface_range(type_: str, data: Any) -> tuple[Any, Any] | None:
 def _json_copy(value: Any) -> Any:
     """A deep copy of a JSON value, for the small views (goal, request config):
     their callers own what they get.  The history-sized views (model_history,
-    chat, trajectory) share nested JSON values with the cached state instead
-    -- copying them would cost far more than the fold (README, Projections)."""
+    chat, trajectory) hand out their frozen values instead -- copying them on
+    every call would cost far more than the fold (README, Projections)."""
     if value is None or isinstance(value, (str, int, float)):
         return value
     return msgspec.msgpack.decode(msgspec.msgpack.encode(value))
@@ -115,12 +121,13 @@ class ModelHistory:
         if not isinstance(d, dict):
             return state
         if t == "user/message":
-            state.messages.append(Message("user", d.get("content"), ev.seq))
+            state.messages.append(Message("user", freeze(d.get("content")), ev.seq))
         elif t == "assistant/message":
-            state.messages.append(Message("assistant", d.get("content"), ev.seq,
-                                          d.get("tool_calls") or None, d.get("reasoning")))
+            state.messages.append(Message("assistant", freeze(d.get("content")), ev.seq,
+                                          freeze(d.get("tool_calls") or None),
+                                          freeze(d.get("reasoning"))))
         elif t == "tool/result":
-            state.messages.append(Message("tool", d.get("output"), ev.seq,
+            state.messages.append(Message("tool", freeze(d.get("output")), ev.seq,
                                           tool_call_id=d.get("call_id"),
                                           is_error=d.get("is_error"), status=d.get("status")))
         elif (at := _cut(t, d)) is not None:
@@ -137,7 +144,7 @@ class ModelHistory:
                 msgs = state.messages
                 a = bisect.bisect_left(msgs, lo, key=lambda m: m.seq)
                 b = bisect.bisect_right(msgs, hi, key=lambda m: m.seq)
-                msgs[a:b] = [Message("summary", d.get("summary"), lo, until=hi)]
+                msgs[a:b] = [Message("summary", freeze(d.get("summary")), lo, until=hi)]
                 state.compactions.append((lo, hi))
         return state
 
@@ -146,24 +153,38 @@ class ModelHistory:
         path of a from-scratch build): locals instead of attribute lookups."""
         append = state.messages.append
         new = Message
+        fz = freeze
         for ev in events:
             t = ev.type
             if t == "tool/result":
                 get = ev.data.get
-                append(new("tool", get("output"), ev.seq, None, None, get("call_id"),
-                           get("is_error"), get("status")))
+                out = get("output")
+                append(new("tool", out if type(out) is str else fz(out), ev.seq, None, None,
+                           get("call_id"), get("is_error"), get("status")))
             elif t == "assistant/message":
                 get = ev.data.get
-                append(new("assistant", get("content"), ev.seq, get("tool_calls") or None,
-                           get("reasoning")))
+                content, calls, why = get("content"), get("tool_calls"), get("reasoning")
+                append(new("assistant", content if type(content) is str else fz(content),
+                           ev.seq, fz(calls) if calls else None,
+                           why if why is None else fz(why)))
             elif t == "user/message":
-                append(new("user", ev.data.get("content"), ev.seq))
+                content = ev.data.get("content")
+                append(new("user", content if type(content) is str else fz(content), ev.seq))
             elif t.startswith("compaction/") or t in (POP, CLEAR):
                 self.step(state, ev)
         return state
 
     def view(self, state: HistoryState) -> list[Message]:
         return list(state.messages)
+
+    @staticmethod
+    def loaded(state: HistoryState) -> HistoryState:
+        """A saved state, decoded: its JSON values frozen as a fold leaves them."""
+        replace = msgspec.structs.replace
+        state.messages = [
+            replace(m, content=freeze(m.content), tool_calls=freeze(m.tool_calls),
+                    reasoning=freeze(m.reasoning)) for m in state.messages]
+        return state
 
 
 class RequestConfigFold:
@@ -225,7 +246,7 @@ class Chat:
                 state.cards[call["id"]] = len(state.nodes)
                 state.nodes.append({"kind": "tool", "seq": ev.seq, "call_id": call["id"],
                                     "name": call.get("name"),
-                                    "arguments": call.get("arguments"),
+                                    "arguments": freeze(call.get("arguments")),
                                     "status": "requested"})
             return state
         for _call_id, phase, _name in transitions(ev):
@@ -268,12 +289,20 @@ class Chat:
         if index is None:  # a call the log never requested: show it anyway
             state.cards[str(call_id)] = index = len(state.nodes)
             state.nodes.append({"kind": "tool", "seq": ev.seq, "call_id": str(call_id),
-                                "name": d.get("name"), "arguments": d.get("arguments"),
+                                "name": d.get("name"), "arguments": freeze(d.get("arguments")),
                                 "status": "requested"})
         return state.nodes[index]
 
     def view(self, state: ChatState) -> list[ChatNode]:
         return [ChatNode(**n) for n in state.nodes]
+
+    @staticmethod
+    def loaded(state: ChatState) -> ChatState:
+        """A saved state, decoded: its JSON values frozen as a fold leaves them."""
+        for node in state.nodes:
+            if "arguments" in node:
+                node["arguments"] = freeze(node["arguments"])
+        return state
 
 
 def _noted(notes: Any) -> tuple[list[ModelSwitch], list[RequestRetry]]:
@@ -321,7 +350,7 @@ class Trajectory:
                                 "steps": [], "time": ev.time, "notes": state.pending})
             state.pending = []
         elif t in _NOTES:
-            note = {"type": t, "seq": ev.seq, **{k: d.get(k) for k in _NOTES[t][1]}}
+            note = {"type": t, "seq": ev.seq, **{k: freeze(d.get(k)) for k in _NOTES[t][1]}}
             open_turn = state.turns and state.turns[-1]["end_seq"] is None
             (state.turns[-1].setdefault("notes", []) if open_turn
              else state.pending).append(note)
@@ -347,10 +376,12 @@ class Trajectory:
             if latency is None and req.get("time") is not None:
                 latency = ev.time - req["time"]
             calls = requested_calls(d)
+            # (figures as written: a container where a number belongs is frozen too)
             step["requests"].append({
-                "seq": ev.seq, "model": d.get("model", req.get("model")), "latency_ms": latency,
-                "ttft_ms": d.get("ttft_ms"),
-                "tokens_in": usage.get("input_tokens"), "tokens_out": usage.get("output_tokens"),
+                "seq": ev.seq, "model": freeze(d.get("model", req.get("model"))),
+                "latency_ms": freeze(latency), "ttft_ms": freeze(d.get("ttft_ms")),
+                "tokens_in": freeze(usage.get("input_tokens")),
+                "tokens_out": freeze(usage.get("output_tokens")),
                 "tool_calls": len(calls)})
             state.last_request = None
             turn_i = len(state.turns) - 1
@@ -359,7 +390,7 @@ class Trajectory:
                 state.calls[c["id"]] = [turn_i, step_i, len(step["tools"])]
                 step["tools"].append({
                     "call_id": c["id"], "name": c.get("name"),
-                    "arguments": c.get("arguments"), "requested_seq": ev.seq,
+                    "arguments": freeze(c.get("arguments")), "requested_seq": ev.seq,
                     "started_seq": None, "started_time": None, "result_seq": None,
                     "duration_ms": None, "error": None, "status": "requested",
                     "result_summary": None})
@@ -408,6 +439,21 @@ class Trajectory:
         if state.pending:
             out.append(Turn(None, None, None, [], *_noted(state.pending)))
         return out
+
+    @staticmethod
+    def loaded(state: TrajectoryState) -> TrajectoryState:
+        """A saved state, decoded: its JSON values frozen as a fold leaves them."""
+        for t in state.turns:
+            for s in t["steps"]:
+                for r in s["requests"]:
+                    r.update({k: freeze(v) for k, v in r.items()})
+                for x in s["tools"]:
+                    x["arguments"] = freeze(x["arguments"])
+            for note in t.get("notes", ()):
+                note.update({k: freeze(v) for k, v in note.items()})
+        for note in state.pending:
+            note.update({k: freeze(v) for k, v in note.items()})
+        return state
 
 
 class GoalState(msgspec.Struct):
