@@ -499,6 +499,18 @@ def test_the_counting_rule() -> None:
     # a string's escaped quote does not end it
     quoted = b'["' + b'\\"[' * 300 + b'"]'
     assert bounded.try_decode(quoted) == ['"[' * 300]
+    # many short strings are many values; escaped quotes are not strings
+    assert bounded.over(b"[" + b'"",' * bounded.VALUE_LIMIT + b'""]') is not None
+    assert bounded.over(b'["' + b'\\"' * (bounded.VALUE_LIMIT * 2) + b'"]') is None
     with pytest.raises(ImportFormatError) as err:
         bounded.decode(_many(bounded.VALUE_LIMIT + 1), "f", line=7, offset=70)
     assert (err.value.file, err.value.line, err.value.offset) == ("f", 7, 70)
+
+
+def test_an_openhands_event_file_that_is_not_an_object_is_named(tmp_path: Path) -> None:
+    folder = tmp_path / "conv"
+    (folder / "events").mkdir(parents=True)
+    (folder / "events" / "1.json").write_text(json.dumps(_openhands_event(1)))
+    (folder / "events" / "2.json").write_text("[1, 2]")
+    _refused(_child(tmp_path, folder, "openhands"), folder / "events" / "2.json", line=1,
+             offset=0, reason="JSON object")

@@ -143,6 +143,15 @@ def _name_key(name: str) -> list[tuple[int, int, str]]:
             for p in re.split(r"[-_.]", name)]
 
 
+def _event_file(path: Path) -> tuple[int, int, dict[str, Any]]:
+    """One event of a folder: its file must hold a JSON object."""
+    event = json_document(path)
+    if not isinstance(event, dict):
+        raise ImportFormatError(os.fspath(path), "an OpenHands event must be a JSON object",
+                                line=1, offset=0)
+    return 1, 0, event
+
+
 def _folder(path: Path, notes: Notes) -> MappedSession:
     events = path / "events"
     # every file is checked before any is read (links out of the folder refused)
@@ -154,7 +163,7 @@ def _folder(path: Path, notes: Notes) -> MappedSession:
         if base_state.exists() or base_state.is_symlink() else {}
     source_id = state["id"] if isinstance(state.get("id"), str) else path.name
     return _session(f"openhands:{source_id}", path.name, os.fspath(path), notes,
-                    ((1, 0, json_document(f)) for f in files),
+                    (_event_file(f) for f in files),
                     {"base_state": {k: v for k, v in state.items()
                                     if isinstance(v, (str, int, float, bool))}},
                     source_id=source_id)
