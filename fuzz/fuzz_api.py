@@ -3120,7 +3120,19 @@ def record(exc: BaseException, data: bytes) -> None:
         with open(os.path.join(out, f"{name}-{digest}.bin"), "wb") as f:
             f.write(data)
         with open(txt, "w") as f:
-            f.write(f"{sig}\ninput: {name}-{digest}.bin\n\n{exc}\n\n{tb_text(exc)}\n")
+            f.write(f"{sig}\ninput: {name}-{digest}.bin\n{alone(data)}\n\n{exc}\n\n"
+                    f"{tb_text(exc)}\n")
+
+
+def alone(data: bytes) -> str:
+    """Fast mode: whether a finding's input also fails on a store of its own
+    (if not, the inputs the shared store served before it are part of it)."""
+    if not fast_mode():
+        return "mode: fresh store"
+    found = run_guarded(data, False)
+    return ("mode: fast; on a store of its own: " + (
+        f"fails too ({getattr(found[-1], 'sig', type(found[-1]).__name__)})" if found else
+        "passes (the store's earlier inputs are part of the finding)"))
 
 
 def one_input(data: bytes) -> None:

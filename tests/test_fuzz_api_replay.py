@@ -99,6 +99,17 @@ def test_fast_mode_drops_a_store_an_input_closed() -> None:
     assert shared.inputs == 1
 
 
+def test_a_fast_mode_finding_says_whether_it_fails_alone(
+        tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("FUZZ_API_FINDINGS", str(tmp_path))
+    monkeypatch.setenv("FUZZ_API_MODE", "fast")
+    harness.record(harness.Finding("sig-a", "d"), b"\x00" + frame("create"))
+    assert "on a store of its own: passes" in (tmp_path / "sig-a.txt").read_text()
+    monkeypatch.delenv("FUZZ_API_MODE")
+    harness.record(harness.Finding("sig-b", "d"), b"\x00")
+    assert "mode: fresh store" in (tmp_path / "sig-b.txt").read_text()
+
+
 def test_fast_mode_puts_the_repackers_wait_back() -> None:
     from trajlog.api import repack
 
