@@ -184,3 +184,18 @@ def test_put_of_a_new_key_with_a_held_value_stores_that_key(store: Any) -> None:
     assert mem.keys("user", "ns/") == ["ns/a", "ns/b"]
     found = mem.find("user", "ns/b")
     assert found is not None and found.content == {"v": 1}
+
+
+def test_a_correction_out_of_quarantine_quarantines_what_it_contradicted(store: Any) -> None:
+    """correct() is a way out of quarantine, like restore(): the active item the quarantined
+    one contradicted is quarantined in turn, so one key never holds two active truths."""
+    mem = store.memory(Identity("acme", user="alice"))
+    first = mem.remember("user", "preference", {"value": "pytest"}, key="runner")
+    late = mem.remember("user", "preference", {"value": "nose"}, key="runner")
+    assert first is not None and late is not None and late.state == "quarantined"
+    mem.correct(late.id, {"value": "unittest"}, reason="the user said so")
+    states = {item.id: item.state for item in mem.list(states=("active", "quarantined"))}
+    assert states == {late.id: "active", first.id: "quarantined"}
+    # correcting an active item leaves the others as they are
+    mem.correct(late.id, {"value": "pytest -x"}, reason="refined")
+    assert mem.get(first.id).state == "quarantined"

@@ -429,14 +429,19 @@ class MemoryView:
         cur = self.get(item_id)
         restored = self._change(item_id, to="active", allowed=("quarantined",), reason=reason,
                                 actor=actor)
-        for other in cur.conflicts_with:
+        self._supersede(item_id, cur.conflicts_with, reason, actor)
+        return restored
+
+    def _supersede(self, item_id: str, conflicts: Any, reason: str, actor: str | None) -> None:
+        """Quarantine the still-active items ``item_id`` contradicted, now
+        that it is active itself: one truth per setting."""
+        for other in conflicts:
             try:
                 if self.get(other).state == "active":
                     self._change(other, to="quarantined", allowed=("active",),
                                  reason=f"superseded by {item_id}: {reason}", actor=actor)
             except MemoryNotFoundError:
                 continue
-        return restored
 
     def correct(self, item_id: str, content: Any, *, reason: str,
                 actor: str | None = None, retention: Any = _KEEP) -> MemoryItem:
@@ -444,10 +449,14 @@ class MemoryView:
         quarantine).  ``retention`` (``{"ttl_ms": n}``, ``{"until_event": t}``
         or None for none) replaces the item's and restarts its clock; left
         out, the item keeps its retention and expiry."""
-        return self._change(item_id, to="active", allowed=("provisional", "active",
-                                                           "quarantined"),
-                            reason=reason, actor=actor, content=content, new_content=True,
-                            retention=retention)
+        cur = self.get(item_id)
+        corrected = self._change(item_id, to="active", allowed=("provisional", "active",
+                                                                "quarantined"),
+                                 reason=reason, actor=actor, content=content, new_content=True,
+                                 retention=retention)
+        if cur.state == "quarantined":  # out of quarantine, as restore() is
+            self._supersede(item_id, cur.conflicts_with, reason, actor)
+        return corrected
 
     def renew(self, item_id: str, *, reason: str = "renewed",
               actor: str | None = None) -> MemoryItem:
