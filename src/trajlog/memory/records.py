@@ -23,7 +23,7 @@ from ..codec.memory import (
 )
 from ..errors import StoreError, record_damaged
 from ..events import decode_event
-from ..storage.base import MemoryReader, MemoryRow, TombstoneRow, Writer
+from ..storage.base import MemoryReader, MemoryRow, Reader, TombstoneRow, Writer
 from ..storage.index import entry
 from .model import MemoryItem
 from .replacement import indexed, replacement_defect
@@ -208,7 +208,7 @@ def tombstone_record(reader: MemoryReader, row: TombstoneRow) -> dict[str, Any]:
     return open_tombstone(row, chain_of_record(prev[0].frame) if prev else TOMBSTONE_KEY)[0]
 
 
-def checked_replacement(reader: MemoryReader, row: TombstoneRow,
+def checked_replacement(reader: Reader, row: TombstoneRow,
                         record: dict[str, Any]) -> bytes:
     """The replacement payload of an event's tombstone, verified to be exactly
     what the erasure writes for it (:mod:`.replacement`) -- and, for an event
@@ -232,7 +232,7 @@ def checked_replacement(reader: MemoryReader, row: TombstoneRow,
     return payload
 
 
-def erased_lookup(reader: MemoryReader, sid: int) -> Callable[[int], bytes | None]:
+def erased_lookup(reader: Reader, sid: int) -> Callable[[int], bytes | None]:
     """For the stream reader: seq -> the payload readers see instead of an
     erased event's (None: no tombstone, so a failed check is damage).  A
     tombstone that does not verify, or whose replacement the erasure did not
