@@ -22,7 +22,7 @@ from langgraph.checkpoint.serde.jsonplus import JsonPlusSerializer
 import trajlog
 from tamper import file_bytes
 from test_adapter_langgraph_saver import _graph, cfg, put
-from trajlog.adapters.langgraph import TrajlogSaver
+from trajlog.adapters.langgraph import TrajlogSaver, TrajlogStore
 from trajlog.adapters.langgraph._log import PUT, WRITES, session_id_of
 from trajlog.errors import (
     ErasureError,
@@ -302,3 +302,60 @@ def test_a_checkpoint_put_directly_erases_too(db: str) -> None:
         assert tup is not None
         assert tup.checkpoint["channel_values"]["copy"] == {"note": TrajlogSaver.ERASED}
         assert SECRET not in stored_text(saver.store, "t")
+
+
+# -- TrajlogStore under a policy ------------------------------------------------------
+
+PHONE = "+1 415-555-0134"
+
+
+def test_store_items_stay_addressable_when_a_label_or_key_is_masked(db: str) -> None:
+    store = trajlog.open(db, redaction=RedactionPolicy())
+    try:
+        s = TrajlogStore(store)
+        s.put(("users", PHONE), "prefs", {"note": f"key {AWS}", "n": 1})
+        s.put(("users", "bob"), "alice@example.com", {"x": 1})
+        s.put(("users", "bob"), "alice@example.com", {"x": 2})     # a new version of it
+        got = s.get(("users", PHONE), "prefs")
+        assert got is not None and got.value == {"note": f"key {MASK}", "n": 1}
+        assert got.namespace == ("users", PHONE) and got.key == "prefs"
+        got = s.get(("users", "bob"), "alice@example.com")
+        assert got is not None and got.value == {"x": 2} and got.key == "alice@example.com"
+        found = {(tuple(i.namespace), i.key) for i in s.search(("users",))}
+        assert found == {(("users", PHONE), "prefs"), (("users", "bob"), "alice@example.com")}
+        assert [i.key for i in s.search(("users", PHONE))] == ["prefs"]
+        assert sorted(s.list_namespaces()) == [("users", PHONE), ("users", "bob")]
+        s.delete(("users", "bob"), "alice@example.com")
+        assert s.get(("users", "bob"), "alice@example.com") is None
+        # the value is masked at the value level: its secret is nowhere
+        assert all(AWS not in json.dumps(mi.content) for mi in s.memory.list(
+            scopes=["user"], states=("active", "revoked")))
+    finally:
+        store.close()
+
+
+def test_store_search_by_a_label_a_policy_masks(db: str) -> None:
+    card = "4111111111111111"
+    store = trajlog.open(db, redaction=RedactionPolicy())
+    try:
+        s = TrajlogStore(store)
+        s.put(("cards", card), "k", {"v": 1})
+        assert [i.key for i in s.search(("cards", card))] == ["k"]
+        assert [i.key for i in s.search((card,))] == [] and s.get(("cards", card), "k")
+    finally:
+        store.close()
+
+
+def test_store_long_address_with_a_finding_is_refused(db: str) -> None:
+    store = trajlog.open(db, redaction=RedactionPolicy())
+    try:
+        s = TrajlogStore(store)
+        long_key = "alice@example.com " + "x" * 300     # hashed: the record is the address
+        with pytest.raises(UnredactableValueError):
+            s.put(("users",), long_key, {"v": 1})
+        assert s.search(("users",)) == []
+        s.put(("users",), "y" * 300, {"v": 1})           # nothing found: stored
+        got = s.get(("users",), "y" * 300)
+        assert got is not None and got.value == {"v": 1}
+    finally:
+        store.close()

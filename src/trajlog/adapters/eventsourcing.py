@@ -35,16 +35,33 @@ first moves the log, the transaction writes nothing, and the recorder reads
 the log again -- then refuses a duplicate or retries.  State bytes that are
 UTF-8 (what eventsourcing's JSON transcoder writes) are kept as text, other
 bytes (compressed or encrypted state) as base64.
+
+Under the store's redaction policy the scanners must not edit that text
+where it has structure (a span masked inside JSON can take an escape or a
+closing quote with it; inside base64 it is no longer base64): state in which
+the policy finds something is stored decoded, as ``state_json`` (the JSON
+value, whose strings the scanners mask in place; encoded again on read), or,
+for bytes, as ``state_hex`` (``h`` + lowercase hex, which no built-in rule
+matches).  UTF-8 state that is not JSON (or JSON with numbers beyond 2**53)
+with a finding is refused with :class:`~trajlog.errors.UnredactableValueError`.
+What the application compresses or encrypts is opaque to the scanners.
+
+An erased event (``Store.erase``) has no state, version or topic left: reading
+it -- replaying its aggregate, selecting its notification -- raises
+:class:`~trajlog.errors.ErasedEventError`.  The application sequence keeps a
+copy of every event's state: erase the notification with the event.
 """
 
 from __future__ import annotations
 
 import base64
 import itertools
+import json
+import math
 import threading
 import time
 import uuid
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any, cast
 
 from eventsourcing.persistence import (
@@ -63,9 +80,15 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment, EnvType, resolve_topic
 
 from ..api import Session, Store
-from ..errors import LogMovedError, SessionNotFoundError
+from ..errors import (
+    ErasedEventError,
+    LogMovedError,
+    SessionNotFoundError,
+    UnredactableValueError,
+)
 from ..events import Event
 from ..interop.store import open as open_store
+from ..redaction import RedactionPolicy
 
 #: Namespace of the session ids: ``uuid5(NAMESPACE, "<name>/<kind>/<key>")``.
 NAMESPACE = uuid.UUID("f81ee4f1-80ef-42d2-95ea-5e1171eb681e")
@@ -74,20 +97,94 @@ EVENT, NOTIFICATION, TRACKING = ("eventsourcing/event", "eventsourcing/notificat
 _RETRIES = 100        # conflicts in a row before giving up (each means another writer won)
 _CACHED = 10_000      # heads kept per recorder
 _POLL = 0.1           # seconds: how often a subscription looks for other processes' writes
+_SAFE = 2 ** 53       # ints a JSON state keeps exactly through an event payload
+_NOT_JSON = object()
 
 
-def _state(state: bytes) -> dict[str, str]:
+def _found(policy: RedactionPolicy | None, text: str) -> str | None:
+    """The kind of the first finding the policy would act on in ``text``."""
+    for scanner in () if policy is None else policy.scanners:
+        for f in scanner.scan(text):
+            if policy is not None and policy.actions.get(f.kind, policy.default) != "allow":
+                return f.kind
+    return None
+
+
+def _plain(value: Any) -> bool:
+    """Does a decoded JSON value survive an event payload as it is?"""
+    if isinstance(value, bool) or value is None or isinstance(value, str):
+        return True
+    if isinstance(value, int):
+        return -_SAFE <= value <= _SAFE
+    if isinstance(value, float):
+        return math.isfinite(value)
+    if isinstance(value, list):
+        return all(_plain(v) for v in value)
+    if isinstance(value, dict):
+        return all(_plain(v) for v in value.values())
+    return False
+
+
+def _state(state: bytes, policy: RedactionPolicy | None = None,
+           event_type: str = EVENT) -> dict[str, Any]:
     try:
-        return {"state": state.decode("utf-8")}
+        text = state.decode("utf-8")
+        if policy is None:
+            return {"state": text}
     except UnicodeDecodeError:
-        return {"state_b64": base64.b64encode(state).decode("ascii")}
+        b64 = base64.b64encode(state).decode("ascii")
+        if _found(policy, b64) is not None:
+            return {"state_hex": "h" + state.hex()}
+        return {"state_b64": b64}
+    kind = _found(policy, text)
+    if kind is None:
+        return {"state": text}
+    try:
+        value = json.loads(text)
+    except ValueError:
+        value = _NOT_JSON
+    if value is _NOT_JSON or not _plain(value):
+        raise UnredactableValueError(event_type, "$.state", kind, "UTF-8 state, not JSON")
+    return {"state_json": value}
 
 
-def _bytes(data: dict[str, Any]) -> bytes:
+def _bytes(ev: Event, session_id: str) -> bytes:
+    data = ev.data
     text = data.get("state")
     if text is not None:
         return cast(str, text).encode("utf-8")
-    return base64.b64decode(data["state_b64"])
+    if "state_json" in data:
+        return json.dumps(_thaw(data["state_json"]), ensure_ascii=False,
+                          separators=(",", ":")).encode("utf-8")
+    if "state_hex" in data:
+        return bytes.fromhex(data["state_hex"][1:])
+    if "state_b64" in data:
+        return base64.b64decode(data["state_b64"])
+    raise ErasedEventError(session_id, ev.seq, "its stored event's state is gone")
+
+
+def _erased(session_id: str, events: Sequence[Event], names: Sequence[str]) -> None:
+    """Raise :class:`ErasedEventError` for the first of ``events`` that lacks
+    one of ``names`` (a read that failed on a missing field)."""
+    for ev in events:
+        for name in names:
+            _field(ev, session_id, name)
+
+
+def _field(ev: Event, session_id: str, name: str) -> Any:
+    """A field of a stored event (an erased one has none)."""
+    data = ev.data
+    if not isinstance(data, Mapping) or name not in data:
+        raise ErasedEventError(session_id, ev.seq, f"its stored event has no {name!r}")
+    return data[name]
+
+
+def _thaw(value: Any) -> Any:
+    if isinstance(value, Mapping):
+        return {k: _thaw(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_thaw(v) for v in value]
+    return value
 
 
 class TrajlogRecorder:
@@ -141,7 +238,8 @@ class TrajlogRecorder:
         if head is None:
             session = self._session(session_id)
             last = session.tail(1) if session is not None else []
-            head = (last[0].seq, last[0].data[field]) if last else (-1, None)
+            head = ((last[0].seq, _field(last[0], session_id, field)) if last
+                    else (-1, None))
         return head
 
     def _keep(self, session_id: str, head: tuple[int, int | None]) -> None:
@@ -163,6 +261,7 @@ class TrajlogRecorder:
                 raise IntegrityError(f"originator {key}: versions {versions} do not increase")
         track_sid = None if tracking is None else self._sid("tracking",
                                                             tracking.application_name)
+        policy = self.store.redaction
         for _ in range(_RETRIES):
             writes: list[tuple[str, list[tuple[str, dict[str, Any]]], int | None]] = []
             create: dict[str, dict[str, Any]] = {}
@@ -175,7 +274,8 @@ class TrajlogRecorder:
                     raise IntegrityError(f"originator {key} has version {last_version}: "
                                          f"version {first} cannot follow it")
                 writes.append((sid, [(EVENT, {"v": s.originator_version, "topic": s.topic,
-                                              **_state(s.state)}) for s in group], last_seq))
+                                              **_state(s.state, policy)}) for s in group],
+                               last_seq))
                 create[sid] = {"eventsourcing": {"recorder": self.name, "originator_id": key}}
                 keep.append((sid, group[-1].originator_version))
             if tracking is not None and track_sid is not None:
@@ -192,7 +292,8 @@ class TrajlogRecorder:
             if self._LOGGED and stored_events:
                 writes.append((self.log_id, [(NOTIFICATION, {
                     "originator_id": self._key(s.originator_id), "v": s.originator_version,
-                    "topic": s.topic, **_state(s.state)}) for s in stored_events], None))
+                    "topic": s.topic, **_state(s.state, policy, NOTIFICATION)})
+                    for s in stored_events], None))
                 create[self.log_id] = {"eventsourcing": {"recorder": self.name,
                                                          "application_sequence": True}}
             if not writes:
@@ -239,9 +340,14 @@ class TrajlogRecorder:
         if lo > hi:
             return []
         oid = self._originator(key)
-        found = [StoredEvent(originator_id=oid, originator_version=ev.data["v"],
-                             topic=ev.data["topic"], state=_bytes(ev.data))
-                 for ev in session.events(lo, hi) if ev.type == EVENT]
+        events = [ev for ev in session.events(lo, hi) if ev.type == EVENT]
+        try:
+            found = [StoredEvent(originator_id=oid, originator_version=ev.data["v"],
+                                 topic=ev.data["topic"], state=_bytes(ev, session.id))
+                     for ev in events]
+        except (KeyError, TypeError):
+            _erased(session.id, events, ("v", "topic"))
+            raise
         if desc:
             found.reverse()
         return found
@@ -261,7 +367,7 @@ class _Versions:
     def at(self, seq: int) -> int:
         version = self._at.get(seq)
         if version is None:
-            version = self._at[seq] = self._session.get(seq).data["v"]
+            version = self._at[seq] = _field(self._session.get(seq), self._session.id, "v")
         return version
 
     def first_above(self, version: int) -> int:
@@ -323,12 +429,18 @@ class TrajlogApplicationRecorder(TrajlogAggregateRecorder, ApplicationRecorder):
         wanted = frozenset(topics)
         for ev in session.events(first - 1, end - 1):
             data = ev.data
-            if ev.type != NOTIFICATION or (wanted and data["topic"] not in wanted):
+            if ev.type != NOTIFICATION:
                 continue
-            found.append(Notification(id=ev.seq + 1,
-                                      originator_id=self._originator(data["originator_id"]),
-                                      originator_version=data["v"], topic=data["topic"],
-                                      state=_bytes(data)))
+            try:
+                if wanted and data["topic"] not in wanted:
+                    continue
+                found.append(Notification(id=ev.seq + 1,
+                                          originator_id=self._originator(data["originator_id"]),
+                                          originator_version=data["v"], topic=data["topic"],
+                                          state=_bytes(ev, session.id)))
+            except (KeyError, TypeError):
+                _erased(session.id, [ev], ("topic", "originator_id", "v"))
+                raise
             if len(found) >= limit:
                 break
         return found
@@ -380,7 +492,8 @@ class TrajlogTrackingRecorder(TrajlogRecorder, TrackingRecorder):
         """The last notification id tracked for ``application_name``."""
         session = self._session(self._sid("tracking", application_name))
         last = session.tail(1) if session is not None else []
-        return cast(int, last[0].data["n"]) if last else None
+        return (cast(int, _field(last[0], session.id, "n"))
+                if last and session is not None else None)
 
 
 class TrajlogProcessRecorder(TrajlogTrackingRecorder, TrajlogApplicationRecorder,

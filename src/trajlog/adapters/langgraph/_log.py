@@ -53,6 +53,7 @@ from ...api import Session
 from ...events import Event
 
 NAMESPACE = uuid.UUID("6f1d3c52-8f0e-4c59-9d57-2a6c1b0e7a41")
+ADAPTER = "langgraph-checkpoint"      # the ``adapter`` metadata of a thread's session
 PUT = "checkpoint/put"
 WRITES = "checkpoint/writes"
 DELETED = "checkpoint/delete"
@@ -393,5 +394,5 @@ class ThreadLog:
         return self.base, self.catch_up()
 
 
-__all__ = ["DELETED", "FORGET", "NAMESPACE", "PUT", "WRITES", "Head", "ThreadLog", "pack",
-           "pack_tree", "session_id_of", "unpack"]
+__all__ = ["ADAPTER", "DELETED", "FORGET", "NAMESPACE", "PUT", "WRITES", "Head", "ThreadLog",
+           "pack", "pack_tree", "session_id_of", "unpack"]

@@ -27,6 +27,15 @@ other's checkpoints.
 * ``copy_thread`` is a trajlog fork of the source at its last event: nothing is
   copied.  A target that already has a session gets the source's live
   checkpoints and writes appended instead (one transaction).
+* under the store's redaction policy, serialized values are stored as trees
+  whose strings the scanners mask in place (:mod:`._log`): a masked secret
+  never breaks a checkpoint; a value the saver cannot open (a serde type
+  other than msgpack, JSON or bytes: an encrypting one) is refused with
+  ``UnredactableValueError`` when the policy would change its text.
+* ``erase_message`` erases one message from a thread: its mirrored events and
+  every checkpoint and write that copied its text (``Store.erase`` of a
+  mirrored event alone does not reach those copies), the live ones appended
+  again without it (:mod:`._forget`).
 * ``delete_for_runs`` and ``prune`` are not offered (see the report in the
   adapter's documentation): they remove single checkpoints from the middle of a
   log, which an append-only log can only hide.
@@ -41,8 +50,7 @@ import hashlib
 import random
 import threading
 from collections import OrderedDict
-from collections.abc import AsyncIterator, Callable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from collections.abc import AsyncIterator, Callable, Iterator, Sequence
 from typing import Any, TypeVar, cast
 
 import msgspec
@@ -62,9 +70,7 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...aio import AsyncSession, AsyncStore
-from ...api import Session
 from ...errors import (
-    ErasureError,
     SerializationError,
     SessionNotFoundError,
     TrajlogError,
@@ -74,10 +80,10 @@ from ...errors import (
 from ...events import Event
 from ...interop.store import Store
 from ...interop.store import open as open_store
-from ._forget import ERASED, Opaque, find_message, scrub_json, scrub_value, texts_of, thaw
+from ._forget import ERASED, MessageErasure, forget_message
 from ._log import (
+    ADAPTER,
     DELETED,
-    FORGET,
     PUT,
     WRITES,
     Head,
@@ -87,10 +93,9 @@ from ._log import (
     session_id_of,
     unpack,
 )
-from ._mirror import MIRRORED, Mirror
+from ._mirror import Mirror
 
 T = TypeVar("T")
-ADAPTER = "langgraph-checkpoint"      # the ``adapter`` metadata of a thread's session
 _THREADS = 1024                       # threads whose index this process keeps
 _PREFETCH = 32                        # a listing of more checkpoints reads them in one pass
 _KEY = msgspec.msgpack.Encoder()
@@ -108,19 +113,6 @@ def _metadata_value(metadata: Any, path: str) -> Any:
 
 def _matches(metadata: Any, filter: dict[str, Any] | None) -> bool:
     return not filter or all(_metadata_value(metadata, k) == v for k, v in filter.items())
-
-
-@dataclass(frozen=True)
-class MessageErasure:
-    """What :meth:`TrajlogSaver.erase_message` did: the seqs it erased in the
-    thread's log (as the thread reads it), the seqs it appended there (the
-    checkpoints and writes again, then the marker), and every thread whose
-    log held the message (the thread, its copies and its source)."""
-
-    message_id: str
-    erased: tuple[int, ...]
-    appended: tuple[int, ...]
-    threads: tuple[str, ...]
 
 
 class TrajlogSaver(BaseCheckpointSaver[str]):
@@ -483,151 +475,7 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         :class:`~trajlog.errors.ErasureError`, before anything changes, when
         the thread or the message is not there or a value holding the text
         is stored in a form the saver cannot open."""
-        t = self._thread(str(thread_id), create=False)
-        if t is None:
-            raise ErasureError(f"there is no thread {thread_id!r}: nothing was erased")
-        with t.lock:
-            family = self._family(t.session)
-            views = {s.id: builtins.list(s.events()) for s in family}
-            texts = self._message_texts(views, message_id)
-            if not texts:
-                raise ErasureError(f"thread {thread_id!r} holds no message {message_id!r} "
-                                   "(or only an empty one): nothing was erased")
-            erase: dict[str, set[int]] = {}             # owning log -> seqs
-            appends: dict[str, builtins.list[tuple[str, Any]]] = {}
-            seen: dict[str, builtins.list[int]] = {}
-            for s in family:
-                base = max((ev.seq + 1 for ev in views[s.id] if ev.type == DELETED), default=0)
-                for ev in views[s.id]:
-                    redo = self._without(ev, message_id, texts, s)
-                    if redo is None:
-                        continue
-                    erase.setdefault(self._owner(s, ev.seq), set()).add(ev.seq)
-                    seen.setdefault(s.id, []).append(ev.seq)
-                    if isinstance(redo, tuple) and ev.seq >= base:
-                        appends.setdefault(s.id, []).append(redo)
-            appended: builtins.list[int] = []
-            for s in family:       # first the new copies: a failure loses nothing
-                if s.id not in seen:
-                    continue
-                items = [*appends.get(s.id, ()), (FORGET, {"message_id": message_id,
-                                                           "erased": seen[s.id]})]
-                events = s.append_batch(items)
-                if s.id == t.session.id:
-                    appended = [ev.seq for ev in events]
-                known = self._threads.get(s.id)
-                if known is not None:
-                    with known.lock:
-                        known.note(events)
-            for owner, seqs in erase.items():
-                self.store.erase(owner, sorted(seqs), reason=reason, actor=actor)
-            for s in family:       # events this process read before the erasure
-                known = self._threads.get(s.id)
-                if known is not None:
-                    with known.lock:
-                        known.cache.clear()
-        return MessageErasure(message_id, tuple(seen.get(t.session.id, ())), tuple(appended),
-                              tuple(str(s.header.metadata.get("thread_id")) for s in family
-                                    if s.id in seen))
-
-    def _family(self, session: Session) -> builtins.list[Session]:
-        """The thread's session, the threads it was copied from and every copy
-        of them (sessions that read the same events), oldest first."""
-        root = session
-        while root.header.parent_session is not None and root.header.seed_length > 0:
-            parent = self.store.session(root.header.parent_session)
-            if parent.header.metadata.get("adapter") != ADAPTER:
-                break
-            root = parent
-        out, todo = [], [root]
-        while todo:
-            s = todo.pop(0)
-            out.append(s)
-            todo += [self.store.session(h.id) for h in self.store.dependents(s.id)
-                     if h.metadata.get("adapter") == ADAPTER]
-        return out
-
-    def _owner(self, session: Session, seq: int) -> str:
-        """The session whose own log holds ``seq`` of ``session``'s view."""
-        header = session.header
-        while seq < header.seed_length and header.parent_session is not None:
-            header = self.store.session(header.parent_session).header
-        return header.id
-
-    def _message_texts(self, views: dict[str, builtins.list[Event]],
-                       message_id: str) -> frozenset[str]:
-        """The texts of the message: from its mirrored event, else from the
-        newest checkpoint or write that holds it."""
-        events = [ev for evs in views.values() for ev in evs]
-        for ev in events:
-            d = ev.data
-            if (ev.type in MIRRORED and isinstance(d, Mapping)
-                    and d.get("message_id") == message_id and "content" in d):
-                return texts_of(d["content"])
-        for ev in sorted(events, key=lambda e: -e.seq):
-            d = ev.data
-            if not isinstance(d, Mapping):
-                continue
-            values = ([d["checkpoint"]] if ev.type == PUT and "checkpoint" in d else
-                      [w[2] for w in d["writes"]] if ev.type == WRITES and "writes" in d
-                      else [])
-            for packed in values:
-                try:
-                    value = self.serde.loads_typed(unpack(packed))
-                except Exception:       # (a value this serde cannot read holds nothing)
-                    continue
-                found = find_message(value, message_id)
-                if found is not None:
-                    return texts_of(found.content)
-        return frozenset()
-
-    def _without(self, ev: Event, message_id: str, texts: frozenset[str],
-                 session: Session) -> tuple[str, Any] | bool | None:
-        """What becomes of an event when the message goes: None (it does not
-        hold it), False (erase it: a mirrored event of the message) or the
-        event to append again without the text (a put or a write)."""
-        d = ev.data
-        if not isinstance(d, Mapping) or isinstance(d.get("erased"), Mapping):
-            return None
-        if ev.type in MIRRORED:
-            return False if d.get("message_id") == message_id else None
-        if ev.type not in (PUT, WRITES):
-            return None
-
-        def repack(typed: tuple[str, bytes]) -> builtins.list[Any]:
-            return self._pack(typed, ev.type, "$")
-
-        try:
-            if ev.type == PUT and "checkpoint" in d:
-                new = thaw(d)
-                changed = False
-                for name in ("checkpoint", "metadata_typed"):
-                    if name in d:
-                        value = scrub_value(d[name], texts, repack)
-                        if value is not None:
-                            new[name], changed = value, True
-                if "metadata" in d:
-                    md = scrub_json(d["metadata"], texts)
-                    if md != new["metadata"]:
-                        new["metadata"], changed = md, True
-            elif ev.type == WRITES and "writes" in d:
-                new = thaw(d)
-                changed = False
-                for w in new["writes"]:
-                    value = scrub_value(w[2], texts, repack)
-                    if value is not None:
-                        w[2], changed = value, True
-            else:
-                return None
-        except Opaque as exc:
-            raise ErasureError(
-                f"seq {ev.seq} of thread {session.header.metadata.get('thread_id')!r} holds "
-                f"the message in a {exc.args[0]!r} value the saver cannot open: nothing "
-                "was erased") from None
-        if not changed:
-            return None
-        new["restores"] = ev.seq
-        return ev.type, new
+        return forget_message(self, str(thread_id), message_id, reason=reason, actor=actor)
 
     def copy_thread(self, source_thread_id: str, target_thread_id: str) -> None:
         """Make ``target`` a copy of ``source``: a trajlog fork at the source's last

@@ -27,6 +27,12 @@ The mapping (one memory identity per store, every LangGraph namespace inside it)
   thread); an expired item is never returned, swept or not.  A refresh (``refresh_ttl``)
   is ``MemoryView.renew`` and a put ``MemoryView.correct(..., retention=...)``: a new
   version of the same item whose TTL counts from then.
+* under the store's redaction policy the value is masked in place (it is JSON); the
+  item's key is its address, which redaction does not touch (memory keys are never
+  scanned), so a label or key the policy masks in the record is read back from the key
+  and never searched for in the masked full-text index.  A hashed key (the record is
+  then the only copy of the address) whose labels or key hold a finding is refused with
+  ``UnredactableValueError``.
 * vector search (``index=...``) is not supported.
 """
 
@@ -58,10 +64,11 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
-from ...errors import InvalidArgumentError
+from ...errors import InvalidArgumentError, UnredactableValueError
 from ...interop.store import Store
 from ...interop.store import open as open_store
 from ...memory import Identity, MemoryItem, MemoryView
+from ...redaction import RedactionPolicy
 
 SCOPE = "user"
 TYPE = "fact"
@@ -97,11 +104,31 @@ def item_key(namespace: tuple[str, ...], key: str) -> str:
 
 
 def _record(mi: MemoryItem) -> dict[str, Any] | None:
-    """The adapter's record in an item, or None for an item it did not write."""
+    """The adapter's record in an item, or None for an item it did not write.
+    The item's key is its address: where a redaction policy masked the
+    record's copy of a label or the key, the key's text is returned."""
     c = mi.content
     if (isinstance(c, dict) and c.keys() == _FIELDS and isinstance(c["namespace"], list)
             and isinstance(c["key"], str) and isinstance(c["value"], dict)):
+        k = mi.key
+        if k is not None and not k.startswith("#"):
+            labels, _, key = k.partition("..")
+            ns = labels.split(".") if labels else []     # (labels are never empty)
+            if ns != c["namespace"] or key != c["key"]:
+                return {**c, "namespace": ns, "key": key}
         return c
+    return None
+
+
+def _finding(policy: RedactionPolicy | None, texts: Iterable[str]) -> str | None:
+    """The kind of the first finding ``policy`` acts on in ``texts``."""
+    if policy is None:
+        return None
+    for text in texts:
+        for scanner in policy.scanners:
+            for f in scanner.scan(text):
+                if policy.actions.get(f.kind, policy.default) != "allow":
+                    return f.kind
     return None
 
 
@@ -256,7 +283,10 @@ class TrajlogStore(BaseStore):
         record holds its namespace), so asking for it loses no item.  Other
         labels are only checked on the records.  With a ``query``, its words
         must match too and the hits keep their rank (best first)."""
-        words = sorted({x for x in labels if _TOKEN.fullmatch(x)})
+        # (a label the policy masks is not in the indexed text)
+        policy = self._store.redaction
+        words = sorted({x for x in labels if _TOKEN.fullmatch(x)
+                        and _finding(policy, (x,)) is None})
         if query:
             words = _WORD.findall(query) + words
         if words:
@@ -305,6 +335,13 @@ class TrajlogStore(BaseStore):
             stamp = base + n   # puts of one batch keep their order
             ns = tuple(op.namespace)
             ikey = item_key(ns, op.key)
+            if ikey.startswith("#") and op.value is not None:
+                # a hashed key: the record is the only copy of the address,
+                # and a masked label or key would lose the item
+                kind = _finding(self._store.redaction, (*ns, op.key))
+                if kind is not None:
+                    raise UnredactableValueError("memory/fact", "$.namespace/$.key", kind,
+                                                 "a LangGraph store address")
             cur = self._mem.find(SCOPE, ikey)
             if op.value is None:
                 if cur is not None:
