@@ -466,21 +466,32 @@ def test_verify_finds_a_call_row_removed_changed_or_added(tmp_path):
             assert "call row" in report.scan.reason, (sql, report.scan.reason)
 
 
-def test_a_forged_call_row_is_refused_by_the_store(tmp_path):
+def test_a_call_row_is_never_changed_or_removed_and_a_forged_one_is_found(tmp_path):
+    """Triggers refuse any change or removal of a call row; a row forged
+    beside the log (no insert trigger guards it: it would cost every append
+    that requests a call) is found by verify."""
     path = tmp_path / "g.db"
     with trajlog.open(str(path), repack=False) as store:
         s = store.create_session(cwd="/r")
         s.append_batch([e for i in range(3) for e in turn(i)])
-        s.append_batch(turn(3))                     # a second row: seqs 18..23
-        sid = s._sid
+        sid, sessid = s._sid, s.id
     conn = apsw.Connection(str(path))
-    for sql in (f"INSERT INTO call_index VALUES ({sid}, 'late', 2)",      # before the last row
-                f"INSERT INTO call_index VALUES ({sid}, 'ahead', 99)",    # beyond the head
-                f"INSERT OR REPLACE INTO call_index VALUES ({sid}, 'c1', 17)",
-                f"UPDATE call_index SET seq = 3 WHERE sid = {sid}",
+    for sql in (f"UPDATE call_index SET seq = 3 WHERE sid = {sid}",
                 f"DELETE FROM call_index WHERE sid = {sid}"):
         with pytest.raises(apsw.ConstraintError, match="trajlog: call rows"):
             conn.execute(sql)
+    with pytest.raises(apsw.ConstraintError):
+        conn.execute(f"INSERT INTO call_index VALUES ({sid}, 'c1', 17)")   # the key
+    for sql in (f"INSERT OR REPLACE INTO call_index VALUES ({sid}, 'c1', 17)",
+                f"INSERT INTO call_index VALUES ({sid}, 'ahead', 99)"):
+        copy = tmp_path / f"f{len(sql)}.db"
+        copy.write_bytes(path.read_bytes())
+        forged = apsw.Connection(str(copy))
+        forged.execute(sql)
+        forged.close()
+        with trajlog.open(str(copy), repack=False) as store:
+            report = store.session(sessid).verify()
+            assert not report.ok and "call row" in report.scan.reason, sql
     conn.close()
 
 

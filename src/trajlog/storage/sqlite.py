@@ -271,30 +271,24 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
                marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
         with translate():
-            if len(chunks) == 1 or not (index or calls):
+            if len(chunks) == 1 or not index:
                 st.insert_chunks(self.conn, st.chunk_rows(sid, chunks, marks))
                 if index:
                     st.insert_index(self.conn, st.index_rows(sid, index))
-                if calls:
-                    st.insert_calls(self.conn, sid, calls)
-                return
-            # each chunk's index and call rows right after it (the schema's
-            # rule: they belong to their session's last chunk row)
-            i = k = 0
-            for chunk, mark in zip(chunks, marks, strict=True):
-                st.insert_chunks(self.conn, st.chunk_rows(sid, [chunk], [mark]))
-                j = i
-                while j < len(index) and index[j].seq <= chunk.last_seq:
-                    j += 1
-                if j > i:
-                    st.insert_index(self.conn, st.index_rows(sid, index[i:j]))
-                i = j
-                m = k
-                while m < len(calls) and calls[m][1] <= chunk.last_seq:
-                    m += 1
-                if m > k:
-                    st.insert_calls(self.conn, sid, calls[k:m])
-                k = m
+            else:
+                # each chunk's index rows right after it (the schema's rule: an
+                # index row belongs to its session's last chunk row)
+                i = 0
+                for chunk, mark in zip(chunks, marks, strict=True):
+                    st.insert_chunks(self.conn, st.chunk_rows(sid, [chunk], [mark]))
+                    j = i
+                    while j < len(index) and index[j].seq <= chunk.last_seq:
+                        j += 1
+                    if j > i:
+                        st.insert_index(self.conn, st.index_rows(sid, index[i:j]))
+                    i = j
+            if calls:   # (after every chunk row: a call row's seq is at most the head's)
+                st.insert_calls(self.conn, sid, calls)
 
     def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
         with translate():
