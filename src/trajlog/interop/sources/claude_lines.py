@@ -114,7 +114,7 @@ class _Mapper:
             meta["agent_id"] = head["agentId"] or where.stem.removeprefix("agent-")
             info = _meta_json(where.with_suffix(".meta.json"))
             if info is not None:
-                meta["agent_meta"] = info
+                meta["agent_meta"] = _header_safe(info, self.file, imp.notes)
                 preset = _str(info.get("agentType"))
             if main is None:
                 meta["orphan_subagent"] = True
@@ -435,6 +435,21 @@ def _text_of(value: Any, join: bool = False) -> str:
     return ""
 
 
+
+
+# What of a subagent's ``.meta.json`` its header keeps: identifiers and paths.
+# Its ``description`` is the spawning Task call's text, held by that call's
+# event (the header names the call); a header never holds payload text.
+_META_KEPT = ("agentType", "worktreePath")
+
+
+def _header_safe(info: dict[str, Any], file: str, notes: Any) -> dict[str, Any]:
+    kept = {k: v for k, v in info.items() if k in _META_KEPT
+            or isinstance(v, bool | int | float) or v is None}
+    left = sorted(k for k in info if k not in kept and k != "description")
+    if left:
+        notes.warn(f"{file}: .meta.json fields not kept in the header (text): {left}")
+    return kept
 
 
 def _meta_json(path: Path) -> dict[str, Any] | None:

@@ -28,7 +28,8 @@ Events, in the order of the sample's ``events`` list, with the sample's
 * the sample is one turn (``turn/start`` .. ``turn/end``; interrupted when the
   sample has an ``error`` or hit a ``limit``); ``inspect-ai/sample_end``
   holds every sample field not mapped above (scores, model_usage, output,
-  store, error, limit, ...) and the run's status (``cancelled``!) and error.
+  store, error, limit, ...) and the run's status (``cancelled``!), error and
+  reductions; the header holds none of them (no payload text in a header).
 
 An ``.eval`` without ``header.json`` (a run that crashed or is still running)
 imports its finished samples from the journal, with a warning.  A truncated
@@ -37,7 +38,7 @@ of its first entry that is not whole (or where the central directory should
 begin) and the number of whole entries before it; a damaged member, with the
 member's name and offset.  Members that hold no sample (``summaries.json``,
 ``_journal/summaries/*``: copies of the samples' own scores) are noted as
-skipped; ``reductions.json`` goes into the metadata.
+skipped; ``reductions.json`` goes into each ``sample_end`` (``eval_reductions``).
 """
 
 from __future__ import annotations
@@ -224,11 +225,11 @@ def _session(sample: Any, header: dict[str, Any], path: Path, where: str,
         "run_id": ev.get("run_id"), "eval_id": ev.get("eval_id"),
         "created": ev.get("created"), "model": ev.get("model"),
         "sample_id": sample_id, "epoch": epoch, "sample_uuid": sample.get("uuid"),
-        "scores": sample.get("scores"), "model_usage": sample.get("model_usage"),
-        "sample_error": sample.get("error"), "limit": sample.get("limit"),
+        # the sample's scores, usage, error and limit, the run's error and the
+        # reductions hold model output and tracebacks: they stay in the
+        # sample_end event, where redaction and erasure reach them, never here
         "eval": ev, "plan": header.get("plan"), "results": header.get("results"),
-        "stats": header.get("stats"), "error": header.get("error"),
-        "invalidated": header.get("invalidated"), "reductions": header.get("reductions"),
+        "stats": header.get("stats"), "invalidated": header.get("invalidated"),
     }
     return MappedSession(
         key=key, events=_events(sample, header, name, where, notes),
@@ -338,6 +339,8 @@ def _events(sample: dict[str, Any], header: dict[str, Any], name: str, where: st
     end["eval_status"] = header.get("status")
     if header.get("error") is not None:
         end["eval_error"] = header.get("error")
+    if header.get("reductions") is not None:
+        end["eval_reductions"] = header.get("reductions")
     unused = {k: v for k, v in res.attachments.items() if k not in res.used}
     if unused:
         end["unreferenced_attachments"] = unused

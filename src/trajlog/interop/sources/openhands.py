@@ -185,7 +185,8 @@ def _record(rec: dict[str, Any], base: str, name: str, notes: Notes, line: int |
     if (model := _dict(meta.get("llm_config")).get("model")) is not None:
         info["model"] = model
     if rec.get("error") is not None:
-        info["error"] = rec["error"]
+        # the error text stays in the record's closing event (``tail``), not the header
+        info["ended_with_error"] = True
         notes.warn(f"{base}{f' line {line}' if line else ''}: record {instance!r} ended with "
                    f"an error: {rec['error']}")
     session = _session(key, base, name, notes, ((line, None, e) for e in rec["history"]),
