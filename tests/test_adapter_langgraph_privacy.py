@@ -359,3 +359,28 @@ def test_store_long_address_with_a_finding_is_refused(db: str) -> None:
         assert got is not None and got.value == {"v": 1}
     finally:
         store.close()
+
+
+def test_an_older_checkpoint_put_again_is_not_the_latest(db: str) -> None:
+    """A restored put of an older checkpoint lands after newer ones in the log:
+    the latest is still the greatest id, for a fresh saver (the backwards
+    scan), for one that follows the log, and for the full index."""
+    with TrajlogSaver.open(db) as saver:
+        cp = empty_checkpoint()
+        cp["channel_values"] = {"messages": [HumanMessage(SECRET, id="m-1")]}
+        first = saver.put(cfg("t"), cp, {"source": "input", "step": -1}, {})
+        follower = TrajlogSaver(saver.store)
+        assert follower.get_tuple(cfg("t")) is not None     # (it knows the head now)
+        newer = put(saver, "t", {"messages": []}, parent=first["configurable"]["checkpoint_id"])
+        saver.put_writes(newer, [("x", 1)], "task")
+        saver.erase_message("t", "m-1", reason="x")
+        want = newer["configurable"]["checkpoint_id"]
+        for reader in (TrajlogSaver(saver.store), follower, saver):
+            tup = reader.get_tuple(cfg("t"))
+            assert tup is not None and tup.checkpoint["id"] == want
+            assert tup.pending_writes == [("task", "x", 1)]
+        old = saver.get_tuple(first)
+        assert old is not None and old.checkpoint["channel_values"]["messages"][0].content == (
+            TrajlogSaver.ERASED)
+        assert [t.checkpoint["id"] for t in saver.list(cfg("t"))] == [
+            want, first["configurable"]["checkpoint_id"]]
