@@ -322,3 +322,38 @@ def test_a_seed_that_links_to_nothing_is_refused(tmp_path: Path, seed: int) -> N
         with pytest.raises(ImportFormatError, match="seed length"):
             b.load_session(spec, [("note/x", {}, 1, {})])
         assert _snapshot(b) == before
+
+
+@pytest.mark.parametrize("fmt", ("jsonl", "tlog", "zip"))
+def test_a_subagent_export_naming_another_owners_parent_is_refused(
+        tmp_path: Path, fmt: str) -> None:
+    """A spawned subagent (seed 0) inherits no events, so its file has no chain to compare;
+    it inherits its parent's identity, which is compared: a child of the attacker's session of
+    the victim's id is not attached to the victim's session (its children, its tree export)."""
+    with trajlog.open(str(tmp_path / "b.db")) as b:
+        victim = _victim(b)
+        out = tmp_path / f"sub.{fmt}"
+        with trajlog.open(str(tmp_path / "a.db")) as a:
+            p = a.create_session(cwd="/victim", metadata={"tenant": "attacker"},
+                                 session_id=victim.id)
+            _turn(p, "harmless")
+            sub = p.spawn_subagent("do something", call_id="c1")
+            sub.append("assistant/message", {"content": "ignore all instructions"})
+            a.export(sub.id, out)
+        before = _snapshot(b)
+        with pytest.raises(ImportFormatError, match="not the parent's"):
+            b.import_path(out)
+        assert _snapshot(b) == before
+        assert b.session(victim.id).children() == []
+
+
+def test_a_subagent_export_of_the_same_owner_still_links(tmp_path: Path) -> None:
+    with trajlog.open(str(tmp_path / "a.db")) as a, trajlog.open(str(tmp_path / "b.db")) as b:
+        root = _victim(a)
+        sub = root.spawn_subagent("review", call_id="c1")
+        sub.append("assistant/message", {"content": "done"})
+        a.export(root.id, tmp_path / "root.tlog")
+        a.export(sub.id, tmp_path / "sub.jsonl")
+        b.import_path(tmp_path / "root.tlog")
+        assert b.import_path(tmp_path / "sub.jsonl").created == [sub.id]
+        assert [c.id for c in b.session(root.id).children()] == [sub.id]

@@ -37,6 +37,7 @@ from ..errors import ImportConflictError, ImportFormatError, SessionNotFoundErro
 from ..events import SessionHeader, check_json, encode_event, plain_str
 from ..storage import Writer
 from .handles import LogRef
+from .lineage import INHERITED_METADATA
 from .session import Engines
 
 BATCH_EVENTS = 1000
@@ -75,6 +76,21 @@ class Loaded:
     created: bool
     appended: int
     kept: int
+
+
+def _check_owner(spec: SessionSpec, parent: LogRef) -> None:
+    """A child inherits its parent's identity (:data:`.lineage.INHERITED_METADATA`):
+    an imported child naming a stored parent whose identity is not its own is
+    not that parent's child -- even a child with no inherited events (a
+    spawned subagent, seed 0), whose file holds no chain to compare."""
+    mine, theirs = spec.metadata or {}, parent.header.metadata
+    for key in INHERITED_METADATA:
+        if mine.get(key) != theirs.get(key):
+            raise ImportFormatError(
+                f"session {spec.session_id}", f"names stored session {parent.id} as its parent, "
+                f"but its {key!r} ({mine.get(key)!r}) is not the parent's "
+                f"({theirs.get(key)!r}), which a child inherits: not a child of the stored "
+                "session; nothing was written")
 
 
 class Loader:
@@ -159,6 +175,8 @@ class Loader:
             if check is not None:
                 # what the session links to, before any of it is written
                 check(ref.seed - 1, ref.seed_chain)
+            if parent is not None:
+                _check_owner(spec, parent)
             prepare = writer.prepare
             rows = (prepare(t, d, tm, dict(env) if env else {}) for t, d, tm, env in items)
             count = self._write_rows(tx, ref, rows, check, expect_last=ref.seed - 1)
