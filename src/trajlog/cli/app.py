@@ -82,7 +82,9 @@ class Failure(click.ClickException):
             ctx = click.get_current_context(silent=True)
             hint = f"see '{ctx.command_path if ctx else 'trajlog'} --help'"
         self.hint = hint
-        self.exit_code = code
+        # click declares exit_code a ClassVar but reads it from the instance: each
+        # refusal carries its own code
+        self.exit_code = code  # type: ignore[misc]
 
     def format_message(self) -> str:
         return one_line(self.message) + (f" (hint: {self.hint})" if self.hint else "")
