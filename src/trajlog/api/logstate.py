@@ -173,13 +173,14 @@ class StateIndex:
             tx = self._current()
             assert tx is not None
             out: dict[str, Phase] = {}
+            found = self._requested_at(tx, levels, [*asked, *answered])
             for call_id in asked:
-                at = self._requested_at(tx, levels, call_id)
+                at = found.get(call_id)
                 if at is not None:   # used: that is all a request needs (it is refused)
                     self._confirm(tx, levels, at, call_id)
                     out[call_id] = Phase.REQUESTED
             for call_id in answered:
-                at = self._requested_at(tx, levels, call_id)
+                at = found.get(call_id)
                 if at is not None:
                     out[call_id] = self._phase_from(tx, levels, at, call_id)
             return out
@@ -187,13 +188,19 @@ class StateIndex:
 
     @staticmethod
     def _requested_at(tx: Writer, levels: list[tuple[LogRef, int]],
-                      call_id: str) -> tuple[int, int] | None:
-        """``(level, seq)`` where ``call_id`` was requested, or None."""
+                      call_ids: list[str]) -> dict[str, tuple[int, int]]:
+        """``(level, seq)`` where each of ``call_ids`` that was requested was
+        (one look-up per log, for all the ids still unknown)."""
+        out: dict[str, tuple[int, int]] = {}
+        left = call_ids
         for i, (level, hi) in enumerate(levels):
-            seq = tx.call_requested(level.sid, call_id)
-            if seq is not None and level.seed <= seq <= hi:
-                return i, seq
-        return None
+            if not left:
+                break
+            for call_id, seq in tx.calls_requested(level.sid, left).items():
+                if level.seed <= seq <= hi:
+                    out[call_id] = (i, seq)
+            left = [c for c in left if c not in out]
+        return out
 
     @staticmethod
     def _confirm(tx: Writer, levels: list[tuple[LogRef, int]], at: tuple[int, int],

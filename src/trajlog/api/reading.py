@@ -470,9 +470,12 @@ class LogReader:
                 min(len(marks), len(stored_marks))].seq
             return defect(seq, f"the marks of seq {seq} differ from its frame")
         try:
-            for m in marks:
-                if m.code == REQUESTED and m.call_id is not None:
-                    at = reader.call_requested(ref.sid, m.call_id)
+            asked = [m for m in marks if m.code == REQUESTED and m.call_id is not None]
+            rows = reader.calls_requested(ref.sid, [m.call_id for m in asked
+                                                    if m.call_id is not None])
+            for m in asked:
+                if m.call_id is not None:
+                    at = rows.get(m.call_id)
                     if at == m.seq:
                         calls[0] += 1
                     elif at is None or at > m.seq:   # (an earlier request of the id: its row)

@@ -240,6 +240,10 @@ class Reader(MemoryReader, Protocol):
         (None: it never does): an indexed look-up, O(log n)."""
         ...
 
+    def calls_requested(self, sid: int, call_ids: Sequence[str]) -> dict[str, int]:
+        """:meth:`call_requested` of many ids at once: those requested, and where."""
+        ...
+
     def call_count(self, sid: int) -> int:
         """How many tool call ids the session's own log requests (its call rows)."""
         ...

@@ -238,6 +238,10 @@ class SQLiteReader(MemoryReads):
         with translate():
             return st.call_requested(self.conn, sid, call_id)
 
+    def calls_requested(self, sid: int, call_ids: Sequence[str]) -> dict[str, int]:
+        with translate():
+            return st.calls_requested(self.conn, sid, call_ids)
+
     def call_count(self, sid: int) -> int:
         with translate():
             return st.call_count(self.conn, sid)

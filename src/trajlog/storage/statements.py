@@ -482,7 +482,10 @@ def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int |
 
 # -- the call index --------------------------------------------------------------------
 
-def insert_calls(conn: apsw.Connection, sid: int, rows: Iterable[tuple[str, int]]) -> None:
+def insert_calls(conn: apsw.Connection, sid: int, rows: Sequence[tuple[str, int]]) -> None:
+    if len(rows) == 1:   # (a single append's one call: no executemany set-up)
+        conn.execute(CALL_INSERT, (sid, *rows[0]))
+        return
     conn.executemany(CALL_INSERT, [(sid, call_id, seq) for call_id, seq in rows])
 
 
@@ -495,6 +498,24 @@ def call_requested(conn: apsw.Connection, sid: int, call_id: str) -> int | None:
     if type(rows[0][0]) is not int:
         raise _damaged(conn, "call_index", sid, "its seq is not an integer")
     return int(rows[0][0])
+
+
+_JSON = msgspec.json.Encoder()
+
+
+def calls_requested(conn: apsw.Connection, sid: int, call_ids: Sequence[str]) -> dict[str, int]:
+    """The seq where the session's own log requests each of ``call_ids`` that
+    it requests, in one statement (the ids passed as one JSON array)."""
+    if not call_ids:
+        return {}
+    out: dict[str, int] = {}
+    for call_id, seq in conn.execute(
+            "SELECT call_id, seq FROM call_index WHERE sid = ? AND call_id IN "
+            "(SELECT value FROM json_each(?))", (sid, _JSON.encode(list(call_ids)))):
+        if type(call_id) is not str or type(seq) is not int:
+            raise _damaged(conn, "call_index", sid, "a call row holds a value of the wrong type")
+        out[call_id] = seq
+    return out
 
 
 def call_count(conn: apsw.Connection, sid: int) -> int:
@@ -535,6 +556,7 @@ def drop_projection_states(conn: apsw.Connection, sid: int) -> int:
 
 
 __all__ = ["CALL_INSERT", "CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT",
-           "MAX_SESSION_SEQ", "call_count", "call_requested", "chunk_at", "chunk_meta",
-           "chunk_sizes", "chunks", "head", "i64", "insert_calls", "insert_chunks",
-           "insert_index", "insert_session", "lease", "now_ms", "rid", "set_lease", "u64"]
+           "MAX_SESSION_SEQ", "call_count", "call_requested", "calls_requested", "chunk_at",
+           "chunk_meta", "chunk_sizes", "chunks", "head", "i64", "insert_calls",
+           "insert_chunks", "insert_index", "insert_session", "lease", "now_ms", "rid",
+           "set_lease", "u64"]
