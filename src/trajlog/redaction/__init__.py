@@ -62,8 +62,14 @@ from typing import Any, Protocol, TypeVar
 
 import msgspec
 
-from ..errors import InvalidArgumentError, RedactionPausedError, RedactionRefusedError
+from ..errors import (
+    InvalidArgumentError,
+    RedactionPausedError,
+    RedactionRefusedError,
+    UnredactableValueError,
+)
 from ..events import DATA_CLASSES, Event
+from .embedded import Edit, Opened, apply_spans
 from .machine import MACHINE_FIELDS, without_machine
 from .scanners import (
     BUILTIN,
@@ -146,24 +152,50 @@ class Redactor:
 
     def redact(self, type_: str, data: Any, data_class: str | None) -> Outcome:
         """Scan ``data`` (but not trajlog's own :data:`MACHINE_FIELDS`) and
-        apply the policy (``refuse`` raises)."""
-        view = without_machine(type_, data)
-        findings = [f for s in self.policy.scanners for f in s.scan(view)]
+        apply the policy (``refuse`` raises).  JSON held in a string is
+        scanned value by value and encoded again (:mod:`.embedded`)."""
+        opened = Opened()
+        view = opened.view(without_machine(type_, data))
+        scanners = self.policy.scanners
+        findings = [f for s in scanners for f in s.scan(view)]
         if not findings:
             return Outcome(data, data_class)
+        if opened.long:
+            findings = opened.reopen(scanners, findings)
         actions = self.policy.actions
         by_path: dict[str, list[tuple[Finding, str]]] = {}
+        inner: dict[str, list[tuple[Edit, str, str]]] = {}
+        hashed = False
         for f in findings:
             action = actions.get(f.kind, self.policy.default)
-            if action == "refuse":
-                raise RedactionRefusedError(type_, f.path, f.kind)
-            if action != "allow":
+            at = opened.locate(f)
+            if at is None:
+                if action == "refuse":
+                    raise RedactionRefusedError(type_, f.path, f.kind)
+                if action == "allow":
+                    continue
+                if f.path in opened.deep:   # masking its text would corrupt it
+                    raise UnredactableValueError(type_, f.path, f.kind, "json")
                 by_path.setdefault(f.path, []).append((f, action))
-        if not by_path:
-            return Outcome(data, data_class)
+                hashed = hashed or action == "hash"
+                continue
+            emb, index = at
+            edits = emb.edits(index, f.start, f.end)
+            if action == "refuse":
+                keyed = {e.trail for e in edits if e.key}
+                raise RedactionRefusedError(type_, emb.name(edits[0], keyed) if edits
+                                            else emb.path, f.kind)
+            if action != "allow" and edits:
+                inner.setdefault(emb.path, []).extend((e, f.kind, action) for e in edits)
+                hashed = hashed or action == "hash"
         done = [(f.kind, f.path) for spans in by_path.values() for f, _ in spans]
-        hashed = any(a == "hash" for spans in by_path.values() for _, a in spans)
-        new = _rewrite(data, "$", by_path)
+        for path, spans in inner.items():
+            emb = opened.by_path[path]
+            keyed = {e.trail for e, _, _ in spans if e.key}
+            done.extend((kind, emb.name(e, keyed)) for e, kind, _ in spans)
+        if not by_path and not inner:
+            return Outcome(data, data_class)
+        new = _rewrite(data, "$", by_path, inner, opened)
         cls = raise_class(data_class, "restricted" if hashed else "internal-redacted")
         return Outcome(new, cls, tuple(done), hashed)
 
@@ -180,22 +212,22 @@ class Redactor:
         return "full"
 
 
-def _rewrite(value: Any, path: str, spans: Mapping[str, list[tuple[Finding, str]]]) -> Any:
-    """``value`` with the spans replaced (copied only where something changed)."""
+def _rewrite(value: Any, path: str, spans: Mapping[str, list[tuple[Finding, str]]],
+             inner: Mapping[str, list[tuple[Edit, str, str]]], opened: Opened) -> Any:
+    """``value`` with the spans replaced (copied only where something changed);
+    a JSON text with edits inside is encoded again from its edited tree."""
     if isinstance(value, str):
+        if path in inner:
+            return opened.by_path[path].encode(inner[path])
         edits = spans.get(path)
         if not edits:
             return value
-        for f, action in sorted(edits, key=lambda e: -e[0].start):
-            match = value[f.start:f.end]
-            token = (f"sha256:{hashlib.sha256(match.encode()).hexdigest()}"
-                     if action == "hash" else f"[REDACTED:{f.kind}]")
-            value = value[:f.start] + token + value[f.end:]
-        return value
+        return apply_spans(value, [(f, f.kind, action) for f, action in edits])
     if isinstance(value, dict):
-        return {k: _rewrite(v, path + key_step(k), spans) for k, v in value.items()}
+        return {k: _rewrite(v, path + key_step(k), spans, inner, opened)
+                for k, v in value.items()}
     if isinstance(value, (list, tuple)):
-        return [_rewrite(v, f"{path}[{i}]", spans) for i, v in enumerate(value)]
+        return [_rewrite(v, f"{path}[{i}]", spans, inner, opened) for i, v in enumerate(value)]
     return value
 
 
