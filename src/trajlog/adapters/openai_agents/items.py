@@ -68,11 +68,33 @@ def _text(value: Any) -> str:
     return value if isinstance(value, str) else json.dumps(value)
 
 
+#: the output an erased ``function_call_output`` reads as
+ERASED_OUTPUT = "[erased]"
+
+
+def _erased(ev: Event, d: dict[str, Any]) -> list[Any]:
+    """What an erased event reads as: nothing, except the half of a call the
+    model API needs to pair the other -- a call keeps its id and name with
+    empty arguments, an output its call id with :data:`ERASED_OUTPUT` (what
+    the erasure keeps: :mod:`trajlog.memory.replacement`)."""
+    if ev.type == "tool/result":
+        call = d.get("call_id")
+        return [{"type": "function_call_output", "call_id": call, "output": ERASED_OUTPUT}
+                ] if isinstance(call, str) else []
+    if ev.type == "assistant/message":
+        return [{"type": "function_call", "call_id": c["id"], "name": c.get("name") or "erased",
+                 "arguments": "{}"} for c in lifecycle.requested_calls(d)]
+    return []
+
+
 def items_of(ev: Event) -> list[Any]:
-    """The SDK items an event records (none for markers and erased events)."""
+    """The SDK items an event records (none for markers; an erased event's
+    are placeholders that keep a call paired, :func:`_erased`)."""
     d = ev.data
-    if not isinstance(d, dict) or isinstance(d.get("erased"), dict):
+    if not isinstance(d, dict):
         return []
+    if isinstance(d.get("erased"), dict):
+        return _erased(ev, d)
     if ev.type == "agents/item":
         return [d.get("item")]
     sdk = d.get("sdk")
@@ -120,6 +142,9 @@ class Visible:
         self.found: list[tuple[Event, list[Any]]] = []   # newest first
         self.count = 0
         self.stop = -1   # seqs at or below it are cleared
+        # an erased item trajlog has no type for: it may have been the call of a
+        # later output (its call id is not kept), see items()
+        self.erased_item = False
 
     def feed(self, ev: Event) -> bool:
         """Take the next event (newer to older); False once nothing older counts."""
@@ -136,6 +161,8 @@ class Visible:
             elif items := items_of(ev):
                 self.found.append((ev, items))
                 self.count += len(items)
+            elif t == "agents/item" and isinstance(d, dict) and "erased" in d:
+                self.erased_item = True
         return ev.seq > self.stop + 1
 
     def items(self, complete: bool) -> list[Any]:
@@ -152,7 +179,32 @@ class Visible:
                 if call in self.hidden_calls or (complete and call not in seen):
                     continue
             out.extend(items)
-        return out
+        return _paired(out) if self.erased_item else out
+
+
+def _output_of(item: Any) -> str | None:
+    """The call id an output item answers (None: not an output)."""
+    if isinstance(item, dict) and str(item.get("type", "")).endswith("_output"):
+        call = item.get("call_id")
+        return call if isinstance(call, str) else None
+    return None
+
+
+def _paired(items: list[Any]) -> list[Any]:
+    """``items`` without the outputs no earlier item calls: what an erased
+    call of a type trajlog does not know leaves (the model API refuses an
+    output without its call)."""
+    calls: set[str] = set()
+    out = []
+    for item in items:
+        call = _output_of(item)
+        if call is None:
+            if isinstance(item, dict) and isinstance(item.get("call_id"), str):
+                calls.add(item["call_id"])
+        elif call not in calls:
+            continue
+        out.append(item)
+    return out
 
 
 # -- the call states, an incremental fold ---------------------------------------------
