@@ -158,3 +158,26 @@ def test_json_in_any_string_of_any_type() -> None:
     assert json.loads(out.data["output"]) == {"log": 'token="[REDACTED:aws_access_key]\\"'}
     out = Redactor().redact("user/message", {"content": f' [ "{AWS}" ] '}, None)
     assert json.loads(out.data["content"]) == ["[REDACTED:aws_access_key]"]
+
+
+def test_a_long_text_is_opened_when_its_text_holds_a_finding(
+        monkeypatch: pytest.MonkeyPatch) -> None:
+    from trajlog.redaction import embedded
+    monkeypatch.setattr(embedded, "MAX_TEXT", 16)
+    text = json.dumps({"cmd": f'login password={PASSWORD}"x', "k": AWS})
+    out = Redactor().redact("assistant/message", _call(text), None)
+    assert json.loads(out.data["tool_calls"][0]["arguments"]) == {
+        "cmd": 'login password=[REDACTED:credential]"x', "k": "[REDACTED:aws_access_key]"}
+    assert sorted(out.findings) == [("aws_access_key", "$.tool_calls[0].arguments.k"),
+                                    ("credential", "$.tool_calls[0].arguments.cmd")]
+    clean = json.dumps({"cmd": "ls -la", "n": 1})
+    assert Redactor().redact("assistant/message", _call(clean), None).findings == ()
+
+
+def test_an_open_key_block_masks_its_value_only() -> None:
+    # the block never ends: as text it would run over every later value
+    text = json.dumps({"a": "-----BEGIN RSA PRIVATE KEY-----\nMIIEowIBAAKCAQEAx7",
+                       "b": "plain", "c": f"aws {AWS}"})
+    out = Redactor().redact("assistant/message", _call(text), None)
+    assert json.loads(out.data["tool_calls"][0]["arguments"]) == {
+        "a": "[REDACTED:private_key]", "b": "plain", "c": "aws [REDACTED:aws_access_key]"}

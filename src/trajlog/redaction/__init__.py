@@ -17,7 +17,10 @@ pause.
   :data:`BUILTIN` finds secrets (AWS access keys, GitHub, OpenAI and Slack
   tokens, private-key blocks, bearer tokens, high-entropy ``password=`` /
   ``api_key=`` values) and PII (e-mail addresses, phone numbers, card
-  numbers that pass the Luhn check).  Dict keys are not scanned, nor the
+  numbers that pass the Luhn check).  JSON held in a string (a tool call's
+  ``arguments`` as OpenAI-style hosts store them) is scanned value by value,
+  its keys too, and encoded again, so masking never leaves invalid JSON
+  (:mod:`.embedded`).  Dict keys are not scanned, nor the
   ids and digests trajlog writes itself (:data:`MACHINE_FIELDS`: a value is
   skipped only at its path in its event type, and only in its format).
   Each rule has a cheap ``trigger`` and a ``min_len``: a rule that cannot
@@ -160,16 +163,13 @@ class Redactor:
         findings = [f for s in scanners for f in s.scan(view)]
         if not findings:
             return Outcome(data, data_class)
-        if opened.long:
-            findings = opened.reopen(scanners, findings)
         actions = self.policy.actions
         by_path: dict[str, list[tuple[Finding, str]]] = {}
         inner: dict[str, list[tuple[Edit, str, str]]] = {}
         hashed = False
-        for f in findings:
+        for f, emb, index in opened.place(scanners, findings):
             action = actions.get(f.kind, self.policy.default)
-            at = opened.locate(f)
-            if at is None:
+            if emb is None:
                 if action == "refuse":
                     raise RedactionRefusedError(type_, f.path, f.kind)
                 if action == "allow":
@@ -179,7 +179,6 @@ class Redactor:
                 by_path.setdefault(f.path, []).append((f, action))
                 hashed = hashed or action == "hash"
                 continue
-            emb, index = at
             edits = emb.edits(index, f.start, f.end)
             if action == "refuse":
                 keyed = {e.trail for e in edits if e.key}

@@ -4,36 +4,40 @@ write them, a tool's JSON output -- scanned value by value and encoded again.
 A span of the text itself must never be cut: a match can swallow an escape
 or a quote (``password=x\\"y`` ends at the quote, after the backslash) and the
 masked text is no longer JSON.  So a string that opens with ``{`` or ``[``
-(after white space, at most :data:`MAX_TEXT` characters) and decodes as an
-object or an array is shown to the scanners as the list of its texts, one
-per value: a string, a number's digits (a card number may be a number), a
-key alone when its value is an object or an array, and ``key: value`` when
-it is a string or a number (so a ``password`` key names its value as it
-does in the text).  A finding is mapped back to the value or the key it
-covers, the edited values set in the decoded tree, and the tree encoded
-again: valid JSON, the same structure (a masked number becomes a string, a
-masked key stays a distinct key).  Paths name the value inside:
+(after white space) and decodes as an object or an array is shown to the
+scanners as its texts, one per value, joined by quotes (which no built-in
+rule matches across): a string; a number's digits (a card number may be a
+number); a key alone when its value is an object or an array, and
+``key: value`` when it is a string or a number (so a ``password`` key names
+its value as it does in the text).  A finding is mapped back to the value or
+the key it covers, the edited values set in the decoded tree, and the tree
+encoded again: valid JSON of the same structure (a masked number becomes a
+string, a masked key stays a distinct key).  Paths name the value inside:
 ``$.tool_calls[0].arguments.env.KEY``; a member whose key holds a finding is
 named by its position, ``.<key 2>`` (the key) and ``.<member 2>`` (what is
 under it), never by its text.
 
-A text with no finding is stored exactly as written.  A longer text is
-scanned as text, and opened only if that finds something; one too deep to
-decode (or a text that is no JSON) is scanned as text, and a finding to mask
-in a deep one is refused (:class:`~trajlog.errors.UnredactableValueError`).
+A text with no finding is stored exactly as written.  A text without a
+backslash is scanned as text first, and opened only if that finds something
+(its values are pieces of the text: the built-in rules find nothing in them
+they do not find in it); so is a text longer than :data:`MAX_TEXT` (where an
+escape, ``\\u0040``, can hide an address).  A text that is no JSON is
+scanned as text; in one too deep to decode, a finding to mask is refused
+(:class:`~trajlog.errors.UnredactableValueError`).
 """
 
 from __future__ import annotations
 
 import hashlib
 import re
+from bisect import bisect_right
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from .scanners import Finding, key_step
+from .scanners import Finding, _path, key_step
 
 #: the longest text opened before scanning (a longer one is opened only if
 #: its text holds a finding)
@@ -41,6 +45,7 @@ MAX_TEXT = 1 << 20
 _OPENERS = frozenset("{[")
 _LEAD = re.compile(r"\s*[\[{]")
 _ENCODE = msgspec.json.Encoder()   # (keeps the order of the keys)
+SEP = '"'   # between the texts of a JSON text, as the scanners see them
 # a member's step: (its position, its key); a list item's: its index
 Step = tuple[int, str] | int
 _VALUE, _KEY, _PAIR = 0, 1, 2
@@ -85,11 +90,12 @@ class Edit:
 class Embedded:
     """One JSON text: its decoded tree and the texts the scanners see."""
 
-    __slots__ = ("path", "texts", "tree", "where")
+    __slots__ = ("joined", "path", "starts", "texts", "tree", "where")
 
     def __init__(self, path: str, tree: Any) -> None:
         self.path, self.tree = path, tree
         self.texts: list[str] = []
+        self.starts: list[int] = []   # where each text starts in ``joined``
         # per text: (trail, what it is, where the value starts in it)
         self.where: list[tuple[tuple[Step, ...], int, int]] = []
         stack: list[tuple[tuple[Step, ...], Any]] = [((), tree)]
@@ -112,10 +118,27 @@ class Embedded:
                         self._add(_ENCODE.encode(v).decode(), (*trail, i), _VALUE, 0)
                     elif isinstance(v, (dict, list)):
                         stack.append(((*trail, i), v))
+        # one string for the scanners (one pass of each rule, not one per
+        # value): the texts between quotes, which no built-in rule matches
+        # across (a private key's block can: see Opened.place)
+        self.joined = SEP.join(self.texts)
+        at = 0
+        for text in self.texts:
+            self.starts.append(at)
+            at += len(text) + 1
 
     def _add(self, text: str, trail: tuple[Step, ...], what: int, offset: int) -> None:
         self.texts.append(text)
         self.where.append((trail, what, offset))
+
+    def text_at(self, start: int, end: int) -> tuple[int, int, int] | None:
+        """The text a span of ``joined`` lies in and the span there (None:
+        it crosses from one text into another)."""
+        i = bisect_right(self.starts, start) - 1
+        first = self.starts[i]
+        if end > first + len(self.texts[i]):
+            return None
+        return i, start - first, end - first
 
     def edits(self, index: int, start: int, end: int) -> list[Edit]:
         """The key and value spans a finding in text ``index`` covers."""
@@ -203,37 +226,46 @@ class Opened:
     def __init__(self) -> None:
         self.by_path: dict[str, Embedded] = {}
         self.deep: set[str] = set()     # JSON-looking texts too deep to decode
-        self.long: dict[str, str] = {}  # texts over MAX_TEXT, scanned as text
+        # JSON-looking texts scanned as text, opened only if that finds
+        # something: those over MAX_TEXT, and those without an escape (their
+        # values are pieces of the text, between quotes: no built-in rule
+        # finds in them what it does not find in the text)
+        self.deferred: list[tuple[tuple[str | int, ...], str]] = []
 
-    def view(self, value: Any, path: str = "$") -> Any:
-        """``value`` with each JSON text replaced by the list of its texts
-        (copied only along the paths that change)."""
+    def view(self, value: Any, trail: tuple[str | int, ...] = ()) -> Any:
+        """``value`` with each JSON text replaced by its texts joined
+        (copied only along the paths that change; a path is spelled out only
+        for a JSON text).  On every payload: kept lean."""
         if isinstance(value, str):
-            return self._text(value, path) if opens_json(value) else value
+            return self._text(value, trail) if opens_json(value) else value
         if isinstance(value, dict):
             out = value
             for k, v in value.items():
-                if isinstance(v, str):
-                    if not opens_json(v):
+                t = type(v)
+                if t is str or isinstance(v, str):
+                    c = v[:1]
+                    if c != "{" and c != "[" and not (c.isspace() and _LEAD.match(v)):
                         continue
-                    new = self._text(v, path + key_step(k))
+                    new = self._text(v, (*trail, k))
+                elif t is dict or t is list or isinstance(v, (dict, list, tuple)):
+                    new = self.view(v, (*trail, k))
                 else:
-                    if not isinstance(v, (dict, list, tuple)):
-                        continue
-                    new = self.view(v, path + key_step(k))
+                    continue
                 if new is not v:
                     out = dict(out) if out is value else out
                     out[k] = new
             return out
         if isinstance(value, (list, tuple)):
-            items = value
+            items: Any = value
             for i, v in enumerate(value):
-                if isinstance(v, str):
-                    if not opens_json(v):
+                t = type(v)
+                if t is str or isinstance(v, str):
+                    c = v[:1]
+                    if c != "{" and c != "[" and not (c.isspace() and _LEAD.match(v)):
                         continue
-                    new = self._text(v, f"{path}[{i}]")
-                elif isinstance(v, (dict, list, tuple)):
-                    new = self.view(v, f"{path}[{i}]")
+                    new = self._text(v, (*trail, i))
+                elif t is dict or t is list or isinstance(v, (dict, list, tuple)):
+                    new = self.view(v, (*trail, i))
                 else:
                     continue
                 if new is not v:
@@ -242,54 +274,58 @@ class Opened:
             return items
         return value
 
-    def _text(self, text: str, path: str) -> Any:
-        if len(text) > MAX_TEXT:
-            self.long[path] = text
+    def _text(self, text: str, trail: tuple[str | int, ...]) -> Any:
+        if len(text) > MAX_TEXT or "\\" not in text:
+            self.deferred.append((trail, text))
             return text
+        emb = self._open(text, _path(trail))
+        return text if emb is None else emb.joined
+
+    def _open(self, text: str, path: str) -> Embedded | None:
         try:
             tree = decode(text)
         except TooDeep:
             self.deep.add(path)
-            return text
+            return None
         if tree is None:
-            return text
-        emb = Embedded(path, tree)
-        self.by_path[path] = emb
-        return emb.texts
+            return None
+        emb = self.by_path[path] = Embedded(path, tree)
+        return emb
 
-    def reopen(self, scanners: Sequence[Any], findings: list[Finding]) -> list[Finding]:
-        """Findings in a long JSON text, found scanning it as text, made
-        again on it opened (its text is never cut)."""
-        hit = {f.path for f in findings if f.path in self.long}
-        if not hit:
-            return findings
-        out = [f for f in findings if f.path not in hit]
-        for path in hit:
-            text = self.long.pop(path)
-            try:
-                tree = decode(text)
-            except TooDeep:
-                self.deep.add(path)
-                tree = None
-            if tree is None:
-                out.extend(f for f in findings if f.path == path)
+    def place(self, scanners: Sequence[Any], findings: list[Finding]
+              ) -> list[tuple[Finding, Embedded | None, int]]:
+        """Each finding with the JSON text it is in and the index of its text
+        there, its span made that text's (``None, -1``: an ordinary string).
+        A deferred JSON text that holds a finding is opened and scanned again; one
+        whose finding crosses from one of its texts into another (a private
+        key's block left open) is scanned again text by text."""
+        if self.deferred:   # (their paths spelled out only now)
+            deferred = {_path(trail): text for trail, text in self.deferred}
+            for path in {f.path for f in findings if f.path in deferred}:
+                emb = self._open(deferred[path], path)
+                if emb is not None:
+                    findings = [f for f in findings if f.path != path] + [
+                        Finding(f.kind, path, f.start, f.end)
+                        for sc in scanners for f in sc.scan(emb.joined)]
+        out: list[tuple[Finding, Embedded | None, int]] = []
+        again: set[str] = set()
+        for f in findings:
+            emb = self.by_path.get(f.path) if self.by_path else None
+            if emb is None:
+                out.append((f, None, -1))
                 continue
-            emb = Embedded(path, tree)
-            self.by_path[path] = emb
-            out.extend(Finding(f.kind, f"{path}{f.path[1:]}", f.start, f.end)
-                       for s in scanners for f in s.scan(emb.texts))
+            at = emb.text_at(f.start, f.end)
+            if at is None:
+                again.add(f.path)
+            elif f.path not in again:
+                out.append((Finding(f.kind, f.path, at[1], at[2]), emb, at[0]))
+        for path in again:
+            emb = self.by_path[path]
+            out = [o for o in out if o[1] is not emb]
+            for i, text in enumerate(emb.texts):
+                out.extend((Finding(f.kind, path, f.start, f.end), emb, i)
+                           for sc in scanners for f in sc.scan(text))
         return out
-
-    def locate(self, f: Finding) -> tuple[Embedded, int] | None:
-        """The JSON text a finding is in and the index of its text there."""
-        if not self.by_path:
-            return None
-        cut = f.path.rfind("[")
-        emb = self.by_path.get(f.path[:cut]) if cut > 0 else None
-        if emb is None or not f.path.endswith("]"):
-            return None
-        index = f.path[cut + 1:-1]
-        return (emb, int(index)) if index.isdigit() else None
 
 
 __all__ = ["MAX_TEXT", "Edit", "Embedded", "Opened", "TooDeep", "apply_spans", "decode",
