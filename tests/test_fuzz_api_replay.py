@@ -170,7 +170,13 @@ FINDINGS = {
 
 
 # Findings not fixed yet: expected to fail (move them to FINDINGS once fixed).
-OPEN_FINDINGS: dict[str, bytes] = {}
+OPEN_FINDINGS: dict[str, bytes] = {
+    # the parent's latest sandbox/mode holds a str (any JSON value is valid data for
+    # it): spawn_subagent / fork_subagent copy it with {**data} and raise a bare
+    # TypeError from api/lineage.py _sandbox_snapshot instead of a typed refusal
+    "O1-sandbox-mode-not-an-object-TypeError":
+        b"\x00" + frame("create") + frame("append", 0, 0, 11, 7, 6, 1, 0) + frame("subagent"),
+}
 
 
 @pytest.mark.parametrize("mode", MODES)
