@@ -2218,10 +2218,9 @@ class Run:
             for seq in range(s.last, -1, -1):
                 if s.events[seq].type == "sandbox/mode":
                     d = s.events[seq].data
-                    if isinstance(d, dict):
-                        snap = {**d, "snapshot_of": {"session": s.id, "seq": seq}}
-                    else:
-                        plan.may.append("the parent's sandbox/mode data is not a dict")
+                    # data that is not an object is snapshotted whole under "value"
+                    d = d if isinstance(d, dict) else {"value": d}
+                    snap = {**d, "snapshot_of": {"session": s.id, "seq": seq}}
                     break
         if snap is not None:
             initial.append(MEv("sandbox/mode", snap, src, None))

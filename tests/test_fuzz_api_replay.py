@@ -166,17 +166,16 @@ FINDINGS = {
     "F10-a-repeated-finish-is-recorded":
         b"\x00" + frame("create") + frame("subagent", 0, 0, 0, 0, 0, 0, 1) + frame(
             "finish") + frame("finish") + frame("check"),
+    # the parent's latest sandbox/mode holds a str (any JSON value is valid data for
+    # it): spawn_subagent / fork_subagent copied it with {**data} and raised a bare
+    # TypeError from api/lineage.py _sandbox_snapshot; now kept whole under "value"
+    "sandbox-mode-not-an-object":
+        b"\x00" + frame("create") + frame("append", 0, 0, 11, 7, 6, 1, 0) + frame("subagent"),
 }
 
 
 # Findings not fixed yet: expected to fail (move them to FINDINGS once fixed).
-OPEN_FINDINGS: dict[str, bytes] = {
-    # the parent's latest sandbox/mode holds a str (any JSON value is valid data for
-    # it): spawn_subagent / fork_subagent copy it with {**data} and raise a bare
-    # TypeError from api/lineage.py _sandbox_snapshot instead of a typed refusal
-    "O1-sandbox-mode-not-an-object-TypeError":
-        b"\x00" + frame("create") + frame("append", 0, 0, 11, 7, 6, 1, 0) + frame("subagent"),
-}
+OPEN_FINDINGS: dict[str, bytes] = {}
 
 
 @pytest.mark.parametrize("mode", MODES)

@@ -192,6 +192,9 @@ class Lineage:
         if seq is None:
             return None
         settings = next(iter(self._reading.events(parent, seq, seq))).data
+        if not isinstance(settings, Mapping):
+            # any JSON value is valid data for an unshaped type: kept whole under "value"
+            settings = {"value": settings}
         return {**settings, "snapshot_of": {"session": parent.id, "seq": seq}}
 
     def fork(self, parent: LogRef, at_seq: int,
