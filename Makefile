@@ -7,6 +7,8 @@ CC := gcc
 endif
 FUZZ_SECONDS ?= 60
 ATHERIS_RUNS ?= 100000
+FUZZ_API_RUNS ?= 1000000
+FUZZ_API_MODE ?= fast
 CSRC := $(wildcard csrc/tl_*.c)
 CWARN := -std=c11 -Wall -Wextra -Werror -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
@@ -172,10 +174,13 @@ fuzz: $(addprefix $(BUILD)/fuzz/,$(addsuffix _libfuzzer,$(FUZZ_TARGETS)))  ## li
 fuzz-atheris: install-fuzz  ## atheris: C vs Python kernel on the same bytes
 	$(PYTHON) fuzz/fuzz_differential.py -atheris_runs=$(ATHERIS_RUNS) fuzz/corpus/scan
 
+# FUZZ_API_MODE=fast shares :memory: stores between inputs (each in sessions of its own);
+# FUZZ_API_MODE=fresh opens a store per input, as a host would.
 fuzz-api: install-fuzz  ## atheris over the public API against a model of the log (fuzz/fuzz_api.py)
 	mkdir -p $(BUILD)/fuzz/api-corpus $(BUILD)/fuzz/api-findings
-	FUZZ_API_FINDINGS=$(CURDIR)/$(BUILD)/fuzz/api-findings $(PYTHON) fuzz/fuzz_api.py \
-		-atheris_runs=$(ATHERIS_RUNS) -max_len=360 -timeout=120 \
+	FUZZ_API_MODE=$(FUZZ_API_MODE) FUZZ_API_FINDINGS=$(CURDIR)/$(BUILD)/fuzz/api-findings \
+		$(PYTHON) fuzz/fuzz_api.py \
+		-atheris_runs=$(FUZZ_API_RUNS) -max_len=360 -timeout=120 \
 		-artifact_prefix=$(BUILD)/fuzz/api- $(BUILD)/fuzz/api-corpus fuzz/corpus/api
 	@ls $(BUILD)/fuzz/api-findings | grep '\.txt$$' && exit 1 || echo "fuzz-api: no findings"
 
