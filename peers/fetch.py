@@ -15,6 +15,23 @@ ROOT = Path(__file__).resolve().parent.parent
 CACHE = ROOT / "build" / "peers"
 
 
+def _extract(tar: tarfile.TarFile, dest: Path) -> None:
+    """Unpack ``tar`` into ``dest`` and nowhere else: tarfile's "data" filter
+    where the interpreter has it (3.11.4+, 3.10.12+), else the same rule by
+    hand -- regular files and folders only, every path inside ``dest``."""
+    if hasattr(tarfile, "data_filter"):
+        tar.extractall(dest, filter="data")
+        return
+    root = dest.resolve()
+    members = tar.getmembers()
+    for member in members:
+        target = (dest / member.name).resolve()
+        if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
+            raise SystemExit(f"{tar.name}: refusing {member.name!r} (not a plain file in "
+                             f"{dest})")
+    tar.extractall(dest, members=members)  # every member checked above
+
+
 def sdist_tree(requirement: str) -> Path:
     """The unpacked sdist of ``name==version`` (downloaded on first use)."""
     name, _, version = requirement.partition("==")
@@ -30,7 +47,7 @@ def sdist_tree(requirement: str) -> Path:
         subprocess.run([sys.executable, "-m", "pip", "download", "--quiet", "--no-deps",
                         "--no-binary", ":all:", "--dest", str(CACHE), requirement], check=True)
     with tarfile.open(archive) as tar:
-        tar.extractall(CACHE, filter="data")
+        _extract(tar, CACHE)
     if not (tree / "PKG-INFO").exists():
         raise SystemExit(f"{archive} did not unpack to {tree}")
     return tree
