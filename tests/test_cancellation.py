@@ -129,19 +129,29 @@ def sweep(tmp_path: Path, storm: bool, unit: str) -> dict[str, int]:
     return phases
 
 
+def assert_reached(phases: dict[str, int], unit: str) -> None:
+    """The sweep reached every part of the turn.  Counted in awaits it is
+    deterministic; counted in loop turns it is not (a loop turn spent polling a
+    thread's commit lasts as long as the commit), so there only both ends of
+    the turn are required -- the loop sweep is there for its safety checks."""
+    wanted = {"before turn/start", "complete"}
+    if unit == "await":
+        wanted.add("in the turn")
+    assert wanted <= set(phases), phases
+
+
 @pytest.mark.parametrize("unit", ["await", "loop"])
 def test_a_turn_cancelled_at_any_await_leaves_the_session_usable(
         tmp_path: Path, unit: str) -> None:
     phases = sweep(tmp_path, False, unit)
-    # the sweep reached every part of the turn
-    assert {"before turn/start", "in the turn", "complete"} <= set(phases), phases
+    assert_reached(phases, unit)
 
 
 @pytest.mark.parametrize("unit", ["await", "loop"])
 def test_a_turn_whose_cleanup_is_cancelled_again_still_closes_and_releases(
         tmp_path: Path, unit: str) -> None:
     phases = sweep(tmp_path, True, unit)
-    assert {"before turn/start", "in the turn", "complete"} <= set(phases), phases
+    assert_reached(phases, unit)
 
 
 def test_cancelling_a_turn_waiting_for_the_lease_stops_the_wait(tmp_path: Path) -> None:
