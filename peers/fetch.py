@@ -18,7 +18,8 @@ CACHE = ROOT / "build" / "peers"
 def _extract(tar: tarfile.TarFile, dest: Path) -> None:
     """Unpack ``tar`` into ``dest`` and nowhere else: tarfile's "data" filter
     where the interpreter has it (3.11.4+, 3.10.12+), else the same rule by
-    hand -- regular files and folders only, every path inside ``dest``."""
+    hand -- files, folders and links only, every path and link target inside
+    ``dest``."""
     if hasattr(tarfile, "data_filter"):
         tar.extractall(dest, filter="data")
         return
@@ -26,9 +27,16 @@ def _extract(tar: tarfile.TarFile, dest: Path) -> None:
     members = tar.getmembers()
     for member in members:
         target = (dest / member.name).resolve()
-        if not (member.isfile() or member.isdir()) or not target.is_relative_to(root):
-            raise SystemExit(f"{tar.name}: refusing {member.name!r} (not a plain file in "
-                             f"{dest})")
+        inside = target.is_relative_to(root)
+        if member.issym():   # a link inside the tree (an sdist's CLAUDE.md -> AGENTS.md)
+            inside = inside and (target.parent / member.linkname).resolve().is_relative_to(root)
+        elif member.islnk():
+            inside = inside and (dest / member.linkname).resolve().is_relative_to(root)
+        elif not (member.isfile() or member.isdir()):
+            inside = False
+        if not inside:
+            raise SystemExit(f"{tar.name}: refusing {member.name!r} (not a file or a link "
+                             f"inside {dest})")
     tar.extractall(dest, members=members)  # every member checked above
 
 
