@@ -2631,7 +2631,21 @@ class Run:
         if (owner.id, seq) in self.erased:   # idempotent: its first tombstone stands
             self.check_session(s, "erase-again")
             return
+        self.apply_erasure(owner, seq, reason)
+        for x in self.sessions:
+            x.rebuild()
+        self.check_session(s, "erase")
+
+    def apply_erasure(self, owner: MSess, seq: int, reason: str) -> None:
+        """``owner``'s event at ``seq`` reads back as its tombstone's view in
+        every session that reads it; then each copy trajlog made of it in
+        another log (a sandbox snapshot, a subagent's answer in its parent) is
+        erased the same way, under ``<reason> (a copy of seq N of session S)``."""
+        if (owner.id, seq) in self.erased:
+            return
         self.erased.add((owner.id, seq))
+        source = owner.events[seq]
+        copies = self.copies_of(owner, seq, source)
         for x in self.sessions:
             y = x   # x reads the owner's frame if every log between them inherits seq
             while y is not owner and y.parent is not None and seq < y.seed:
@@ -2653,9 +2667,38 @@ class Run:
                           f"expected {want!r:.200}")
             x.events[seq] = MEv(old.type, got.data, erased_env(old.type, old.env),
                                 old.time)
-        for x in self.sessions:
-            x.rebuild()
-        self.check_session(s, "erase")
+        for log, at in copies:
+            self.apply_erasure(log, at, f"{reason} (a copy of seq {seq} of session {owner.id})")
+
+    def copies_of(self, owner: MSess, seq: int, source: MEv) -> list[tuple[MSess, int]]:
+        """The events trajlog copied ``owner``'s ``seq`` into: the first
+        ``sandbox/mode`` of a subagent of ``owner`` whose ``snapshot_of`` names
+        it, and the parent's answer of a subagent whose ``finish`` copied this
+        assistant message's text (``Lineage.final_output``)."""
+        found: list[tuple[MSess, int]] = []
+        if source.type == "sandbox/mode":
+            for x in self.sessions:
+                if x.parent is not owner or x.header["origin"] != "subagent":
+                    continue
+                first = next((j for j in range(x.seed, x.last + 1)
+                              if x.events[j].type == "sandbox/mode"), None)
+                data = None if first is None else x.events[first].data
+                of = data.get("snapshot_of") if isinstance(data, dict) else None
+                if isinstance(of, dict) and of.get("session") == owner.id and (
+                        of.get("seq") == seq and type(of.get("seq")) is int):
+                    found.append((x, first))   # type: ignore[arg-type]
+        parent = owner.parent
+        if source.type == "assistant/message" and owner.header["origin"] == "subagent" and (
+                parent is not None):
+            content = source.data.get("content") if isinstance(source.data, dict) else None
+            text = content if isinstance(content, str) else str(content or "")
+            for what in ("result", "notification"):
+                at = parent.keys.get(f"subagent:{owner.id}:{what}")
+                data = None if at is None else parent.events[at].data
+                out = data.get("output") if isinstance(data, dict) else None
+                if isinstance(out, str) and out and out == text:
+                    found.append((parent, at))   # type: ignore[arg-type]
+        return found
 
     def op_handle(self, a: Args, depth: int) -> None:
         k = a.int(0, 7)

@@ -56,6 +56,10 @@ class ProtocolOnlyBackend:
     def closed(self) -> bool:
         return self._real.closed
 
+    @property
+    def foreign_commits(self) -> int:
+        return self._real.foreign_commits
+
     def reader(self) -> Any:
         self.calls["reader"] += 1
         return self._reader

@@ -122,6 +122,7 @@ class WriteEngine:
         self.on_small_rows = on_small_rows   # the repacker's request, if it runs by itself
         self.redactor: Redactor | None = None  # trajlog.redaction: set by the store
         self._states: dict[int, LogState] = {}
+        self._foreign_seen = backend.foreign_commits   # (see state())
         self._tx: Writer | None = None   # the transaction apply() runs in (a prior's look-ups)
         self._index = StateIndex(reading, lambda: self._tx)
         self._types_seen: dict[str, bool] = {}  # valid types -> checked in the transaction
@@ -166,6 +167,10 @@ class WriteEngine:
 
     def state(self, tx: Writer, ref: LogRef) -> LogState:
         """The session's head, lease, lifecycle and compactions, in step with its log."""
+        if self._backend.foreign_commits != self._foreign_seen:
+            # another connection committed, seen by a transaction of any kind
+            self._foreign_seen = self._backend.foreign_commits
+            self._foreign()
         states = self._states
         state = states.pop(ref.sid, None)
         if state is not None:

@@ -339,6 +339,12 @@ class Backend(Protocol):
     durability: str
     #: the highest seq a session's own log may reach in this backend
     max_session_seq: int
+    #: how many transactions of this backend found that another connection had
+    #: committed since the one before (``Writer.foreign_commit``), whoever
+    #: opened them: a cache of the logs compares it with the count it last saw,
+    #: so no transaction of another kind (an erasure, a memory write) hides
+    #: the signal from it
+    foreign_commits: int
 
     def reader(self) -> Reader:
         """This thread's reader of committed data."""

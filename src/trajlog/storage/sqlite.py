@@ -358,6 +358,7 @@ class _Transaction:
                     foreign = version != backend._data_version
                     if foreign:
                         backend._check_schema(conn)
+                        backend.foreign_commits += 1
                 except BaseException:
                     if not conn.getautocommit():
                         conn.execute("ROLLBACK")
@@ -409,6 +410,7 @@ class SQLiteBackend:
             self._keeper = open_connection(path, migrations=True)
         migrate(path, durability=durability, busy_timeout_ms=busy_timeout_ms)
         self._write = self._connect()
+        self.foreign_commits = 0
         with translate():
             self._data_version = _data_version(self._write)
             self._schema_version = int(_pragma(self._write, "schema_version"))
