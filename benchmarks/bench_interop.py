@@ -43,9 +43,9 @@ import orjson
 sys.path.insert(0, str(Path(__file__).parent))
 
 import trajlog
+from trajlog.interop.formats import module
 from trajlog.interop.importer import import_sessions
 from trajlog.interop.mapping import Notes
-from trajlog.interop.sources import module
 from workload import events as workload_events
 
 REAL = Path(__file__).parent.parent / "tests" / "realdata"

@@ -38,7 +38,7 @@ from langgraph.store.sqlite import SqliteStore
 
 import trajlog
 from bench_memory import stat, timed
-from trajlog.adapters.langgraph.store import TrajlogStore
+from trajlog.adapters.langgraph.base_store import TrajlogStore
 
 NAMESPACES = 10
 QUERIES = 100

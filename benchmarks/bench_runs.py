@@ -80,11 +80,11 @@ def workload(path: str, runs: int, turns: int, wrapped: bool,
 def attributed(tmp: Path, rounds: int, runs: int, turns: int) -> dict[str, Any]:
     """The run machinery's share measured inside the wrapped workload itself:
     the time in entering and leaving ``s.run()`` and in the per-append hook
-    (``trajlog.api.runs.observe``, timed by a wrapper that adds its own
+    (``trajlog.api.run_scope.observe``, timed by a wrapper that adds its own
     ~0.2 us a call: an upper bound), over the rest.  Both sides of the ratio
     are timed in the same process at the same moments, so other load on the
     machine moves them together (unlike the A/B ratio)."""
-    from trajlog.api import runs as api_runs
+    from trajlog.api import run_scope as api_runs
     hook, spent = api_runs.observe, [0.0]
 
     def timed_observe(session_id: str, events: list[trajlog.Event]) -> None:

@@ -3020,8 +3020,8 @@ def erased_env(type_: str, env: dict[str, Any]) -> dict[str, Any]:
     """What an erased event keeps of its envelope: its seqs and data class;
     its branch id in the form of an id; its free text (source, workspace
     revision, idempotency key) only when it has an index row (a sparse type
-    or a key: trajlog.storage.index), which holds that text anyway."""
-    from trajlog.storage.index import PREFIXES, SPARSE
+    or a key: trajlog.storage.event_index), which holds that text anyway."""
+    from trajlog.storage.event_index import PREFIXES, SPARSE
 
     indexed = "idempotency_key" in env or type_ in SPARSE or type_.startswith(PREFIXES)
     out = {k: v for k, v in env.items() if k in ("causal_parent", "supersedes", "data_class")

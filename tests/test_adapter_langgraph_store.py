@@ -19,7 +19,7 @@ from langgraph.store.base import GetOp, Item, PutOp, SearchOp
 
 import trajlog
 from trajlog import Identity
-from trajlog.adapters.langgraph.store import TrajlogStore, item_key
+from trajlog.adapters.langgraph.base_store import TrajlogStore, item_key
 
 
 @pytest.fixture

@@ -236,3 +236,36 @@ def test_architecture_session_offers_design_section_9():
     imported = {t for t, _, _ in _imports("api.session")}
     assert not {t for t in imported if _room(t) in KERNEL_MODULES | {"codec"}}
     assert "storage.sqlite" not in imported
+
+
+def test_architecture_package_front_doors_only_re_export():
+    """An ``__init__.py`` holds a docstring, imports and ``__all__``: the code
+    of a room lives in a module named after what it does."""
+    wrong = []
+    for name, path in MODULES.items():
+        if path.name != "__init__.py":
+            continue
+        for node in _tree(name).body:
+            if isinstance(node, (ast.Import, ast.ImportFrom)):
+                continue
+            if isinstance(node, ast.Expr) and isinstance(node.value, ast.Constant):
+                continue   # the docstring
+            if isinstance(node, ast.Assign) and [getattr(t, "id", None)
+                                                 for t in node.targets] == ["__all__"]:
+                continue
+            if (name == "__init__" and isinstance(node, ast.FunctionDef)
+                    and node.name == "__getattr__"):
+                continue   # trajlog.backend, resolved when first asked for
+            wrong.append(f"{path.relative_to(PKG)}:{node.lineno} {type(node).__name__}")
+    assert not wrong, "logic in a package's __init__.py:\n" + "\n".join(wrong)
+
+
+def test_architecture_no_two_modules_share_a_name():
+    """A module name says what it holds, once: two ``store.py`` (or a module
+    named like a function its package exports) send a reader to the wrong file."""
+    by_name: dict[str, list[str]] = {}
+    for name, path in MODULES.items():
+        if path.name != "__init__.py" and not path.name.startswith("_"):
+            by_name.setdefault(path.stem, []).append(name)
+    twice = {stem: names for stem, names in by_name.items() if len(names) > 1}
+    assert not twice, twice

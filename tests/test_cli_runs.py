@@ -15,9 +15,9 @@ import pytest
 import trajlog
 from trajlog import projections
 from trajlog.cli.main import main
-from trajlog.cli.runs import cost_cell
-from trajlog.projections.runs import FINALIZED, STARTED
-from trajlog.projections.stages import read_marks
+from trajlog.cli.run_views import cost_cell
+from trajlog.projections.checkpoint_marks import read_marks
+from trajlog.projections.envelopes import FINALIZED, STARTED
 
 T0 = 1_800_000_000_000
 REV_A, REV_B = "git:aaaa111", "git:bbbb222"

@@ -14,7 +14,7 @@ import trajlog
 from tamper import file_bytes, settle
 from trajlog import projections
 from trajlog._format import FrameType
-from trajlog.codec.memory import TOMBSTONE_KEY, chain_of_record, encode_record, open_record
+from trajlog.codec.memory_frames import TOMBSTONE_KEY, chain_of_record, encode_record, open_record
 from trajlog.errors import CorruptionError, IdempotencyConflictError
 from trajlog.memory.replacement import KEEPS, kept
 from trajlog.viewer import build_document, render_html

@@ -25,7 +25,7 @@ from trajlog.events import Event, encode_event
 from trajlog.projections import evidence
 from trajlog.recovery import repair_file
 from trajlog.storage import statements as storage
-from trajlog.storage.index import marks_of, pack_marks
+from trajlog.storage.event_index import marks_of, pack_marks
 from trajlog.storage.statements import i64, rid
 
 

@@ -50,7 +50,7 @@ from tamper import foreign, raw_body, row_of
 from trajlog import codec
 from trajlog.codec.chunks import CAP, ZSTD, body_seed
 from trajlog.errors import CorruptionError
-from trajlog.storage.index import pack_marks, unpack_marks
+from trajlog.storage.event_index import pack_marks, unpack_marks
 from trajlog.storage.statements import i64, rid, u64
 from vfs_faults import Crash, FaultVFS, PowerLoss
 

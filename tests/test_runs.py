@@ -13,9 +13,9 @@ import pytest
 
 import trajlog
 from trajlog import errors, projections
-from trajlog.api.runs import current_run
+from trajlog.api.run_scope import current_run
 from trajlog.projections.engine import from_scratch
-from trajlog.projections.runs import FINALIZED, STARTED, Runs, settle
+from trajlog.projections.envelopes import FINALIZED, STARTED, Runs, settle
 
 
 def one_turn(s, k, tokens=(10, 5)):
@@ -238,7 +238,7 @@ def test_integrity_flags_a_finalized_record_that_does_not_match(store):
         s.append("user/message", {"content": "x"})
         good = {"algorithm": "sha256-chain/1", "first_seq": start.seq,
                 "last_seq": start.seq + 1, "events": 2}
-        from trajlog.projections.runs import digest_add, digest_start
+        from trajlog.projections.envelopes import digest_add, digest_start
         digest = digest_start(rid)
         for ev in s.events(start.seq, start.seq + 1):
             digest = digest_add(digest, ev)
@@ -355,7 +355,7 @@ def test_a_long_run_folds_in_chunks_and_counts_every_event(store, monkeypatch):
     at finalize, each once and in order (lose or repeat a chunk: the digest
     reads mismatch and the counts are off), with a nested run's usage kept out
     across a chunk boundary."""
-    from trajlog.api import runs as api_runs
+    from trajlog.api import run_scope as api_runs
     monkeypatch.setattr(api_runs, "_FOLD_EVERY", 4)
     s = store.create_session(cwd="/r")
     with s.run(model="outer") as outer:

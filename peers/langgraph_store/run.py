@@ -1,5 +1,5 @@
 """Run LangGraph's own store tests (``tests/test_store.py`` of the
-langgraph-checkpoint sdist) against :class:`trajlog.adapters.langgraph.store.TrajlogStore`.
+langgraph-checkpoint sdist) against :class:`trajlog.adapters.langgraph.base_store.TrajlogStore`.
 
 The suite tests ``InMemoryStore``: before it is collected, ``langgraph.store.memory.InMemoryStore``
 is replaced by ``TrajlogInMemoryStore`` (a ``TrajlogStore`` on a fresh trajlog file per
@@ -55,7 +55,7 @@ class TrajlogPlugin:
         import langgraph.store.memory as lg_memory
 
         import trajlog
-        from trajlog.adapters.langgraph.store import TrajlogStore
+        from trajlog.adapters.langgraph.base_store import TrajlogStore
 
         self.tmp = tempfile.mkdtemp(prefix="trajlog-lg-store-")
         self.opened: list[Any] = []

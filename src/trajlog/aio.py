@@ -1,7 +1,8 @@
-"""trajlog for asyncio (:mod:`trajlog.api.aio`): ``store = await trajlog.aio.open(path)``."""
+"""trajlog for asyncio (:mod:`trajlog.api.async_store`):
+``store = await trajlog.aio.open(path)``."""
 
 from __future__ import annotations
 
-from .api.aio import AsyncSession, AsyncStore, open
+from .api.async_store import AsyncSession, AsyncStore, open
 
 __all__ = ["AsyncSession", "AsyncStore", "open"]

@@ -63,7 +63,7 @@ from tamper import frames_of, raw_body
 from trajlog import Identity, codec, errors, projections
 from trajlog.codec.chunks import body_seed
 from trajlog.projections import FOLDS, from_scratch
-from trajlog.storage.index import REQUESTED, STEP_START, Mark, pack_marks, unpack_marks
+from trajlog.storage.event_index import REQUESTED, STEP_START, Mark, pack_marks, unpack_marks
 from trajlog.storage.schema import SCHEMA_VERSION
 from trajlog.storage.statements import i64
 
@@ -622,7 +622,12 @@ def reframe_replacement(change: Callable[[list[Any]], Any]) -> Mutation:
     ``change``d in place) and frame the record again under the public
     tombstone key, chained as before."""
     from trajlog._format import FrameType
-    from trajlog.codec.memory import TOMBSTONE_KEY, chain_of_record, encode_record, open_record
+    from trajlog.codec.memory_frames import (
+        TOMBSTONE_KEY,
+        chain_of_record,
+        encode_record,
+        open_record,
+    )
 
     def run(db: Db, t: Template) -> None:
         (first,), (frame,) = db.q("SELECT frame FROM tombstones WHERE tid <= 2 ORDER BY tid")

@@ -16,7 +16,7 @@ import pytest
 import zstandard
 
 import trajlog
-from trajlog.api.importing import SessionSpec
+from trajlog.api.bulk import SessionSpec
 from trajlog.errors import (
     CorruptionError,
     ImportConflictError,

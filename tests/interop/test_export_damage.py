@@ -113,7 +113,7 @@ def test_the_header_and_erased_lines_are_checked_without_a_seal(tmp_path: Path) 
 
 def test_a_failed_commit_takes_its_sessions_out_of_the_report(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
-    from trajlog.api import importing
+    from trajlog.api import bulk
     from trajlog.storage import sqlite as sqlite_backend
     with trajlog.open(str(tmp_path / "a.db")) as a:
         root = _tree(a)
@@ -128,7 +128,7 @@ def test_a_failed_commit_takes_its_sessions_out_of_the_report(
             raise StoreError("simulated: the commit failed")
         return original(self, exc_type, exc, tb)
 
-    monkeypatch.setattr(importing, "BULK_SESSIONS", 2)   # both sessions in one commit
+    monkeypatch.setattr(bulk, "BULK_SESSIONS", 2)   # both sessions in one commit
     with trajlog.open(str(tmp_path / "b.db")) as b:
         monkeypatch.setattr(sqlite_backend._Transaction, "__exit__", failing_exit)
         with pytest.raises(StoreError, match="simulated") as caught:

@@ -15,11 +15,11 @@ from typing import Any
 import pytest
 
 import trajlog
-from trajlog.api.importing import SessionSpec
+from trajlog.api.bulk import SessionSpec
 from trajlog.errors import ImportConflictError, ImportFormatError
 from trajlog.interop.export import ZIP_MARK, _seal_zip
+from trajlog.interop.formats import module
 from trajlog.interop.mapping import Notes
-from trajlog.interop.sources import module
 
 FORMATS = ("jsonl", "jsonl.zst", "tlog", "zip")
 REAL = Path(__file__).resolve().parents[1] / "realdata"

@@ -3,7 +3,7 @@
 :mod:`.store` -- the facade; :mod:`.session` -- the session handle;
 :mod:`.writer` -- the write engine (validation, framing, group commit);
 :mod:`.leases` -- writer leases; :mod:`.reading` -- the verified read path;
-:mod:`.repair` -- inspect and load; :mod:`.lineage` -- forks and subagents;
+:mod:`.recover` -- inspect and load; :mod:`.lineage` -- forks and subagents;
 :mod:`.checks` -- compaction and status checks inside the write transaction.
 """
 
@@ -12,7 +12,7 @@ from __future__ import annotations
 from ..events import SessionHeader
 from .lineage import SessionTree
 from .reading import VerifyReport
-from .repair import BalancedView
+from .recover import BalancedView
 from .session import Session
 from .stats import SessionStats, StoreStats
 from .store import DURABILITY, Store, migrate, open, schema_of

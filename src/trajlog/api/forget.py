@@ -27,12 +27,12 @@ from typing import Any
 from ..errors import ErasureError, InvalidArgumentError
 from ..events import Event
 from ..memory import retention as rt
-from ..memory.erasure import Target, erase_events
 from ..memory.model import PurgeReport, RetentionReport
-from ..memory.records import read_item
 from ..memory.revoke import revoke_item
+from ..memory.versions import read_item
 from ..storage import Backend
-from ..storage.index import PREFIXES, SPARSE
+from ..storage.event_index import PREFIXES, SPARSE
+from .erasure import Target, erase_events
 from .handles import LogRef
 from .lineage import _key as finish_key
 from .reading import LogReader

@@ -33,7 +33,7 @@ from ..events import Event
 from ..lifecycle import Phase, Tracker
 from ..redaction import PAUSED, RESUMED
 from ..storage import Lease, Writer
-from ..storage.index import CALL, REQUESTED, RESULT
+from ..storage.event_index import CALL, REQUESTED, RESULT
 from . import checks
 from .handles import LogRef
 from .reading import LogReader

@@ -35,10 +35,10 @@ from ..errors import (
     index_mismatch,
 )
 from ..events import Event, SessionHeader
-from ..memory.records import erased_lookup
+from ..memory.versions import erased_lookup
 from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
-from ..storage.index import REQUESTED, entry, marks_of
+from ..storage.event_index import REQUESTED, entry, marks_of
 from .handles import LogRef
 
 

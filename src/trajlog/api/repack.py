@@ -23,9 +23,9 @@ from contextlib import AbstractContextManager
 
 from ..codec.chunks import CAP, Chunk, ChunkCompressor, open_chunk, pack
 from ..errors import TrajlogError, repack_refused
-from ..memory.records import erased_lookup
+from ..memory.versions import erased_lookup
 from ..storage import Writer
-from ..storage.index import pack_marks
+from ..storage.event_index import pack_marks
 from .handles import LogRef
 from .writer import SMALL_ROW
 

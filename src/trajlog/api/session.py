@@ -16,13 +16,12 @@ from ..projections.folds import SURFACE_REPLACE
 from ..recovery import RecoveryReport
 from ..storage import Backend
 from . import checkpoints as _cp
-from . import checks
-from . import runs as _runs
+from . import checks, run_scope
 from .handles import LogRef, Options
 from .lineage import Lineage, SessionTree
 from .reading import FrameRun, LogReader, SessionFolds, VerifyReport
+from .recover import BalancedView, Recovery
 from .repack import Repacker
-from .repair import BalancedView, Recovery
 from .writer import WriteEngine
 
 
@@ -110,7 +109,7 @@ class Session:
         checks.check_append_type(self.header, type)
         rows = [writer.prepare(type, data, time, envelope)]
         events = writer.submit(self._ref, rows)
-        _runs.observe(self.id, events)
+        run_scope.observe(self.id, events)
         return events[0]
 
     def append_batch(self, items: Iterable[Any]) -> list[Event]:
@@ -126,7 +125,7 @@ class Session:
         writer = self._e.writer
         rows = writer.prepare_items(self.header, items)
         events = writer.submit(self._ref, rows)
-        _runs.observe(self.id, events)
+        run_scope.observe(self.id, events)
         return events
 
     # -- the writer lease, turns and steps -------------------------------------
@@ -199,7 +198,7 @@ class Session:
             privacy_mode: str = "full", parent_run: str | None = None,
             static_prefix: Any = None, run_id: str | None = None,
             artifacts: Mapping[str, str] | None = None,
-            ) -> contextlib.AbstractContextManager[_runs.Run]:
+            ) -> contextlib.AbstractContextManager[run_scope.Run]:
         """A run envelope: append ``run/started`` (identity, model and
         ``params``, policy and tool-contract versions, the SHA-256 of
         ``static_prefix``, privacy mode, parent run) and, when the block is
@@ -211,7 +210,7 @@ class Session:
         is pinned to, by name (a repository revision, an index build, a
         dataset), which :func:`trajlog.replay` hands the model again.  Read
         runs back with :func:`trajlog.projections.runs`."""
-        return _runs.run(self, model=model, params=params, policy_version=policy_version,
+        return run_scope.run(self, model=model, params=params, policy_version=policy_version,
                          tool_contract_version=tool_contract_version,
                          privacy_mode=privacy_mode, parent_run=parent_run,
                          static_prefix=static_prefix, run_id=run_id, artifacts=artifacts)
@@ -221,7 +220,7 @@ class Session:
         """Append ``model/switch`` (the old and new logical model, why, and the
         version of the context re-injected into the new one), naming the
         open run if any; the trajectory shows it."""
-        return _runs.switch_model(self, old=old, new=new, reason=reason,
+        return run_scope.switch_model(self, old=old, new=new, reason=reason,
                                   context_version=context_version)
 
     # -- stage checkpoints and resumption (api/checkpoints.py) -----------------------

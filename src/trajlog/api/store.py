@@ -3,7 +3,7 @@
 A store is one backend (the embedded SQLite file by default) and the parts
 that work on it: the write engine with its group commit and leases
 (:mod:`.writer`, :mod:`.leases`), the read path (:mod:`.reading`), recovery
-(:mod:`.repair`), lineage (:mod:`.lineage`) and the projections' state cache.
+(:mod:`.recover`), lineage (:mod:`.lineage`) and the projections' state cache.
 Session handles (:mod:`.session`) share them.
 """
 
@@ -26,7 +26,7 @@ from ..errors import (
 from ..events import Event, SessionHeader
 from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionReport
 from ..memory.audit import audit
-from ..memory.index import deploy_global, rebuild
+from ..memory.search_index import deploy_global, rebuild
 from ..projections.engine import StateCache
 from ..redaction import RedactionPolicy, Redactor
 from ..storage import Backend, Request, SQLiteBackend, Writer
@@ -34,14 +34,14 @@ from ..storage.schema import APPLICATION_ID
 from ..storage.sqlite import migrate as sqlite_migrate
 from ..storage.sqlite import probe as sqlite_probe
 from . import checks
+from .bulk import Bulk, ChainCheck, Item, Loaded, Loader, SessionSpec
 from .forget import Forgetting
 from .handles import LogRef, Options
-from .importing import Bulk, ChainCheck, Item, Loaded, Loader, SessionSpec
 from .leases import new_writer_id, writer_closed, writer_opened
 from .lineage import DEFAULT_MAX_DEPTH, Lineage
 from .reading import LogReader, VerifyReport
+from .recover import Recovery
 from .repack import Repacker
-from .repair import Recovery
 from .session import Engines, Session
 from .stats import StoreStats, store_stats
 from .writer import Row, WriteEngine, _returned, _turn_marker
@@ -418,7 +418,7 @@ class Store:
     def load_session(self, spec: SessionSpec, items: Iterable[Item],
                      check: ChainCheck | None = None) -> Loaded:
         """Load a whole session in one transaction (what importers use; see
-        :mod:`trajlog.api.importing`): create it with ``items``, or bring the
+        :mod:`trajlog.api.bulk`): create it with ``items``, or bring the
         stored session of the same id up to them -- the same events write
         nothing, more are appended, different ones (or a stored header other
         than the one ``spec`` would create) raise :class:`ImportConflictError`."""
@@ -429,7 +429,7 @@ class Store:
     def bulk_loader(self) -> Bulk:
         """Load many sessions with few commits: each session all or nothing
         (a savepoint), a commit every few hundred sessions or a quarter
-        second, and at the end (:class:`~trajlog.api.importing.Bulk`)."""
+        second, and at the end (:class:`~trajlog.api.bulk.Bulk`)."""
         if self._e.backend.closed:
             raise StoreClosedError("the store is closed")
         return self._loader.bulk()

@@ -74,7 +74,7 @@ from ..redaction import (
     route_rows,
 )
 from ..storage import Backend, GroupCommit, Request, SessionRow, Writer
-from ..storage.index import entry, marks_of, pack_marks, requested, split_marks
+from ..storage.event_index import entry, marks_of, pack_marks, requested, split_marks
 from . import checks, retries
 from .handles import LogRef, Options
 from .leases import Leases

@@ -10,7 +10,7 @@ import click
 from rich.table import Table
 
 from ..interop.export import FORMATS as EXPORT_FORMATS
-from ..interop.sources import FORMATS as IMPORT_FORMATS
+from ..interop.formats import FORMATS as IMPORT_FORMATS
 from ..interop.sources.trajlog import verify_file
 from .app import EXIT_DEFECT, EXIT_OK, App, session_argument, summary
 

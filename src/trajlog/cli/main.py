@@ -15,7 +15,7 @@ from click.shell_completion import get_completion_class
 
 from .._version import __version__
 from ..errors import TrajlogError
-from . import interop, maintenance, memory, runs, sessions, views
+from . import interop, maintenance, memory, run_views, sessions, views
 from .app import (
     EXIT_CODES,
     EXIT_INTERNAL,
@@ -79,7 +79,7 @@ def completion(shell: str) -> None:
     click.echo(cls(cli, {}, "trajlog", "_TRAJLOG_COMPLETE").source())
 
 
-for module in (sessions, views, runs, maintenance, interop, memory):
+for module in (sessions, views, run_views, maintenance, interop, memory):
     module.register(cli)
 
 

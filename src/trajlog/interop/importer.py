@@ -19,7 +19,7 @@ from pathlib import Path
 from typing import Any
 
 from ..api import Store
-from ..api.importing import SessionSpec
+from ..api.bulk import SessionSpec
 from ..errors import (
     ImportConflictError,
     ImportFormatError,
@@ -27,8 +27,8 @@ from ..errors import (
     SessionNotFoundError,
     TrajlogError,
 )
+from .formats import FORMATS, module
 from .mapping import MappedEvent, MappedSession, Notes, Torn, Unmapped, stable_id
-from .sources import FORMATS, module
 
 #: progress(sessions done, events written so far)
 Progress = Callable[[int, int], None]

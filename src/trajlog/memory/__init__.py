@@ -3,8 +3,8 @@
 :class:`Identity` binds a :class:`MemoryView` (``store.memory(identity)``) to
 a tenant, a user and a session; every query carries its scope predicates.
 Writes pass the gates of :mod:`.gates`; every change is a new, framed and
-chained version (:mod:`.records`); revocation and erasure are tombstones that
-purge every copy (:mod:`.revoke`, :mod:`.erasure`); retention applies
+chained version (:mod:`.versions`); revocation and erasure are tombstones that
+purge every copy (:mod:`.revoke`, :mod:`trajlog.api.erasure`); retention applies
 recorded policies (:mod:`.retention`); :mod:`.audit` is their verify().
 """
 

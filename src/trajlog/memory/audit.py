@@ -18,10 +18,10 @@ import bisect
 from dataclasses import dataclass, field
 
 from ..codec.chunks import ChunkCompressor, open_chunk
-from ..codec.memory import TOMBSTONE_KEY
+from ..codec.memory_frames import TOMBSTONE_KEY
 from ..errors import CorruptionError, StoreError
 from ..storage.base import MemoryRow, Reader, TombstoneRow
-from .records import checked_replacement, erased_lookup, open_tombstone, open_versions
+from .versions import checked_replacement, erased_lookup, open_tombstone, open_versions
 
 BATCH = 2000
 

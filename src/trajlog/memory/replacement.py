@@ -16,7 +16,7 @@ A stored replacement is accepted only if it is byte for byte what
 :func:`replacement` makes of itself for its tombstone: a row rewritten behind
 trajlog's back (even one re-framed under the public tombstone key) cannot
 make an erased event read back with other data (an indexed one's envelope is
-also compared with its index row, :func:`trajlog.memory.records.checked_replacement`).
+also compared with its index row, :func:`trajlog.memory.versions.checked_replacement`).
 What no copy binds -- the time of an event without an index row, the type
 among types that keep the same fields -- is as good as the tombstone log.
 """
@@ -32,7 +32,7 @@ import msgspec
 from ..errors import TrajlogError
 from ..events import Event, check_envelope, check_type, decode_event
 from ..lifecycle import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
-from ..storage.index import entry
+from ..storage.event_index import entry
 
 # A value's kept form, or _DROP (the field is blanked).
 _DROP: Any = object()

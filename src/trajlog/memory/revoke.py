@@ -6,11 +6,11 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import replace
 
-from ..codec.memory import blank
+from ..codec.memory_frames import blank
 from ..errors import MemoryNotFoundError, StoreError
 from ..storage.base import Backend
 from .model import MemoryItem, PurgeReport
-from .records import read_item, write_tombstone, write_version
+from .versions import read_item, write_tombstone, write_version
 
 
 def revoke_item(backend: Backend, item_id: str, *, reason: str, actor: str | None,

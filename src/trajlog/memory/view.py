@@ -1,7 +1,7 @@
 """A memory view bound to one identity: remember, get, search, and the state
 changes -- every query carrying the identity's scope predicates.
 
-Reads go through :mod:`.records` (every version verified against its frame);
+Reads go through :mod:`.versions` (every version verified against its frame);
 writes are gated (:mod:`.gates`), idempotent on (content digest, scope,
 type, key), and never overwrite: a change is a new version, a contradiction is
 quarantined with the item it contradicts named.
@@ -31,8 +31,8 @@ from ..storage.base import Backend, MemoryRow, Writer
 from .gates import check_evidence, check_promotion, check_write
 from .model import SCOPES, SENSITIVITY, TYPES, Identity, MemoryItem, PurgeReport, digest_of
 from .model import text_of as _text_of
-from .records import VersionWriter, open_versions, read_item, write_version
 from .revoke import revoke_item
+from .versions import VersionWriter, open_versions, read_item, write_version
 
 MAX_LIMIT = 10_000
 _WORD = re.compile(r"\w+", re.UNICODE)

@@ -64,7 +64,7 @@ import msgspec
 from ..errors import ArgumentTypeError, ReplayError
 from ..events import Event, SessionHeader
 from .context import BUILDER_VERSION, ContextBuild, ContextPolicy, build_context, messages_digest
-from .runs import FINALIZED, STARTED, SWITCH, is_erased
+from .envelopes import FINALIZED, STARTED, SWITCH, is_erased
 
 INJECTION, ANSWER, HEADER = "context/injection", "assistant/message", "request/header"
 CAUSES = ("model", "policy", "builder", "log", "artifact")

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from .base import Backend, Head, Lease, Reader, SessionRow, Writer
 from .commit import GroupCommit, Request
-from .index import IndexRow
+from .event_index import IndexRow
 from .sqlite import SQLiteBackend
 
 __all__ = ["Backend", "GroupCommit", "Head", "IndexRow", "Lease", "Reader", "Request",

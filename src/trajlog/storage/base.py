@@ -15,7 +15,7 @@ The contract a backend keeps (DESIGN.md section 5):
 * **Chunks**: frames go in as chunk rows (:class:`~trajlog.codec.chunks.Chunk`:
   a run of consecutive frames, exactly the bytes the codec made, with its
   checks) together with the sparse event index rows
-  (:class:`~trajlog.storage.index.IndexRow`), and come out in seq order.  An
+  (:class:`~trajlog.storage.event_index.IndexRow`), and come out in seq order.  An
   append carries its first seq: a backend refuses one that is not exactly the
   head's next (so appends are idempotent to retry and ordered per session
   whatever the number of writers).  Rows change only by a repack (rows merged
@@ -35,7 +35,7 @@ from contextlib import AbstractContextManager
 from typing import NamedTuple, Protocol
 
 from ..codec.chunks import Chunk
-from .index import IndexRow, Mark
+from .event_index import IndexRow, Mark
 
 
 class SessionRow(NamedTuple):

@@ -35,7 +35,7 @@ from ..codec.records import decode_frame
 from ..codec.stream import decode_events
 from ..errors import MigrationError, SchemaError, orphaned_rows
 from . import statements as st
-from .index import (
+from .event_index import (
     PAUSES,
     IndexRow,
     Mark,

@@ -210,7 +210,7 @@ V4_TABLES = """
         seed_chain INTEGER NOT NULL,
         last_chain INTEGER NOT NULL,
         body       BLOB    NOT NULL,
-        marks      BLOB,            -- the dense index: see storage/index.py
+        marks      BLOB,            -- the dense index: see storage/event_index.py
         CHECK (cid >= 4294967296)
     ) STRICT;
 

@@ -39,7 +39,7 @@ from . import migrate as migrations
 from . import statements as st
 from .base import Head, Lease, SessionRow
 from .errors_map import translate
-from .index import IndexRow, Mark
+from .event_index import IndexRow, Mark
 from .schema import MEMORY_FTS, MIN_SQLITE, SCHEMA_VERSION, authorizer
 from .sqlite_memory import MemoryReads, MemoryWrites
 

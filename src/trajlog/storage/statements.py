@@ -28,7 +28,7 @@ from ..errors import (
     row_damaged,
 )
 from .base import Head, Lease, SessionRow
-from .index import IndexRow, Mark, unpack_marks
+from .event_index import IndexRow, Mark, unpack_marks
 
 MAX_SESSION_SEQ = 2**32 - 1   # a session's own log in one store: 4.29 billion events
 MAX_SESSIONS = 2**31 - 1

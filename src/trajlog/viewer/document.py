@@ -32,7 +32,7 @@ The shapes (short keys; the page's script, ``assets/*.js``, is their only reader
   model, state, integrity, integrity_detail, started_seq, finalized_seq,
   parent_run, cost, started_at, finalized_at, error, switches]``;
 * ``marks``: ``{"cp": checkpoints, "rec": recovery attempts, "fork": forks}``
-  as :func:`trajlog.projections.stages.read_marks` gives them (small dicts).
+  as :func:`trajlog.projections.checkpoint_marks.read_marks` gives them (small dicts).
 """
 
 from __future__ import annotations
@@ -45,8 +45,8 @@ from .. import projections
 from ..api import Session, Store
 from ..errors import InvalidArgumentError, TrajlogError
 from ..events import SessionHeader
-from ..projections.runs import RUNS, RunEnvelope, settle
-from ..projections.stages import Marks
+from ..projections.checkpoint_marks import Marks
+from ..projections.envelopes import RUNS, RunEnvelope, settle
 
 VERSION = 1
 _ROLES = {"user": "u", "assistant": "a", "tool": "t"}

@@ -383,7 +383,7 @@ class _Batch:
         if header_chain(header, self.key, self.seq, self.chain) != (check, want):
             raise self._bad(f"the line's frame header ({field}) does not verify", line, offset)
         if field == "erased":
-            # the replacement as the store encodes it (memory.records.replacement_event)
+            # the replacement as the store encodes it (memory.versions.replacement_event)
             replacement = msgspec.msgpack.encode(ev)
             if _hex(rec.get("replacement_check")) != checksum(replacement, self.key ^ self.seq):
                 raise self._bad("an erased event's replacement does not match its check",

@@ -3,7 +3,7 @@ them back verified, and the tombstone's view of an erased event.
 
 Every version is a MEMORY frame chained to the item's versions before it;
 every tombstone a TOMBSTONE frame chained to the tombstones before it
-(:mod:`trajlog.codec.memory`).  The row's columns are copies for queries; a
+(:mod:`trajlog.codec.memory_frames`).  The row's columns are copies for queries; a
 read checks them against the frame, so a row edited behind trajlog's back is
 a :class:`CorruptionError`, never a silently different memory.
 """
@@ -14,7 +14,7 @@ from collections.abc import Callable, Sequence
 from typing import Any
 
 from .._format import FrameType
-from ..codec.memory import (
+from ..codec.memory_frames import (
     TOMBSTONE_KEY,
     chain_of_record,
     encode_record,
@@ -24,7 +24,7 @@ from ..codec.memory import (
 from ..errors import StoreError, record_damaged
 from ..events import decode_event
 from ..storage.base import MemoryReader, MemoryRow, Reader, TombstoneRow, Writer
-from ..storage.index import entry
+from ..storage.event_index import entry
 from .model import MemoryItem
 from .replacement import indexed, replacement_defect
 

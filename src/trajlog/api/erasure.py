@@ -26,10 +26,10 @@ from ..codec.compression import Compressor
 from ..codec.stream import decode_events
 from ..errors import ErasureError, record_damaged
 from ..events import Event
+from ..memory.model import PurgeReport
+from ..memory.replacement import replacement
+from ..memory.versions import erased_lookup, write_tombstone
 from ..storage.base import Backend, Writer
-from .model import PurgeReport
-from .records import erased_lookup, write_tombstone
-from .replacement import replacement
 
 
 @dataclass(frozen=True, slots=True)

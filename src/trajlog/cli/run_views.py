@@ -13,8 +13,8 @@ from rich.table import Table
 from rich.tree import Tree
 
 from .. import projections
-from ..projections.runs import COST_SURFACES, RunEnvelope, RunNode
-from ..projections.stages import read_marks
+from ..projections.checkpoint_marks import read_marks
+from ..projections.envelopes import COST_SURFACES, RunEnvelope, RunNode
 from .app import EXIT_DEFECT, EXIT_OK, App, safe, session_argument, summary, when
 
 INTEGRITY_STYLE = {"ok": "green", "mismatch": "bold red", "erased": "yellow",

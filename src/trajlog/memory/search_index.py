@@ -16,7 +16,7 @@ from typing import Any
 from ..errors import InvalidArgumentError
 from ..storage.base import Backend
 from .model import TYPES, MemoryItem, digest_of, text_of
-from .records import open_versions, write_version
+from .versions import open_versions, write_version
 
 BATCH = 5000
 

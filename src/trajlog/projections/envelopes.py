@@ -87,7 +87,7 @@ def chain_digest(run_id: str, first: int, last: int, chain: int) -> str:
 
 
 def is_erased(ev: Event) -> bool:
-    """An event read back as its tombstone's replacement (memory/records.py)."""
+    """An event read back as its tombstone's replacement (memory/versions.py)."""
     return isinstance(ev.data, dict) and isinstance(ev.data.get("erased"), dict)
 
 

@@ -9,7 +9,7 @@ amounts given to :meth:`Run.add_cost` and its usage so far (the last few
 events it saw are tallied in one pass, off the per-append path).  Its
 integrity digest costs nothing per event: at finalize it binds the run id
 and range to the log's own frame chain at the run's last event
-(``frame-chain/1``, :mod:`trajlog.projections.runs`).
+(``frame-chain/1``, :mod:`trajlog.projections.envelopes`).
 
 Event shapes (``data``)::
 
@@ -38,7 +38,7 @@ from typing import Any, Protocol
 
 from ..errors import InvalidArgumentError, InvalidStateError, TrajlogError, ValidationError
 from ..events import Event, SessionHeader
-from ..projections.runs import (
+from ..projections.envelopes import (
     CHAIN_DIGEST,
     COST_SURFACES,
     FINALIZED,
