@@ -1,6 +1,6 @@
 """trajlog: checksummed, append-only event logs for AI-agent sessions.
 
-The layers, top to bottom (DESIGN.md section 2): :mod:`trajlog.cli`;
+The layers, top to bottom (docs/architecture.md): :mod:`trajlog.cli`;
 :mod:`trajlog.api` (``open``, ``Store``, ``Session``); :mod:`trajlog.projections`
 (views, the context builder); :mod:`trajlog.recovery`; :mod:`trajlog.lifecycle`;
 :mod:`trajlog.storage` (the ``Backend`` seam, SQLite); :mod:`trajlog.codec`

@@ -444,7 +444,7 @@ def check_type(type_: Any) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Shapes of the known types (DESIGN.md section 9); more fields are allowed.
+# Shapes of the known types; more fields are allowed.
 
 KNOWN_SHAPES = frozenset({"user/message", "assistant/message", "tool/call", "tool/result",
                           "turn/end"})

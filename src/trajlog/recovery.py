@@ -2,7 +2,7 @@
 and the repair of torn frame files.
 
 A crash can stop a session anywhere.  Recovery keeps every committed event and
-appends closers only for what is really open (DESIGN.md section 7):
+appends closers only for what is really open:
 
 * ``tool/result {status: TOOL_NOT_STARTED}`` for a call an assistant message
   requested but the host never started (no ``tool/call``);

@@ -1,4 +1,4 @@
-"""Stage checkpoints, and resuming, restarting or forking from one (seed 000, section 5).
+"""Stage checkpoints, and resuming, restarting or forking from one .
 
 A task may stop anywhere -- a model timeout, a restart, a person going home, a
 permission wait -- and continuing "from the last message" misses what changed

@@ -2,7 +2,7 @@
 on, erasure of event payloads (with the cascade into this process's caches),
 and retention.
 
-What is erased where (DESIGN.md 6): the payload bytes in the chunk row (the
+What is erased where: the payload bytes in the chunk row (the
 frame header, payload check and chain stay); the saved projection states of
 the log and of every fork that inherits the event; this store's chunk cache
 and in-memory projection states; free pages (zeroed: the store runs with

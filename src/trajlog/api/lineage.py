@@ -1,6 +1,6 @@
 """Forks and subagents: new sessions that share a parent's prefix without copying it.
 
-Three kinds of child (DESIGN.md section 7):
+Three kinds of child (docs/forks-and-subagents.md):
 
 * **user fork** -- ``session.fork(at_seq)``: an ordinary session whose first
   ``seed_length`` events are the parent's, cut at the end of the turn that

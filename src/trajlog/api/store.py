@@ -333,7 +333,7 @@ class Store:
                  if h.damage is None])
         return sum(self._e.repacker.repack(ref) for ref in refs)
 
-    # -- memory and forgetting (DESIGN.md 6) ---------------------------------------
+    # -- memory and forgetting ---------------------------------------------------------
 
     def memory(self, identity: Identity) -> MemoryView:
         """The memory view bound to ``identity``: every query it makes carries

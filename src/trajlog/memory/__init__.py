@@ -1,4 +1,4 @@
-"""Scoped, typed memory and the ability to forget (DESIGN.md 6, seed 003).
+"""Scoped, typed memory and the ability to forget.
 
 :class:`Identity` binds a :class:`MemoryView` (``store.memory(identity)``) to
 a tenant, a user and a session; every query carries its scope predicates.

@@ -1,4 +1,4 @@
-"""The gates every memory write and promotion passes (seed 003, DESIGN.md 6).
+"""The gates every memory write and promotion passes.
 
 * Global scope is written at deploy time only: a run-time write fails.
 * Policy comes only from approved tenant artifacts: never from user content

@@ -1,7 +1,7 @@
 """The values of the memory layer: identities, items, decisions, reports.
 
 Scope (who may see an item) x type (what it is) x state (how far it is
-trusted), after seed 003 and DESIGN.md 6:
+trusted):
 
 * scopes: ``global`` (written at deploy time, read-only at run time),
   ``tenant``, ``user``, ``session``;
@@ -26,7 +26,7 @@ TYPES = ("policy", "preference", "fact", "episode", "trajectory")
 STATES = ("provisional", "active", "quarantined", "revoked")
 PRIVACY = ("full", "metadata", "none")
 SENSITIVITY = ("public", "internal", "internal-redacted", "restricted")
-# Verification evidence a tenant-scope fact may carry (seed 003: a human
+# Verification evidence a tenant-scope fact may carry (a human
 # approval, a trusted record system, or independent corroboration).
 EVIDENCE_KINDS = ("human_approval", "record_system", "corroboration")
 

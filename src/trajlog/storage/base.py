@@ -4,7 +4,7 @@ Everything above ``storage/`` talks to a :class:`Backend` and never to SQL.
 The SQLite backend (:mod:`.sqlite`) is the embedded default; a PostgreSQL
 backend implements the same protocols and nothing above them changes.
 
-The contract a backend keeps (DESIGN.md section 5):
+The contract a backend keeps (docs/architecture.md, "The storage seam"):
 
 * **Sessions** are immutable header rows; ``sid`` is the backend's small
   integer for a session, ``id`` its UUID text.  Keys, chains and checks are

@@ -1,5 +1,5 @@
 """The SQL of memory versions, tombstones, the memory full-text index and the
-erasure of stored payloads (schema 6; DESIGN.md 6).
+erasure of stored payloads (schema 6).
 
 Rows are plain tuples at the Backend seam (:class:`MemoryRow`,
 :class:`TombstoneRow`); every frame and check is made and read by the codec.

@@ -342,7 +342,7 @@ V5 = """
     BEGIN SELECT RAISE(ABORT, 'trajlog: index rows are appended with their events'); END;
 """
 
-# 6: memory and erasure (DESIGN.md 6).  The empty tables of schema 1 are
+# 6: memory and erasure.  The empty tables of schema 1 are
 # made again in their final shape (nothing wrote them before: the migration
 # refuses a store where something did).  Every memory version and every
 # tombstone is a frame (FORMAT.md 4.6): a version is checked and chained to

@@ -1,16 +1,20 @@
-"""The SQLite backend, through apsw: connections, migrations and every SQL
-statement trajlog runs.  No module outside ``storage/`` talks SQL.
+"""The SQLite backend, through apsw: its connections, transactions and the
+:class:`SQLiteBackend` that puts them behind the storage seam.  The DDL and
+triggers are in :mod:`.schema`, the migrations in :mod:`.migrate`, the
+statements in :mod:`.statements` (and :mod:`.memory_rows`,
+:mod:`.sqlite_memory` for memory); no module outside ``storage/`` talks SQL.
 
-Every connection is set up the same way and every setting is read back
-(research/format-reliability.md 4.1): WAL, ``synchronous=FULL`` (``NORMAL`` only
-when asked), a busy timeout, foreign keys, recursive triggers (so that the
-implicit delete of ``INSERT OR REPLACE`` fires the delete guard), defensive
-mode, untrusted schema, triggers enabled, and an authorizer that refuses schema
-changes and dangerous pragmas outside migrations.
+Every connection is set up the same way and every setting is read back:
+WAL, ``synchronous=FULL`` (``NORMAL`` only when asked), a busy timeout,
+foreign keys, recursive triggers (so that the implicit delete of ``INSERT OR
+REPLACE`` fires the delete guard), defensive mode, untrusted schema, triggers
+enabled, and an authorizer that refuses schema changes and dangerous pragmas
+outside migrations.
 
 What the triggers stop and what they cannot is written next to the DDL in
 :mod:`.schema` and tested in ``tests/test_storage.py``.  The statements are
-module functions over a connection; :class:`SQLiteBackend` puts them behind the
+module functions over a connection; the readers and writers here call them and
+:class:`SQLiteBackend` puts them behind the
 :class:`~trajlog.storage.base.Backend` protocol (u64 values at the seam, i64 in
 SQLite: :func:`i64` and :func:`u64` are the one conversion).
 """
@@ -92,7 +96,7 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
             ("foreign_keys", "ON", 1),
             ("recursive_triggers", "ON", 1),
             # deleted and rewritten content is zeroed, so an erased payload
-            # leaves no copy in free pages or slack space (DESIGN.md 6)
+            # leaves no copy in free pages or slack space
             ("secure_delete", "ON", 1),
             ("trusted_schema", "OFF", 0),
             ("journal_size_limit", 64 * 1024 * 1024, 64 * 1024 * 1024),
