@@ -12,7 +12,7 @@ which on a 2-vCPU VM is bound by memory bandwidth for both kernels alike.
 
     python benchmarks/bench_codec.py [--quick]
 
-The last line printed is one JSON object with every figure (DESIGN.md 10).
+The last line printed is one JSON object with every figure.
 """
 
 from __future__ import annotations

@@ -1,6 +1,6 @@
 """How to compress event payloads: the measurement behind FORMAT.md section 4.5.
 
-On the DESIGN.md workload (benchmarks/workload.py) it compares, per event:
+On the benchmark workload (benchmarks/workload.py) it compares, per event:
 
 * serializers: orjson, msgspec JSON, msgspec MessagePack (encode and decode rates,
   bytes);

@@ -22,7 +22,7 @@
    the fork alone and the fork with that first append, the round's figure the
    median over the cuts.  Target: the largest parent's cold fork + first
    append within 3x the smallest's (what a prefix read would break).
-2. Reading a child.  A parent of N workload events (DESIGN.md section 8; 100k,
+2. Reading a child.  A parent of N workload events (benchmarks/workload.py; 100k,
    --quick 10k) and two forks near its middle, each with 1,000 own events
    (small turns): one cut at a turn end INSIDE a parent chunk row (the read
    stops half-way through that row), one at a turn end that is a row

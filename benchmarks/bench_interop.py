@@ -10,7 +10,7 @@
    beforehand, written with the importer's bulk loader), and the whole
    import with durability FULL and NORMAL.  Target: Claude Code import >= 0.5x the orjson rate.
    (aider's Markdown has no JSON: its baseline splits and decodes the lines.)
-2. A synthetic session of N events (default 1,000,000; the DESIGN.md
+2. A synthetic session of N events (default 1,000,000; the
    workload of benchmarks/workload.py): export to .tlog, .jsonl, .jsonl.zst;
    import of the .jsonl.zst and .tlog into a fresh store; orjson over the
    .jsonl's lines.

@@ -1,4 +1,4 @@
-"""Peak memory of exporting and importing a 1M-event session (the DESIGN.md
+"""Peak memory of exporting and importing a 1M-event session (the benchmark
 workload: 1.1 GB as JSONL, 225 MB as .jsonl.zst), each step in its own
 process, read from ``ru_maxrss``: a store opened alone, the export to
 .jsonl.zst, the import of that file into an empty store.

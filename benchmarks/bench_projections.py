@@ -1,6 +1,6 @@
 """Projections over a long session: from scratch, and incrementally after one append.
 
-A session of N workload events (DESIGN.md section 8; 100k, --quick 20k).  For
+A session of N workload events (benchmarks/workload.py; 100k, --quick 20k).  For
 each projection: the time of a from-scratch fold (no saved state) as events/s
 against a plain verified iteration of the same events (interleaved, best of 9
 each), then the time of the call after one more append (the engine folds only

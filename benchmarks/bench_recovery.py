@@ -1,7 +1,7 @@
 """Recovery cost: inspect() and load() of a crashed session against a plain
 iteration of its events.
 
-Builds a session of N workload events (DESIGN.md section 8; 100k, --quick 20k)
+Builds a session of N workload events (benchmarks/workload.py; 100k, --quick 20k)
 that stops in the middle of a turn with tool calls open, as a crash leaves it.
 Each operation then runs in a fresh process on its own copy of the database
 (so load() always finds the crashed state), and reports wall time and the

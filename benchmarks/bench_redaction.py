@@ -16,7 +16,7 @@ ratios are medians too.  The machine is noisy: read the ratios.
 
     python benchmarks/bench_redaction.py [--rounds 7] [--quick]
 
-The last line printed is one JSON object with every figure (DESIGN.md 10).
+The last line printed is one JSON object with every figure.
 """
 
 from __future__ import annotations

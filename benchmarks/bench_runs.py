@@ -1,4 +1,4 @@
-"""The overhead of ``Session.run()`` on the turns it wraps (issue 17: <= 5 %).
+"""The overhead of ``Session.run()`` on the turns it wraps (the budget: <= 5 %).
 
 A workload writes, in a fresh store, RUNS runs of TURNS agent turns each
 (user message, assistant message with a tool call and usage, tool call, tool

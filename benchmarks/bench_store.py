@@ -1,6 +1,6 @@
 """Store throughput against raw apsw and JSONL, measured in one run.
 
-Workload: DESIGN.md section 8 (benchmarks/workload.py), fixed seed; N = 100k
+Workload: benchmarks/workload.py, fixed seed; N = 100k
 events (--quick: 10k).  Every figure is the median of ROUNDS interleaved
 rounds -- in each round the baseline and trajlog run one after the other, on
 fresh databases -- with the range of the rounds.

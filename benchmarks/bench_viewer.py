@@ -1,7 +1,7 @@
 """The HTML viewer on a large session: Python build time, page size, and the
 time headless Chromium takes to open it.
 
-A session of N events (default 100,000; the DESIGN.md workload of
+A session of N events (default 100,000; the workload of
 benchmarks/workload.py: turns, steps, assistant messages with tool calls, tool
 results of 200 B-64 KiB) is written with ``write_html``.  The page is then
 opened ROUNDS (>= 5) times in headless Chromium (Debian's package), interleaved

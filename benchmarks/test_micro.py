@@ -1,4 +1,4 @@
-"""Micro-benchmarks of the hot paths, under pytest-benchmark (DESIGN.md section 10).
+"""Micro-benchmarks of the hot paths, under pytest-benchmark.
 
     python -m pytest benchmarks/test_micro.py --benchmark-only
     python -m pytest benchmarks/test_micro.py --benchmark-only --benchmark-json=out.json
@@ -7,7 +7,7 @@
 
 (The normal suite does not collect this file: ``testpaths`` is ``tests``.)
 
-* encode -- ``encode_event`` of a 1,000-event batch of the DESIGN.md workload
+* encode -- ``encode_event`` of a 1,000-event batch of the benchmark workload
   (the payloads), and ``encode_chunks`` of those payloads: framing (one kernel
   call), cutting into rows of at most 64 KiB, zstd of the large ones.
 * scan -- one stored 64 KiB chunk row of workload frames: ``open_chunk``

@@ -1,4 +1,4 @@
-"""The benchmark workload of DESIGN.md section 8, deterministic for a seed.
+"""The benchmark workload, deterministic for a seed.
 
 Agent turns: ``turn/start``, a user message, 1-10 steps (``step/start``, an
 assistant message with 1-3 tool calls, their ``tool/call`` and ``tool/result``,

@@ -8,7 +8,7 @@ Per iteration: build 1-30 frames of 0-20,000 bytes; pick how many were synced
 does (cut it; per 512-byte sector zero it, garble it or keep it; or lose only
 its first sector while later ones landed) or damage the synced part the way
 media do (flip a bit, garble or zero a sector, swap two frames).  Prints a
-markdown table like research/format-reliability.md 3.3 and, last, one JSON
+markdown table (one row per kind of damage) and, last, one JSON
 line.  Exits non-zero if any synced frame was lost with a watermark or any
 media damage with a watermark was not called corrupt.
 """
