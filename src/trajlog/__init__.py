@@ -13,10 +13,9 @@ from __future__ import annotations
 from . import aio, codec, errors, lifecycle, memory, projections, recovery
 from ._format import FORMAT_VERSION, Cursor, FrameHeader, FrameType, Status
 from ._version import __version__
-from .api import BalancedView, Session, SessionTree, VerifyReport
+from .api import BalancedView, Session, SessionTree, Store, VerifyReport, open
 from .codec import Frame, ScanReport, Verdict, Watermark
 from .events import Event, SessionHeader
-from .interop.store import Store, open
 from .memory import Identity, MemoryItem, MemoryView, PurgeReport
 from .projections import context, evidence
 from .projections.context import ContextPolicy, build_context

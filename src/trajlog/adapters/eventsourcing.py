@@ -80,6 +80,7 @@ from eventsourcing.persistence import (
 from eventsourcing.utils import Environment, EnvType, resolve_topic
 
 from ..api import Session, Store
+from ..api.store import open as open_store
 from ..errors import (
     ErasedEventError,
     LogMovedError,
@@ -87,7 +88,6 @@ from ..errors import (
     UnredactableValueError,
 )
 from ..events import Event
-from ..interop.store import open as open_store
 from ..redaction import RedactionPolicy
 
 #: Namespace of the session ids: ``uuid5(NAMESPACE, "<name>/<kind>/<key>")``.

@@ -27,14 +27,14 @@ the source's; a fork cut beyond the stored parent's last event is an
 from __future__ import annotations
 
 import time
-from collections.abc import Callable, Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator
 from contextlib import AbstractContextManager, suppress
-from dataclasses import dataclass, field
 from typing import Any
 
 from ..codec.records import encode_metadata
 from ..errors import ImportConflictError, ImportFormatError, SessionNotFoundError
-from ..events import SessionHeader, check_json, encode_event, plain_str
+from ..events import check_json, encode_event, plain_str
+from ..interop.protocols import ChainCheck, Item, Loaded, SessionSpec
 from ..storage import Writer
 from .handles import LogRef
 from .lineage import INHERITED_METADATA
@@ -45,37 +45,6 @@ BATCH_BYTES = 1 << 20
 #: a Bulk load commits after this many sessions, or this many seconds
 BULK_SESSIONS = 512
 BULK_SECONDS = 0.25
-
-#: ``(type, data, time, envelope)``; envelope: source, causal_parent, ...
-Item = tuple[str, Any, int, Mapping[str, Any]]
-#: called after each batch with (last seq written, chain of that frame)
-ChainCheck = Callable[[int, int], None]
-
-
-@dataclass(frozen=True, slots=True)
-class SessionSpec:
-    """The header of a session to load."""
-
-    session_id: str
-    cwd: str = "."
-    agent_preset: str | None = None
-    metadata: Mapping[str, Any] = field(default_factory=dict)
-    created_ms: int | None = None
-    parent_id: str | None = None
-    seed_length: int = 0
-    origin: str | None = None
-    delegation_depth: int = 0
-
-
-@dataclass(frozen=True, slots=True)
-class Loaded:
-    """What loading one session did: ``created`` (a new session), ``appended``
-    events written, ``kept`` events that were already stored."""
-
-    header: SessionHeader
-    created: bool
-    appended: int
-    kept: int
 
 
 def _check_owner(spec: SessionSpec, parent: LogRef) -> None:

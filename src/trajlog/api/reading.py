@@ -17,12 +17,12 @@ from itertools import zip_longest
 from types import MappingProxyType
 from typing import Any
 
-from .._format import Cursor, FrameHeader, FrameTable, Status
+from .._format import Cursor, FrameTable, Status
 from ..codec import ScanReport, Verdict, Watermark
 from ..codec.chunks import ChunkCache, ChunkCompressor
 from ..codec.compression import Compressor
 from ..codec.records import decode_metadata, header_check, open_state, seal_state
-from ..codec.stream import READ_ROWS, LogStream, decode_events
+from ..codec.stream import READ_ROWS, FrameRun, LogStream, decode_events
 from ..codec.tlog import frame_bytes
 from ..errors import (
     CorruptionError,
@@ -40,20 +40,6 @@ from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
 from ..storage.event_index import REQUESTED, entry, marks_of
 from .handles import LogRef
-
-
-@dataclass(frozen=True, slots=True)
-class FrameRun:
-    """A run of a session's own frames as stored (:meth:`Session.frames`):
-    ``frames`` the bytes, ``headers`` one per frame (seq, payload check,
-    chain, ...), ``events`` decoded, ``erased`` the replacement payload of
-    each erased seq among them."""
-
-    frames: bytes
-    first_seq: int
-    events: list[Event]
-    headers: list[FrameHeader]
-    erased: dict[int, bytes]
 
 
 @dataclass(frozen=True, slots=True)
@@ -590,4 +576,4 @@ class SessionFolds:
             tx.drop_projection_states(self._ref.sid)
 
 
-__all__ = ["LogReader", "SessionFolds", "VerifyReport"]
+__all__ = ["FrameRun", "LogReader", "SessionFolds", "VerifyReport"]

@@ -9,10 +9,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from ..errors import InvalidArgumentError, InvalidStateError, TrajlogError, ValidationError
+from ..event_types import STATUSES, SURFACE_REPLACE
 from ..events import Event, SessionHeader
 from ..projections.engine import FoldSource, StateCache
-from ..projections.evidence import STATUSES
-from ..projections.folds import SURFACE_REPLACE
 from ..recovery import RecoveryReport
 from ..storage import Backend
 from . import checkpoints as _cp

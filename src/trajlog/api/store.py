@@ -4,7 +4,9 @@ A store is one backend (the embedded SQLite file by default) and the parts
 that work on it: the write engine with its group commit and leases
 (:mod:`.writer`, :mod:`.leases`), the read path (:mod:`.reading`), recovery
 (:mod:`.recover`), lineage (:mod:`.lineage`) and the projections' state cache.
-Session handles (:mod:`.session`) share them.
+Session handles (:mod:`.session`) share them.  Exports and imports are
+:mod:`trajlog.interop`'s, which works on this store by its shape
+(:class:`trajlog.interop.protocols.StoreLike`).
 """
 
 from __future__ import annotations
@@ -24,6 +26,13 @@ from ..errors import (
     TrajlogError,
 )
 from ..events import Event, SessionHeader
+from ..interop.export import ExportReport
+from ..interop.export import Progress as ExportProgress
+from ..interop.export import export as export_session
+from ..interop.importer import ImportReport
+from ..interop.importer import Progress as ImportProgress
+from ..interop.importer import import_path as import_into
+from ..interop.protocols import ChainCheck, Item, Loaded, SessionSpec
 from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionReport
 from ..memory.audit import audit
 from ..memory.search_index import deploy_global, rebuild
@@ -34,7 +43,7 @@ from ..storage.schema import APPLICATION_ID
 from ..storage.sqlite import migrate as sqlite_migrate
 from ..storage.sqlite import probe as sqlite_probe
 from . import checks
-from .bulk import Bulk, ChainCheck, Item, Loaded, Loader, SessionSpec
+from .bulk import Bulk, Loader
 from .forget import Forgetting
 from .handles import LogRef, Options
 from .leases import new_writer_id, writer_closed, writer_opened
@@ -433,6 +442,30 @@ class Store:
         if self._e.backend.closed:
             raise StoreClosedError("the store is closed")
         return self._loader.bulk()
+
+    # -- ways in and out (trajlog.interop) ----------------------------------------------
+
+    def export(self, session_id: str, path: str | os.PathLike[str], *,
+               format: str | None = None, progress: ExportProgress | None = None,
+               ) -> ExportReport:
+        """Write ``session_id`` to ``path``: ``.tlog`` (its frames, verifiable
+        without the database), ``.jsonl`` / ``.jsonl.zst`` (one JSON line per
+        event, checksums carried) or ``.zip`` (the session and every
+        descendant under ``subagents/<id>/``).  ``format`` overrides the name's
+        suffix.  Erased payloads stay erased; the file appears complete or not
+        at all (:mod:`trajlog.interop.export`)."""
+        return export_session(self, session_id, path, format=format, progress=progress)
+
+    def import_path(self, path: str | os.PathLike[str], *, format: str = "auto",
+                    progress: ImportProgress | None = None, close: bool = False,
+                    ) -> ImportReport:
+        """Import a trajlog export, or another agent's sessions (Claude Code,
+        Codex, Inspect AI, OpenHands, SWE-agent, aider), from a file or a
+        folder.  One transaction per session; importing the same file again
+        writes nothing; ``close=True`` closes what a source left open (a
+        rollout that ends mid-turn) with trajlog's own recovery.  See
+        :mod:`trajlog.interop.importer`."""
+        return import_into(self, path, format=format, progress=progress, close=close)
 
     def stats(self, session_ids: Iterable[str] | None = None, *, by_type: bool = True,
               progress: Callable[[int], None] | None = None) -> StoreStats:

@@ -35,8 +35,8 @@ from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, T
 
 from .. import errors
 from ..api import Session, schema_of
-from ..interop.store import Store
-from ..interop.store import open as open_store
+from ..api.store import Store
+from ..api.store import open as open_store
 from ..storage.schema import SCHEMA_VERSION
 
 F = TypeVar("F", bound=Callable[..., Any])

@@ -19,8 +19,8 @@ from typing import Any, TextIO
 from .. import codec, projections
 from .._version import __version__
 from ..api import Session, Store
+from ..api.store import open as trajlog_open
 from ..interop.sources.trajlog import verify_file
-from ..interop.store import open as trajlog_open
 from ..memory import Identity
 from ..projections.context import ContextPolicy, build_context
 from ..projections.replay import ModelInput, replay

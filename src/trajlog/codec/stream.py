@@ -20,11 +20,12 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
+from dataclasses import dataclass
 from typing import Any
 
 import msgspec
 
-from .._format import FLAG_ZSTD, HEADER_SIZE, Cursor, FrameTable, Kernel, Status
+from .._format import FLAG_ZSTD, HEADER_SIZE, Cursor, FrameHeader, FrameTable, Kernel, Status
 from ..errors import error_for
 from ..events import Event, LazyEvent, peek_type
 from .chunks import Chunk, ChunkCache, ChunkCompressor, ChunkDefect, Erased, open_chunk
@@ -38,6 +39,20 @@ _set = msgspec.structs.force_setattr
 
 # fetch(first, last): at most READ_ROWS rows holding first..last, from the one holding first
 Fetch = Callable[[int, int], list[Chunk]]
+
+
+@dataclass(frozen=True, slots=True)
+class FrameRun:
+    """A run of a session's own frames as stored (:meth:`trajlog.Session.frames`):
+    ``frames`` the bytes, ``headers`` one per frame (seq, payload check,
+    chain, ...), ``events`` decoded, ``erased`` the replacement payload of
+    each erased seq among them."""
+
+    frames: bytes
+    first_seq: int
+    events: list[Event]
+    headers: list[FrameHeader]
+    erased: dict[int, bytes]
 
 
 class LogStream:
@@ -257,4 +272,4 @@ def _defect(status: int, reason: str, offset: int, frames: int, cursor: Cursor,
                       cursor, 0, 0, reason, watermark, head_mismatch)
 
 
-__all__ = ["READ_ROWS", "Batch", "LogStream", "decode_events"]
+__all__ = ["READ_ROWS", "Batch", "FrameRun", "LogStream", "decode_events"]

@@ -36,7 +36,6 @@ from typing import IO, Any, BinaryIO
 import msgspec
 import zstandard
 
-from ..api import Session, Store
 from ..codec import checksum, session_key
 from ..codec.records import header_check
 from ..codec.tlog import (
@@ -48,6 +47,7 @@ from ..codec.tlog import (
 )
 from ..errors import InvalidArgumentError
 from ..events import ENVELOPE_FIELDS, SessionHeader
+from .protocols import StoredSession, StoreLike
 
 FORMATS = ("tlog", "jsonl", "jsonl.zst", "zip")
 #: a .zip export's comment: this, then the hex SHA-256 of every byte before it
@@ -89,7 +89,7 @@ def header_dict(header: SessionHeader) -> dict[str, Any]:
             "metadata": dict(header.metadata)}
 
 
-def export(store: Store, session_id: str, path: str | os.PathLike[str], *,
+def export(store: StoreLike, session_id: str, path: str | os.PathLike[str], *,
            format: str | None = None, progress: Progress | None = None) -> ExportReport:
     """Export a session (``.zip``: the session and all its descendants) to
     ``path``.  The file appears complete or not at all: it is written beside
@@ -171,7 +171,7 @@ def _maybe_zstd(out: BinaryIO, compress: bool) -> Iterator[BinaryIO]:
     out.write(zst_trailer(digest.digest()))
 
 
-def write_tlog(session: Session, out: BinaryIO, counter: _Counter | None = None) -> None:
+def write_tlog(session: StoredSession, out: BinaryIO, counter: _Counter | None = None) -> None:
     """``session``'s own frames as a .tlog (see :mod:`trajlog.codec.tlog`)."""
     header = session.header
     writer = TlogWriter(out, header.id, header_dict(header), seed=header.seed_length,
@@ -184,11 +184,11 @@ def write_tlog(session: Session, out: BinaryIO, counter: _Counter | None = None)
     writer.seal()
 
 
-def _seed_chain(session: Session) -> int:
+def _seed_chain(session: StoredSession) -> int:
     return session.seed_chain
 
 
-def write_jsonl(session: Session, out: IO[bytes], counter: _Counter | None = None) -> None:
+def write_jsonl(session: StoredSession, out: IO[bytes], counter: _Counter | None = None) -> None:
     """``session``'s own events as JSONL (module docstring)."""
     digest = hashlib.sha256()
     encode = _JSON.encode
@@ -237,7 +237,7 @@ def write_jsonl(session: Session, out: IO[bytes], counter: _Counter | None = Non
                    "last_event_chain": f"{chain:016x}", "sha256": digest.hexdigest()}})
 
 
-def write_zip(store: Store, root: Session, out: BinaryIO, counter: _Counter) -> list[str]:
+def write_zip(store: StoreLike, root: StoredSession, out: BinaryIO, counter: _Counter) -> list[str]:
     """``root`` and every descendant, each as ``.jsonl.zst``: the root's at
     ``session.jsonl.zst``, a descendant's at ``subagents/<id>/session.jsonl.zst``
     (a fork's inherited prefix is its parent's file, referenced by

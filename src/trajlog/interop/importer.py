@@ -13,13 +13,11 @@ from __future__ import annotations
 
 import contextlib
 import os
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..api import Store
-from ..api.bulk import SessionSpec
 from ..errors import (
     ImportConflictError,
     ImportFormatError,
@@ -29,6 +27,7 @@ from ..errors import (
 )
 from .formats import FORMATS, module
 from .mapping import MappedEvent, MappedSession, Notes, Torn, Unmapped, stable_id
+from .protocols import Loaded, SessionSpec, StoreLike
 
 #: progress(sessions done, events written so far)
 Progress = Callable[[int, int], None]
@@ -93,7 +92,7 @@ def detect(path: Path) -> str:
                             f"(tried: {', '.join(FORMATS)})")
 
 
-def import_path(store: Store, path: str | os.PathLike[str], *, format: str = "auto",
+def import_path(store: StoreLike, path: str | os.PathLike[str], *, format: str = "auto",
                 progress: Progress | None = None, close: bool = False) -> ImportReport:
     """Import everything ``path`` holds into ``store`` (see the module
     docstring).  ``format``: ``"auto"`` or a format name (``trajlog``,
@@ -138,7 +137,7 @@ def _finish(report: ImportReport, notes: Notes) -> ImportReport:
     return report
 
 
-def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Notes,
+def import_sessions(store: StoreLike, sessions: Iterable[MappedSession], notes: Notes,
                     report: ImportReport | None = None,
                     progress: Progress | None = None) -> ImportReport:
     """Write ``sessions`` into ``store``: each all or nothing, many per commit
@@ -205,7 +204,7 @@ def import_sessions(store: Store, sessions: Iterable[MappedSession], notes: Note
     return report
 
 
-def _drop_lost(report: ImportReport, lost: list[Any], notes: Notes) -> None:
+def _drop_lost(report: ImportReport, lost: Sequence[Loaded], notes: Notes) -> None:
     """Take the sessions whose transaction failed out of the report."""
     if not lost:
         return
@@ -214,7 +213,7 @@ def _drop_lost(report: ImportReport, lost: list[Any], notes: Notes) -> None:
     notes.warn(f"{len(gone)} session(s) loaded before the failure were rolled back with it")
 
 
-def _stored_parent(store: Store, mapped: MappedSession) -> str | None:
+def _stored_parent(store: StoreLike, mapped: MappedSession) -> str | None:
     """The id of ``mapped``'s parent if the store holds it (imported before)."""
     assert mapped.parent is not None
     candidate = mapped.parent_id or stable_id(mapped.parent)

@@ -64,9 +64,9 @@ from langgraph.store.base import (
     validate_op_namespace,
 )
 
+from ...api.store import Store
+from ...api.store import open as open_store
 from ...errors import InvalidArgumentError, UnredactableValueError
-from ...interop.store import Store
-from ...interop.store import open as open_store
 from ...memory import Identity, MemoryItem, MemoryView
 from ...redaction import RedactionPolicy
 

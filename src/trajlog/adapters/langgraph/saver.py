@@ -70,6 +70,8 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...aio import AsyncSession, AsyncStore
+from ...api.store import Store
+from ...api.store import open as open_store
 from ...errors import (
     SerializationError,
     SessionNotFoundError,
@@ -78,8 +80,6 @@ from ...errors import (
     ValidationError,
 )
 from ...events import Event
-from ...interop.store import Store
-from ...interop.store import open as open_store
 from ._forget import ERASED, MessageErasure, forget_message
 from ._log import (
     ADAPTER,
@@ -134,8 +134,7 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
                  messages_channel: str | None = "messages",
                  async_appends: bool = False) -> None:
         super().__init__(serde=serde)
-        self.store: Store = cast(
-            Store, store.sync if isinstance(store, AsyncStore) else store)
+        self.store: Store = store.sync if isinstance(store, AsyncStore) else store
         self.messages_channel = messages_channel
         self.async_appends = async_appends
         self._threads: OrderedDict[str, ThreadLog] = OrderedDict()

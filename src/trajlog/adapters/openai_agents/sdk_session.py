@@ -45,6 +45,8 @@ from agents.memory.session_settings import (
 from ... import projections
 from ...aio import AsyncSession, AsyncStore
 from ...api import Session
+from ...api.store import Store
+from ...api.store import open as open_store
 from ...errors import (
     LogMovedError,
     SessionNotFoundError,
@@ -52,8 +54,6 @@ from ...errors import (
     TrajlogError,
     ValidationError,
 )
-from ...interop.store import Store
-from ...interop.store import open as open_store
 from .items import CALLS, CLEAR, POP, Visible, backwards, events_for
 
 T = TypeVar("T")
