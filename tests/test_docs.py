@@ -191,3 +191,15 @@ def test_every_trajlog_switch_is_documented() -> None:
     page = (DOCS / "testing.md").read_text(encoding="utf-8")
     missing = {name: where for name, where in used.items() if f"`{name}`" not in page}
     assert not missing, missing
+
+
+def test_readme_is_a_front_door() -> None:
+    """README.md stays short: the mechanisms live under docs/, each page linked from it or
+    from the index."""
+    readme = (ROOT / "README.md").read_text(encoding="utf-8")
+    assert len(readme.encode("utf-8")) <= 15_000
+    index = (DOCS / "README.md").read_text(encoding="utf-8")
+    for page in sorted(DOCS.glob("*.md")):
+        if page.name != "README.md":
+            assert f"]({page.name})" in index, f"docs/README.md does not list {page.name}"
+    assert "](docs/README.md)" in readme and "make test" in readme
