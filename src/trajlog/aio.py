@@ -1,8 +1,9 @@
 """trajlog for asyncio (:mod:`trajlog.api.async_store`):
-``store = await trajlog.aio.open(path)``."""
+``store = await trajlog.aio.open(path)``; every method of the store, its
+sessions and its memory view, awaitable."""
 
 from __future__ import annotations
 
-from .api.async_store import AsyncSession, AsyncStore, open
+from .api.async_store import AsyncMemoryView, AsyncSession, AsyncStore, open
 
-__all__ = ["AsyncSession", "AsyncStore", "open"]
+__all__ = ["AsyncMemoryView", "AsyncSession", "AsyncStore", "open"]

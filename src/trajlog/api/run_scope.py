@@ -238,22 +238,33 @@ def run(session: _Log, **options: Any) -> Iterator[Run]:
     """(See :meth:`trajlog.Session.run`.)"""
     started = session.append(STARTED, started_data(session, **options))
     current = Run(session.id, started)
-    token = _OPEN.set((*_OPEN.get(), current))
+    token = enter(current)
     try:
         yield current
     except Exception as exc:
-        _close_quietly(session, current, "failed", exc)
+        close_quietly(session, current, "failed", exc)
         raise
     except BaseException as exc:  # KeyboardInterrupt, a cancelled task, ...
-        _close_quietly(session, current, "interrupted", exc)
+        close_quietly(session, current, "interrupted", exc)
         raise
     else:
         finalize(session, current, "completed")
     finally:
-        _OPEN.reset(token)
+        leave(token)
 
 
-def _close_quietly(session: _Log, current: Run, state: str, exc: BaseException) -> None:
+def enter(current: Run) -> contextvars.Token[tuple[Run, ...]]:
+    """Open ``current`` in this context, innermost (what :func:`run` and the
+    asyncio handle's ``run`` do on entry); :func:`leave` with the token."""
+    return _OPEN.set((*_OPEN.get(), current))
+
+
+def leave(token: contextvars.Token[tuple[Run, ...]]) -> None:
+    """Close again the run :func:`enter` opened."""
+    _OPEN.reset(token)
+
+
+def close_quietly(session: _Log, current: Run, state: str, exc: BaseException) -> None:
     # The caller's exception is the one to see; a run left unfinalized is
     # reported as open by the fold.  Only the exception's type is recorded:
     # its message may quote a payload (a secret) that redaction never saw.
@@ -306,4 +317,5 @@ def switch_model(session: _Log, *, old: str | None, new: str, reason: str,
                                    "run_id": None if enclosing is None else enclosing.id})
 
 
-__all__ = ["Run", "current_run", "finalize", "run", "started_data", "switch_model"]
+__all__ = ["STARTED", "Run", "close_quietly", "current_run", "enter", "finalize", "leave", "run",
+           "started_data", "switch_model"]
