@@ -27,7 +27,6 @@ offending value in the error.
 
 from __future__ import annotations
 
-import re
 import time
 from collections.abc import Mapping
 from dataclasses import dataclass
@@ -37,10 +36,11 @@ from typing import Any, NoReturn
 import msgspec
 
 from .errors import SerializationError, ValidationError
+from .event_types import SHAPES, TYPE_RE
 
 MAX_DEPTH = 64
 DATA_CLASSES = ("public", "internal", "internal-redacted", "restricted")
-_TYPE_RE = re.compile(r"[a-z][a-z0-9_.-]*(/[a-z0-9_.*-]+)*")
+_TYPE_RE = TYPE_RE
 MAX_TYPE_LEN = 128
 
 
@@ -444,10 +444,34 @@ def check_type(type_: Any) -> str:
 
 
 # ---------------------------------------------------------------------------
-# Shapes of the known types; more fields are allowed.
+# Shapes of the known types (declared in trajlog.event_types); more fields are allowed.
 
-KNOWN_SHAPES = frozenset({"user/message", "assistant/message", "tool/call", "tool/result",
-                          "turn/end"})
+KNOWN_SHAPES = frozenset(SHAPES)
+# JSON type name -> the Python types stored as it (a tuple is stored as a JSON array)
+_KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "bool": (bool,), "list": (list, tuple),
+                                       "null": (type(None),), "list[tool_call]": (list, tuple)}
+
+
+def _field_rule(type_: str, key: str, spec: str) -> tuple[str, tuple[type, ...], bool, str]:
+    """(key, kinds, required, the refusal of a wrong kind) of one shape field."""
+    required = not spec.endswith("?")
+    names = spec.rstrip("?").split("|")
+    kinds = tuple(k for n in names for k in _KINDS[n])
+    if required:
+        said = " or ".join(k.__name__ for k in kinds)
+    elif names == ["list[tool_call]"]:
+        said = "a list"
+    else:
+        said = " or ".join(n for n in names if n != "null")
+    return key, kinds, required, f"{type_} field {key!r} must be {said}"
+
+
+# type -> its field rules, and the fields whose entries are tool calls
+_RULES = {t: tuple(_field_rule(t, k, v) for k, v in shape.items())
+          for t, shape in SHAPES.items()}
+_CALL_LISTS = frozenset((t, k) for t, shape in SHAPES.items() for k, v in shape.items()
+                        if v.rstrip("?") == "list[tool_call]")
+
 
 def _require(data: Mapping[str, Any], type_: str, key: str, kinds: tuple[type, ...]) -> Any:
     if key not in data:
@@ -459,9 +483,24 @@ def _require(data: Mapping[str, Any], type_: str, key: str, kinds: tuple[type, .
     return value
 
 
+def _check_calls(calls: Any) -> None:
+    """Each requested tool call is ``{id: str, name: str}``, ids unique."""
+    seen = set()
+    for call in calls:
+        if not isinstance(call, dict):
+            raise ValidationError("each tool call must be a dict")
+        call_id = _require(call, "tool call", "id", (str,))
+        _require(call, "tool call", "name", (str,))
+        if call_id in seen:
+            raise ValidationError(f"tool call id {call_id!r} appears twice")
+        seen.add(call_id)
+
+
 def check_shape(type_: str, data: Any) -> None:
-    """Check the minimal shape of a known event type's data; unknown types pass."""
-    if type_ not in KNOWN_SHAPES:
+    """Check the minimal shape of a known event type's data (its ``shape`` in
+    :mod:`trajlog.event_types`); unknown types pass."""
+    rules = _RULES.get(type_)
+    if rules is None:
         return
     if not isinstance(data, dict):
         raise ValidationError(f"{type_} data must be a dict")
@@ -470,34 +509,15 @@ def check_shape(type_: str, data: Any) -> None:
         # pair it), e.g. imported from an export of an erased event: every
         # reader and projection already takes it as a tombstone.
         return
-    # A tuple is stored as a JSON array, as everywhere else in the data: a list here.
-    if type_ == "user/message":
-        _require(data, type_, "content", (str, list, tuple))
-    elif type_ == "assistant/message":
-        if "content" in data and not isinstance(data["content"],
-                                                (str, list, tuple, type(None))):
-            raise ValidationError("assistant/message field 'content' must be str or list")
-        calls = data.get("tool_calls", [])
-        if not isinstance(calls, (list, tuple)):
-            raise ValidationError("assistant/message field 'tool_calls' must be a list")
-        seen = set()
-        for call in calls:
-            if not isinstance(call, dict):
-                raise ValidationError("each tool call must be a dict")
-            call_id = _require(call, "tool call", "id", (str,))
-            _require(call, "tool call", "name", (str,))
-            if call_id in seen:
-                raise ValidationError(f"tool call id {call_id!r} appears twice")
-            seen.add(call_id)
-    elif type_ == "tool/call":
-        _require(data, type_, "call_id", (str,))
-        _require(data, type_, "name", (str,))
-    elif type_ == "tool/result":
-        _require(data, type_, "call_id", (str,))
-        if "is_error" in data and not isinstance(data["is_error"], bool):
-            raise ValidationError("tool/result field 'is_error' must be bool")
-    elif type_ == "turn/end" and not isinstance(data.get("interrupted", False), bool):
-        raise ValidationError("turn/end field 'interrupted' must be bool")
+    for key, kinds, required, refusal in rules:
+        if required:
+            _require(data, type_, key, kinds)
+        elif key in data:
+            value = data[key]
+            if not isinstance(value, kinds):
+                raise ValidationError(refusal)
+            if (type_, key) in _CALL_LISTS:
+                _check_calls(value)
 
 
 def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, data_class: Any,

@@ -6,7 +6,11 @@ call goes through three phases:
 
 * ``REQUESTED`` -- an ``assistant/message`` lists it in ``tool_calls`` (by id);
 * ``STARTED`` -- a ``tool/call`` says the host really started it;
-* ``FINISHED`` -- a ``tool/result`` answers it.
+* ``FINISHED`` -- a ``tool/result`` answers it, or a ``tool/cancel`` gives it
+  up (from either phase before); nothing answers it after that.
+
+Which type plays which part is declared in :mod:`trajlog.event_types` (its
+``lifecycle`` column); this module reads the sets derived from it.
 
 Everything that needs to know where a log stands uses this module: the write
 path (which refuses an event that cannot follow, e.g. a result for a call that
@@ -23,10 +27,20 @@ from enum import IntEnum
 from typing import Any
 
 from .errors import ValidationError
+from .event_types import (
+    CALL_EVENTS,
+    CANCELS_CALL,
+    CLOSES_STEP,
+    CLOSES_TURN,
+    LIFECYCLE,
+    OPENS_STEP,
+    OPENS_TURN,
+    REQUESTS_CALLS,
+    STARTS_CALL,
+    TOOL_NOT_STARTED,
+    TOOL_OUTCOME_UNKNOWN,
+)
 from .events import Event
-
-TOOL_NOT_STARTED = "TOOL_NOT_STARTED"
-TOOL_OUTCOME_UNKNOWN = "TOOL_OUTCOME_UNKNOWN"
 
 
 class Phase(IntEnum):
@@ -55,22 +69,25 @@ def transitions(ev: Event) -> list[tuple[str, Phase, str]]:
     """The tool-call phase changes one event makes, as ``(call id, phase, tool
     name)``; empty for events that touch no tool call."""
     t = ev.type
-    if t == "assistant/message":
+    if t in REQUESTS_CALLS:
         return [(c["id"], _REQUESTED, str(c.get("name", ""))) for c in
                 requested_calls(ev.data)]
-    if t == "tool/call" or t == "tool/result":
+    if t in CALL_EVENTS:
         d = ev.data
         call_id = d.get("call_id") if isinstance(d, dict) else None
         if not isinstance(call_id, str):
             return []
-        phase = _STARTED if t == "tool/call" else _FINISHED
+        phase = _STARTED if t in STARTS_CALL else _FINISHED
         return [(call_id, phase, str(d.get("name", "")))]
     return []
 
 
-def outcome(result: Any) -> str:
-    """How a ``tool/result`` ended: ``done``, ``error``, ``unknown`` (a
-    recovery closer: the tool may have run) or ``not_started``."""
+def outcome(result: Any, type_: str = "tool/result") -> str:
+    """How a call's closer of ``type_`` ended: ``done``, ``error``,
+    ``unknown`` (a recovery closer: the tool may have run), ``not_started``
+    or ``cancelled`` (a ``tool/cancel``)."""
+    if type_ in CANCELS_CALL:
+        return "cancelled"
     d = result if isinstance(result, dict) else {}
     synthetic = d.get("status")
     if synthetic == TOOL_OUTCOME_UNKNOWN:
@@ -134,15 +151,17 @@ class Tracker:
         refuses a log whose markers do not nest: :func:`boundary_defect`).  The same
         transitions as :meth:`plan` without ``check``, applied at once."""
         t = ev.type
-        if t == "turn/start":
+        if t not in LIFECYCLE:
+            return
+        if t in OPENS_TURN:
             self.turn_start = ev.seq
-        elif t == "turn/end":
+        elif t in CLOSES_TURN:
             self.turn_start = self.step_start = None
-        elif t == "step/start":
+        elif t in OPENS_STEP:
             self.step_start = ev.seq
-        elif t == "step/end":
+        elif t in CLOSES_STEP:
             self.step_start = None
-        elif t == "assistant/message" or t == "tool/call" or t == "tool/result":
+        else:
             open_calls = self.open_calls
             for call_id, phase, name in transitions(ev):
                 if phase is _FINISHED:
@@ -171,7 +190,9 @@ class Tracker:
         for ev in events:
             seq += 1
             t = ev.type
-            if t == "tool/result" or t == "tool/call":
+            if t not in LIFECYCLE:
+                continue
+            if t in CALL_EVENTS:
                 d = ev.data
                 call_id = d.get("call_id") if type(d) is dict else None
                 if type(call_id) is not str:
@@ -182,21 +203,23 @@ class Tracker:
                     if known is None and before_start and call_id in before_start:
                         p = before_start[call_id]   # (an id of the log before the tracker)
                         known = (p, "") if p is not _FINISHED else None
+                starts = t in STARTS_CALL
                 if check:
                     before = known[0] if known is not None else (
                         _FINISHED if call_id in done or call_id in finished or (
                             before_start and before_start.get(call_id) is _FINISHED)
                         else None)
-                    if not (before is _REQUESTED if t == "tool/call" else before is _STARTED
-                            or (before is _REQUESTED and d.get("synthetic"))):
-                        _check(call_id, before, _STARTED if t == "tool/call" else _FINISHED, d)
-                if t == "tool/result":
+                    if not (before is _REQUESTED if starts else before is _STARTED
+                            or (before is _REQUESTED and (d.get("synthetic")
+                                                          or t in CANCELS_CALL))):
+                        _check(call_id, before, _STARTED if starts else _FINISHED, d, t)
+                if not starts:
                     calls.pop(call_id, None)
                     done.add(call_id)
                 else:
                     calls[call_id] = (_STARTED, known[1] if known is not None and known[1]
                                       else str(d.get("name", "")))
-            elif t == "assistant/message":
+            elif t in REQUESTS_CALLS:
                 d = ev.data
                 requested = d.get("tool_calls") if type(d) is dict else None
                 if not requested:
@@ -211,16 +234,16 @@ class Tracker:
                         raise ValidationError(f"tool call id {call_id!r} was already used")
                     calls[call_id] = (_REQUESTED, str(c.get("name", "")))
                     done.discard(call_id)
-            elif t == "turn/start":
+            elif t in OPENS_TURN:
                 if check and turn is not None:
                     raise ValidationError(f"turn/start at seq {seq}: a turn is already open "
                                           f"(since seq {turn}); turns do not nest")
                 turn = seq
-            elif t == "turn/end":
+            elif t in CLOSES_TURN:
                 if check and turn is None:
                     raise ValidationError(f"turn/end at seq {seq}: no turn is open")
                 turn = step = None
-            elif t == "step/start":
+            elif t in OPENS_STEP:
                 if check and (turn is None or step is not None):
                     raise ValidationError(
                         f"step/start at seq {seq}: " + ("a step belongs inside a turn"
@@ -228,7 +251,7 @@ class Tracker:
                                                         f"a step is already open (since seq "
                                                         f"{step})"))
                 step = seq
-            elif t == "step/end":
+            elif t in CLOSES_STEP:
                 if check and step is None:
                     raise ValidationError(f"step/end at seq {seq}: no step is open")
                 step = None
@@ -269,20 +292,22 @@ def boundary_defect(tracker: Tracker, ev: Event) -> str | None:
     ``tracker``'s state (None: nothing) -- the write path's rule, for logs
     written without it (older versions, foreign writers)."""
     t = ev.type
-    if t == "turn/start" and tracker.turn_start is not None:
+    if t in OPENS_TURN and tracker.turn_start is not None:
         return f"a turn/start inside the turn open since seq {tracker.turn_start}"
-    if t == "turn/end" and tracker.turn_start is None:
+    if t in CLOSES_TURN and tracker.turn_start is None:
         return "a turn/end with no open turn"
-    if t == "step/start" and (tracker.turn_start is None or tracker.step_start is not None):
+    if t in OPENS_STEP and (tracker.turn_start is None or tracker.step_start is not None):
         return ("a step/start outside any turn" if tracker.turn_start is None else
                 f"a step/start inside the step open since seq {tracker.step_start}")
-    if t == "step/end" and tracker.step_start is None:
+    if t in CLOSES_STEP and tracker.step_start is None:
         return "a step/end with no open step"
     return None
 
 
-def _check(call_id: str, before: Phase | None, after: Phase, data: Any) -> None:
-    """Refuse a tool-call transition that cannot follow ``before``."""
+def _check(call_id: str, before: Phase | None, after: Phase, data: Any,
+           type_: str = "tool/result") -> None:
+    """Refuse a tool-call transition that cannot follow ``before`` (by an
+    event of ``type_``)."""
     if after is Phase.REQUESTED:
         if before is not None:
             raise ValidationError(f"tool call id {call_id!r} was already used")
@@ -291,11 +316,12 @@ def _check(call_id: str, before: Phase | None, after: Phase, data: Any) -> None:
             why = "already started" if before else "never requested by an assistant/message"
             raise ValidationError(f"tool/call {call_id!r}: the call was {why}")
     elif before is not Phase.STARTED and not (
-            before is Phase.REQUESTED and isinstance(data, dict) and data.get("synthetic")):
+            before is Phase.REQUESTED and (type_ in CANCELS_CALL or (
+                isinstance(data, dict) and data.get("synthetic")))):
         why = {Phase.FINISHED: "already finished",
                Phase.REQUESTED: "requested but never started"}.get(before, "unknown") \
             if before is not None else "unknown"
-        raise ValidationError(f"tool/result {call_id!r}: the call is {why}")
+        raise ValidationError(f"{type_} {call_id!r}: the call is {why}")
 
 
 __all__ = ["TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN", "Phase", "Plan", "Tracker",

@@ -13,7 +13,9 @@ appends closers only for what is really open:
 
 Closers carry ``synthetic: true`` and the time of the last real event.  Tool
 closers come in the order the calls were requested.  What is open is decided
-by the one lifecycle state machine (:mod:`trajlog.lifecycle`).  Nothing here
+by the one lifecycle state machine (:mod:`trajlog.lifecycle`): a call a
+``tool/cancel`` closed is not open.  Which type closes what is each type's
+``closer`` in :mod:`trajlog.event_types`.  Nothing here
 touches the database: :meth:`trajlog.Session.inspect` and
 :meth:`trajlog.Store.load` use it.
 """
@@ -28,6 +30,7 @@ from typing import Any
 from . import codec
 from ._format import Cursor
 from .codec import ScanReport, Verdict, Watermark
+from .event_types import CALL_CLOSER, STEP_CLOSER, TURN_CLOSER
 from .events import Event
 from .lifecycle import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN, Phase, Tracker, boundary_defect
 
@@ -77,13 +80,13 @@ def closers(state: OpenState) -> list[tuple[str, dict[str, Any]]]:
     out: list[tuple[str, dict[str, Any]]] = []
     for call_id, (phase, name) in state.open_calls.items():
         kind = TOOL_NOT_STARTED if phase is Phase.REQUESTED else TOOL_OUTCOME_UNKNOWN
-        out.append(("tool/result", {"call_id": call_id, "name": name, "status": kind,
+        out.append((CALL_CLOSER, {"call_id": call_id, "name": name, "status": kind,
                                     "synthetic": True, "is_error": True,
                                     "output": GUIDANCE[kind]}))
     if state.step_start is not None:
-        out.append(("step/end", {"synthetic": True, "interrupted": True}))
+        out.append((STEP_CLOSER, {"synthetic": True, "interrupted": True}))
     if state.turn_start is not None:
-        out.append(("turn/end", {"synthetic": True, "interrupted": True}))
+        out.append((TURN_CLOSER, {"synthetic": True, "interrupted": True}))
     return out
 
 

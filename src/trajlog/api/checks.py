@@ -22,10 +22,9 @@ from collections.abc import Sequence
 from typing import Any
 
 from ..errors import InvalidArgumentError, ValidationError
+from ..event_types import CHECKED, CHECKED_PREFIXES, source_class, surface_range
 from ..events import Event, SessionHeader
 from ..lifecycle import Phase, transitions
-from ..projections.evidence import source_class
-from ..projections.folds import surface_range
 from ..storage import Reader
 from .handles import LogRef
 from .reading import LogReader
@@ -44,7 +43,9 @@ def check_append_type(header: SessionHeader, type_: object) -> None:
 
 
 def needs_check(type_: str) -> bool:
-    return type_.startswith("compaction/") or type_ == "event/status"
+    """Whether an event of ``type_`` is checked against the log (its
+    ``checked`` column in :mod:`trajlog.event_types`)."""
+    return type_.startswith(CHECKED_PREFIXES) or type_ in CHECKED
 
 
 def applied_range(type_: str, data: Any) -> tuple[int, int] | None:

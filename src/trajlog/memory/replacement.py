@@ -30,8 +30,9 @@ from typing import Any
 import msgspec
 
 from ..errors import TrajlogError
+from ..event_types import KEEPS as KEPT_FORMS
+from ..event_types import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from ..events import Event, check_envelope, check_type, decode_event
-from ..lifecycle import TOOL_NOT_STARTED, TOOL_OUTCOME_UNKNOWN
 from ..storage.event_index import entry
 
 # A value's kept form, or _DROP (the field is blanked).
@@ -83,21 +84,15 @@ def _calls(v: Any) -> Any:
     return out
 
 
-_CLOSES = {"interrupted": _flag, "synthetic": _flag}
-_RUN = {"run_id": _ID}
+_FORMS: Mapping[str, Form] = {"call id": _call_id, "tool name": _NAME, "run id": _ID,
+                               "closer status": _closer, "flag": _flag, "calls": _calls}
 #: event type -> {data field: its kept form}, in the order a replacement holds
-#: them.  A type not listed keeps no data field at all.
+#: them (each type's ``keeps`` column in :mod:`trajlog.event_types`; a run
+#: keeps its id: projections.envelopes pairs its two events by it).  A type not
+#: listed keeps no data field at all.
 KEEPS: Mapping[str, Mapping[str, Form]] = {
-    "assistant/message": {"tool_calls": _calls},
-    "tool/call": {"call_id": _call_id, "name": _NAME},
-    "tool/result": {"call_id": _call_id, "name": _NAME, "status": _closer, "is_error": _flag,
-                    "synthetic": _flag},
-    "turn/end": _CLOSES,
-    "step/end": _CLOSES,
-    # a run stays a run: projections.runs pairs its two events by id
-    "run/started": _RUN,
-    "run/finalized": _RUN,
-}
+    type_: {name: _FORMS[form] for name, form in spec.items()}
+    for type_, spec in KEPT_FORMS.items()}
 
 
 def kept(type_: str, data: Any) -> dict[str, Any]:

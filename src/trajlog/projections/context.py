@@ -59,6 +59,12 @@ from typing import Any, Protocol
 import msgspec
 
 from ..errors import ArgumentTypeError, ContextBudgetError, InvalidArgumentError
+from ..event_types import (
+    CANCELS_CALL,
+    CONTEXT_STRUCTURAL,
+    CONTEXT_STRUCTURAL_PREFIXES,
+    CONTEXT_TOOL_RESULTS,
+)
 from ..events import ENVELOPE_FIELDS, Event, SessionHeader, check_text, now_ms
 from .evidence import GRANTS, Evidence, branch_of, expires_at, ref, source_class
 
@@ -76,10 +82,8 @@ class Session(Protocol):
     def append(self, type: str, data: Any = None, *, source: str | None = None) -> Event: ...
 
 CORE = ("task.contract", "human.decision")
-STRUCTURAL = frozenset({"turn/start", "turn/end", "step/start", "step/end", "tool/call",
-                        "context/injection", "event/status", "request/header",
-                        "approval/policy", "sandbox/mode", "goal/change",
-                        "workspace/revision"})
+# never shown to the model: each type's ``context`` column in trajlog.event_types
+STRUCTURAL = CONTEXT_STRUCTURAL
 BLOCKS = ("confirmed", "failed", "conflicts", "to confirm", "forbidden actions", "next step")
 # Exclusions that keep an event out of the messages but not out of the summary
 # (it is admissible evidence, just not shown in full).
@@ -258,7 +262,7 @@ def _category(ev: Event, latest_plan: int | None) -> str | None:
         return "task.contract"
     if cls == "human" and t not in STRUCTURAL:
         return "human.decision"
-    if t == "tool/result":
+    if t in CONTEXT_TOOL_RESULTS:
         return "tool.result.active"
     if t == "file/snapshot":
         return "file.snapshot.current"
@@ -294,6 +298,8 @@ def _render(ev: Event, policy: ContextPolicy) -> tuple[str, str]:
             out = out[: policy.max_tool_output_chars] + f"\n[... {cut} characters cut; see {r}]"
         status = " (error)" if d.get("is_error") else ""
         return "tool", f"[{r}] {d.get('name') or d.get('call_id', '')}{status}: {out}"
+    if ev.type in CANCELS_CALL:
+        return "tool", f"[{r}] {d.get('call_id', '')} (cancelled): {_str(d.get('reason'))}"
     if ev.type == "file/snapshot":
         return "context", f"[{r}] {d.get('path', '?')} @ {ev.workspace_revision}:\n" \
                           f"{_str(d.get('content'))}"
@@ -439,7 +445,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     # statuses were decided in the first pass: this one only gathers claims
     evidence = Evidence(status=statuses.status)
     for ev in events:
-        if ev.type in STRUCTURAL or ev.type.startswith("compaction/"):
+        if ev.type in STRUCTURAL or ev.type.startswith(CONTEXT_STRUCTURAL_PREFIXES):
             continue
         category = _category(ev, latest_plan)
         reason = _exclusion(ev, category, policy, statuses, scope)

@@ -44,6 +44,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
+from ..event_types import STATUSES, source_class
 from ..events import Event
 
 #: event types that grant a permission with an expiry (``expires_at`` epoch ms,
@@ -63,29 +64,7 @@ def expires_at(ev: Event) -> int | None:
     return None
 
 
-STATUSES = ("active", "superseded", "rejected", "expired", "audit-only")
 RANK = {"human": 3, "tool": 2, "system": 2, "user": 1, "model": 0, "untrusted": -1}
-
-
-def source_class(ev: Event) -> str:
-    """Who an event speaks for (see the module docstring)."""
-    src = ev.source or ""
-    data = ev.data if isinstance(ev.data, dict) else {}
-    if src.startswith(("external:", "web:")) or data.get("trust") == "untrusted":
-        return "untrusted"
-    if ev.type == "human/decision" or src in ("human", "reviewer") or src.startswith(
-            ("human:", "reviewer:")):
-        return "human"
-    if src in ("model", "assistant") or (not src and ev.type in ("assistant/message",
-                                                                 "plan/update")):
-        return "model"
-    if src == "user" or (not src and ev.type == "user/message"):
-        return "user"
-    if src in ("system", "host", "trajlog.recovery") or src.startswith("session:"):
-        return "system"
-    if src or ev.type == "tool/result":
-        return "tool"
-    return "system"
 
 
 def branch_of(ev: Event) -> Any:

@@ -29,6 +29,11 @@ The projections:
 * :func:`trajectory` -- turns, steps, model requests and tool spans, for debugging.
 * :func:`goal` -- the last valid full goal snapshot (malformed ones reported).
 * :func:`status` -- what is open now: turn, step, tools running.
+
+Which types each view reads is its column in :mod:`trajlog.event_types`
+(``history``, ``chat``, ``trajectory``); a cancelled call (``tool/cancel``) is
+answered in the model history by a tool message saying so (a provider needs
+every call answered), and ends its chat card and tool span as ``cancelled``.
 """
 
 from __future__ import annotations
@@ -38,6 +43,18 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from ..event_types import (
+    CANCELS_CALL,
+    CHAT,
+    HISTORY,
+    HISTORY_PREFIXES,
+    TOOL_CANCELLED,
+    TRAJECTORY,
+    surface_range,
+)
+from ..event_types import (
+    SURFACE_REPLACE as SURFACE_REPLACE,  # (re-exported: trajlog.projections)
+)
 from ..events import Event, freeze
 from ..lifecycle import Phase, outcome, requested_calls, transitions
 from ..recovery import OpenState
@@ -55,17 +72,6 @@ from .shapes import (
     Turn,
 )
 
-SURFACE_REPLACE = "surface-replace"
-
-
-def surface_range(type_: str, data: Any) -> tuple[Any, Any] | None:
-    """``(from_seq, to_seq)`` as written in a ``compaction/*`` event whose op is
-    ``surface-replace`` (the only op the model history applies); else None."""
-    if not type_.startswith("compaction/") or not isinstance(data, dict) or data.get(
-            "op") != SURFACE_REPLACE:
-        return None
-    return data.get("from_seq"), data.get("to_seq")
-
 
 def _json_copy(value: Any) -> Any:
     """A deep copy of a JSON value, for the small views (goal, request config):
@@ -82,10 +88,20 @@ def _text(value: Any, limit: int = 200) -> str:
     return text if len(text) <= limit else text[: limit - 1] + "\u2026"
 
 
-_HISTORY_TYPES = frozenset({"user/message", "assistant/message", "tool/result"})
+_HISTORY_TYPES = HISTORY["user"] | HISTORY["assistant"] | HISTORY["tool"]
 # history/pop {target} hides one earlier message, history/clear {through} all up
 # to a seq (the Agents SDK's pop_item and clear_session; the log keeps them)
 POP, CLEAR = "history/pop", "history/clear"
+_CUTS = HISTORY["cut"]
+# what the history's one-loop fold hands to step(): cuts, compactions, cancels
+_STEPPED = _CUTS | CANCELS_CALL
+
+
+def cancelled(data: Any) -> str:
+    """What the model is told of a call the host cancelled (``tool/cancel``)."""
+    reason = data.get("reason") if isinstance(data, dict) else None
+    return "The host cancelled this tool call" + (
+        f": {reason}" if isinstance(reason, str) and reason else ".")
 
 
 def _cut(type_: str, data: Any) -> int | None:
@@ -104,14 +120,14 @@ class ModelHistory:
     """user / assistant / tool messages with surface-replace compactions."""
 
     name: ClassVar[str] = "model_history"
-    version: ClassVar[int] = 2  # 2: history/pop and history/clear
+    version: ClassVar[int] = 3  # 2: history/pop and history/clear; 3: tool/cancel
     state_type: ClassVar[Any] = HistoryState
     autosave: ClassVar[bool] = False  # the state holds every message: save on request
 
     @staticmethod
     def wants(type_: str) -> bool:
-        return type_ in _HISTORY_TYPES or type_ in (POP, CLEAR) or type_.startswith(
-            "compaction/")
+        return type_ in _HISTORY_TYPES or type_ in _CUTS or type_.startswith(
+            HISTORY_PREFIXES)
 
     def init(self) -> HistoryState:
         return HistoryState([], [])
@@ -130,6 +146,10 @@ class ModelHistory:
             state.messages.append(Message("tool", freeze(d.get("output")), ev.seq,
                                           tool_call_id=d.get("call_id"),
                                           is_error=d.get("is_error"), status=d.get("status")))
+        elif t in CANCELS_CALL:
+            state.messages.append(Message("tool", cancelled(d), ev.seq,
+                                          tool_call_id=d.get("call_id"), is_error=True,
+                                          status=TOOL_CANCELLED))
         elif (at := _cut(t, d)) is not None:
             msgs = state.messages
             if t == CLEAR:
@@ -170,7 +190,7 @@ class ModelHistory:
             elif t == "user/message":
                 content = ev.data.get("content")
                 append(new("user", content if type(content) is str else fz(content), ev.seq))
-            elif t.startswith("compaction/") or t in (POP, CLEAR):
+            elif t in _STEPPED or t.startswith(HISTORY_PREFIXES):
                 self.step(state, ev)
         return state
 
@@ -222,11 +242,10 @@ class ChatState(msgspec.Struct):
 
 class Chat:
     name: ClassVar[str] = "chat"
-    version: ClassVar[int] = 2  # 2: history/pop and history/clear
+    version: ClassVar[int] = 3  # 2: history/pop and history/clear; 3: tool/cancel
     state_type: ClassVar[Any] = ChatState
     autosave: ClassVar[bool] = False
-    wants = staticmethod(frozenset({"user/message", "assistant/message", "tool/call",
-                                    "tool/result", POP, CLEAR}).__contains__)
+    wants = staticmethod(CHAT.__contains__)
 
     def init(self) -> ChatState:
         return ChatState([], {})
@@ -254,8 +273,9 @@ class Chat:
             if phase is Phase.STARTED:
                 node["status"] = "running"
             elif phase is Phase.FINISHED:
-                node["status"] = outcome(d)
-                node["output"] = _text(d.get("output", ""), 500)
+                node["status"] = outcome(d, t)
+                node["output"] = _text(d.get("reason" if t in CANCELS_CALL else "output", ""),
+                                       500)
                 node["result_seq"] = ev.seq
         return state
 
@@ -326,12 +346,10 @@ _NOTES = {"model/switch": ("switches", ("old", "new", "reason", "context_version
 
 class Trajectory:
     name: ClassVar[str] = "trajectory"
-    version: ClassVar[int] = 3  # 2: model switches; 3: retried requests
+    version: ClassVar[int] = 4  # 2: model switches; 3: retried requests; 4: tool/cancel
     state_type: ClassVar[Any] = TrajectoryState
     autosave: ClassVar[bool] = False
-    wants = staticmethod(frozenset({"turn/start", "turn/end", "step/start", "step/end",
-                                    "request/header", "assistant/message", "tool/call",
-                                    "tool/result", *_NOTES}).__contains__)
+    wants = staticmethod(frozenset().union(*TRAJECTORY.values()).__contains__)
 
     def init(self) -> TrajectoryState:
         return TrajectoryState([], {}, None, [])
@@ -407,8 +425,9 @@ class Trajectory:
                 if span["started_time"] is not None:
                     span["duration_ms"] = ev.time - span["started_time"]
                 span["error"] = bool(d.get("is_error"))
-                span["status"] = outcome(d)
-                span["result_summary"] = _text(d.get("output", ""), 120)
+                span["status"] = outcome(d, t)
+                span["result_summary"] = _text(
+                    d.get("reason" if t in CANCELS_CALL else "output", ""), 120)
         return state
 
     def _current_step(self, state: TrajectoryState) -> dict[str, Any]:
@@ -515,7 +534,7 @@ class Status:
     """What is open now -- the same one-pass analysis recovery uses."""
 
     name: ClassVar[str] = "status"
-    version: ClassVar[int] = 2  # 2: the lifecycle's phases
+    version: ClassVar[int] = 3  # 2: the lifecycle's phases; 3: tool/cancel closes a call
     autosave: ClassVar[bool] = True
     state_type: ClassVar[Any] = OpenState
 

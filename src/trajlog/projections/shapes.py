@@ -37,7 +37,8 @@ class RequestConfig(msgspec.Struct, frozen=True):
 
 class ChatNode(msgspec.Struct, frozen=True):
     """A bubble (``kind="message"``) or a tool card (``kind="tool"``).  A tool
-    card's ``status``: requested, running, done, error, unknown, not_started."""
+    card's ``status``: requested, running, done, error, unknown, not_started,
+    cancelled (a ``tool/cancel``: ``output`` holds its reason)."""
 
     kind: str
     seq: int

@@ -8,37 +8,28 @@ import re
 from collections.abc import Mapping
 from typing import Any
 
+from ..event_types import MACHINE
+
 _UUID = r"[0-9a-f]{8}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{4}-[0-9a-f]{12}"
 # a digest or a VCS revision: hex with at least one letter (an all-digit value
 # could be a card number), optionally named ("sha256:...")
 _HEX = r"(?:[a-z0-9-]{1,16}:)?(?=[0-9]*[a-f])[0-9a-f]{7,128}"
 _ID = re.compile(_UUID)
 _DIGEST = re.compile(_HEX)
-_RUN = ("run_id",)
-#: event type -> {path (the keys down to it): format}.  What
-#: trajlog's own API writes there is an id (a UUID) or a digest/revision
-#: (hex).  A value is skipped only if it has that format -- so an id cannot
-#: hold text a built-in rule finds, and anything else (a user's run id, a
-#: reason, an error message, a model name) is scanned like any payload.
+#: a tool call's id as hosts and providers write it (``call_abc``,
+#: ``toolu_01...``): letters, digits and ``_ . : -``, with a letter and no run
+#: of 13 digits (a card number), at most 128 characters
+_CALL = re.compile(r"(?=.*[A-Za-z])(?!.*[0-9]{13})[A-Za-z0-9_.:-]{1,128}")
+_FORMS = {"uuid": _ID, "digest": _DIGEST, "call id": _CALL}
+#: event type -> {path (the keys down to it): format}, from each type's
+#: ``machine`` column in :mod:`trajlog.event_types`.  What trajlog's own API
+#: writes there is an id (a UUID), a digest/revision (hex) or a tool call's
+#: id.  A value is skipped only if it has that format -- so an id cannot hold
+#: text a built-in rule finds, and anything else (a user's run id, a reason,
+#: an error message, a model name) is scanned like any payload.
 MACHINE_FIELDS: Mapping[str, Mapping[tuple[str, ...], re.Pattern[str]]] = {
-    "run/started": {_RUN: _ID, ("parent_run",): _ID, ("identity", "session"): _ID,
-                    ("static_prefix_hash",): _DIGEST},
-    "run/finalized": {_RUN: _ID, ("integrity", "digest"): _DIGEST,
-                      ("integrity", "chain"): _DIGEST},
-    "model/switch": {_RUN: _ID},
-    "run/resume": {_RUN: _ID}, "run/restart": {_RUN: _ID}, "run/paused": {_RUN: _ID},
-    "run/fork": {_RUN: _ID, ("parent_session",): _ID, ("child_session",): _ID},
-    "checkpoint/stage": {_RUN: _ID, ("workspace_revision",): _DIGEST},
-    "checkpoint/invalidated": {("recorded_revision",): _DIGEST,
-                               ("current_revision",): _DIGEST},
-    "recovery/check": {_RUN: _ID},
-    "context/injection": {("summary_sha256",): _DIGEST, ("messages_sha256",): _DIGEST,
-                          ("workspace_revision",): _DIGEST},
-    "redaction/paused": {("inherited", "session"): _ID},
-    # a subagent's answer and notification (trajlog.api.lineage)
-    "tool/result": {("child_session",): _ID, ("job_id",): _ID},
-    "subagent/notification": {("child_session",): _ID, ("job_id",): _ID},
-}
+    type_: {path: _FORMS[form] for path, form in spec.items()}
+    for type_, spec in MACHINE.items()}
 
 
 def without_machine(type_: str, data: Any) -> Any:

@@ -8,17 +8,20 @@ from collections.abc import Callable, Sequence
 from typing import Any, Protocol, TypeVar
 
 from ..errors import RedactionPausedError
+from ..event_types import PASS_PREFIXES_WHEN_PAUSED, PASS_WHEN_PAUSED
+from ..event_types import PAUSED as PAUSED  # (re-exported: trajlog.redaction)
+from ..event_types import RESUMED as RESUMED
 from ..events import Event
 
-PAUSED, RESUMED = "redaction/paused", "redaction/resumed"
-
-# While paused, only what closes, audits or resumes may be appended.
-_PASS_WHEN_PAUSED = frozenset({"turn/end", "step/end", "event/status"})
+# While paused, only what closes, audits or resumes may be appended (each
+# type's ``pause`` column in trajlog.event_types).
+_PASS_WHEN_PAUSED = PASS_WHEN_PAUSED
+_PASS_PREFIXES = PASS_PREFIXES_WHEN_PAUSED
 
 
 def passes_pause(type_: str, data: Any) -> bool:
     """May an event of ``type_`` be appended to a paused session?"""
-    return (type_ in _PASS_WHEN_PAUSED or type_.startswith(("redaction/", "run/"))
+    return (type_ in _PASS_WHEN_PAUSED or type_.startswith(_PASS_PREFIXES)
             or (isinstance(data, dict) and data.get("synthetic") is True))
 
 

@@ -8,7 +8,8 @@ without reading the log, kept in two forms by how often it occurs.
   idempotency key.  Each row carries the event's type, time and envelope.
 * **Marks** (one MessagePack list per chunk row, ``chunks.marks``) for the
   dense ones: step markers and tool calls -- an assistant message's requested
-  call ids, ``tool/call`` and ``tool/result`` by call id.  An agent's log is
+  call ids, ``tool/call`` and a call's closers (``tool/result``,
+  ``tool/cancel``) by call id.  An agent's log is
   mostly these, so one row per event would cost more than the log itself
   (measured: ~10 us per event against ~3 for the chunk rows).
 * **Call rows** (``call_index``, one per tool call id a session's own log
@@ -17,7 +18,8 @@ without reading the log, kept in two forms by how often it occurs.
 
 Both are copies, never the authority: ``verify()`` recomputes them from the
 frames and compares (:func:`entry` and :func:`marks_of` are the one rule
-both sides use).
+both sides use).  Which type gets a row or a mark is its ``index`` column in
+:mod:`trajlog.event_types`.
 """
 
 from __future__ import annotations
@@ -27,18 +29,21 @@ from typing import Any, NamedTuple
 
 import msgspec
 
+from ..event_types import INDEX_ROW_PREFIXES, INDEX_ROWS, MARKS, PAUSED, RESUMED
 from ..events import Event
 
-SPARSE = frozenset({"turn/start", "turn/end", "sandbox/mode", "event/status",
-                    "session/closed", "redaction/paused", "redaction/resumed"})
+SPARSE = INDEX_ROWS
 # The redaction pause's events (indexed since schema 7; what a store migrated
 # to it gets index rows for).
-PAUSES = frozenset({"redaction/paused", "redaction/resumed"})
-PREFIXES = ("compaction/", "approval/", "subagent/", "retention/")
-# Mark codes (stable: they are stored).
+PAUSES = frozenset({PAUSED, RESUMED})
+PREFIXES = INDEX_ROW_PREFIXES
+# Mark codes (stable: they are stored).  RESULT marks a call's closer: its
+# answer or its cancel.
 STEP_START, STEP_END, REQUESTED, CALL, RESULT = 1, 2, 3, 4, 5
-_CODES = {"step/start": STEP_START, "step/end": STEP_END, "tool/call": CALL,
-          "tool/result": RESULT}
+_BY_MARK = {"mark:step-start": STEP_START, "mark:step-end": STEP_END,
+            "mark:requested": REQUESTED, "mark:call": CALL, "mark:closed": RESULT}
+_CODES = {t: _BY_MARK[m] for t, m in MARKS.items() if _BY_MARK[m] != REQUESTED}
+_REQUESTS = frozenset(t for t, m in MARKS.items() if _BY_MARK[m] == REQUESTED)
 _ENC = msgspec.msgpack.Encoder()
 _DEC = msgspec.msgpack.Decoder(list[tuple[int, int, str | None]])
 
@@ -86,7 +91,7 @@ def event_marks(ev: Event, seq: int, out: list[Mark]) -> None:
             if type(call_id) is not str:
                 return
         out.append(Mark(seq, code, call_id))
-    elif t == "assistant/message":
+    elif t in _REQUESTS:
         d = ev.data
         calls = d.get("tool_calls") if type(d) is dict else None
         for c in calls or ():
