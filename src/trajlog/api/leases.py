@@ -247,6 +247,8 @@ class Leases:
         ``turn/start`` without one), ``"give"`` (the ``turn/end`` of such a
         turn, no block open), ``"drop"`` (that end while a block still holds
         the lease: only the turn's share is dropped), or None."""
+        if marker is None:   # (most appends: no lock taken)
+            return None
         with self._lock:
             if marker == "turn/start" and sid not in self._held:
                 return "take"

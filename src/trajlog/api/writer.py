@@ -24,31 +24,23 @@ from __future__ import annotations
 import contextlib
 import uuid as uuid_mod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
 
 import msgspec
 
-from .._format import Cursor
 from ..codec import session_key
-from ..codec.chunks import CAP, ChunkCompressor
-from ..codec.records import (
-    decode_metadata,
-    encode_chunks,
-    encode_metadata,
-    fresh_events,
-    header_check,
-)
+from ..codec.chunks import ChunkCompressor
+from ..codec.records import decode_metadata, encode_metadata, header_check
 from ..errors import (
     IdempotencyConflictError,
     InvalidArgumentError,
     InvalidStateError,
     LeaseHeldError,
-    LogMovedError,
     PayloadTooLargeError,
     SerializationError,
 )
+from ..event_types import WRITE_STATE, WRITE_STATE_PREFIXES
 from ..events import (
     ENVELOPE_FIELDS,
     KNOWN_SHAPES,
@@ -62,52 +54,49 @@ from ..events import (
     encode_event,
     now_ms,
     plain_str,
-    with_seq,
 )
-from ..lifecycle import Tracker
-from ..redaction import (
-    PAUSE_TYPES,
-    Redactor,
-    pause_rows,
-    pause_state,
-    prepare_payload,
-    route_rows,
-)
+from ..lifecycle import Plan, Tracker
+from ..redaction import Redactor, pause_state, prepare_payload
 from ..storage import Backend, GroupCommit, Request, SessionRow, Writer
-from ..storage.event_index import entry, marks_of, pack_marks, requested, split_marks
 from . import checks, retries
 from .handles import LogRef, Options
 from .leases import Leases
 from .logstate import LogState, StateIndex
 from .reading import LogReader
+from .write_stages import (
+    SMALL_ROW,
+    Row,
+    advance,
+    check_expected_head,
+    check_room,
+    check_rules,
+    checked,
+    count_small_rows,
+    find_retry,
+    frame,
+    hold_pause,
+    index_entries,
+    pauses,
+    returned,
+    route_private,
+    turn_marker,
+    with_seqs,
+)
 
 MAX_PAYLOAD = 16 * 1024 * 1024
-SMALL_ROW = CAP // 2        # a row below this is merged by a repack
 REPACK_ROWS = 32            # small rows that ask for a repack (a turn's end does too)
 _STATES = 1024              # sessions whose write state is kept
 # The events the write path's state follows (lifecycle) besides compactions.
-_STATE_TYPES = frozenset({"assistant/message", "tool/call", "tool/result", "turn/start",
-                          "turn/end", "step/start", "step/end", "redaction/paused",
-                          "redaction/resumed"})
+_STATE_TYPES = WRITE_STATE   # (trajlog.event_types: lifecycle and pause types)
 
 
 def _followed(type_: str) -> bool:
-    return type_ in _STATE_TYPES or type_.startswith("compaction/")
+    return type_ in _STATE_TYPES or type_.startswith(WRITE_STATE_PREFIXES)
 _ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
 _NO_ENVELOPE: Mapping[str, Any] = MappingProxyType({})
 _PAYLOAD = msgspec.msgpack.Encoder()
 # Refusals: raised before a request writes anything, so its group commit goes on.
 _REFUSALS = (InvalidArgumentError, LeaseHeldError, InvalidStateError)
-
-
-@dataclass(slots=True)
-class Row:
-    """An event ready to be framed: everything but its seq and chain."""
-
-    event: Event
-    payload: bytes
-    check: bool = False  # a compaction or status event: checked in the transaction
-    pause: tuple[tuple[str, str], ...] = ()  # hashed findings: the session pauses after it
 
 
 class WriteEngine:
@@ -314,23 +303,24 @@ class WriteEngine:
         """Append ``rows`` through group commit; the events once durable."""
         if not rows:
             return []
-        op = self.leases.turn_op(ref.sid, _turn_marker(rows))
+        op = self.leases.turn_op(ref.sid, turn_marker(rows))
         result: list[Event] = self.commit.submit(self.request(ref, rows, expect_last, op))
-        self.leases.after_turn_op(ref.sid, op, True)
+        if op is not None:
+            self.leases.after_turn_op(ref.sid, op, True)
         self.after_commit(ref)
-        return _returned(rows, result)
+        return returned(rows, result)
 
     def submit_async(self, ref: LogRef, rows: list[Row],
                      done: Callable[[list[Event] | None, BaseException | None], None]) -> None:
         """Queue ``rows`` for group commit without waiting; ``done(events,
         error)`` is called from the committing thread."""
-        op = self.leases.turn_op(ref.sid, _turn_marker(rows))
+        op = self.leases.turn_op(ref.sid, turn_marker(rows))
 
         def finished(req: Request) -> None:
             self.leases.after_turn_op(ref.sid, op, req.error is None)
             if req.error is None:
                 self.after_commit(ref)
-                done(_returned(rows, req.result), None)
+                done(returned(rows, req.result), None)
                 return
             done(req.result, req.error)
         request = self.request(ref, rows, None, op)
@@ -351,88 +341,83 @@ class WriteEngine:
 
     def apply(self, tx: Writer, ref: LogRef, rows: list[Row],
               expect_last: int | None = None, lease_op: str | None = None) -> list[Event]:
-        """Check, frame and insert ``rows``.  Every refusal is raised before
-        the first write."""
+        """Check, frame and insert ``rows``: the stages of :mod:`.write_stages`,
+        in order.  Every refusal is raised before the first write (the insert);
+        a stage with nothing to do is skipped by a cheap test."""
+        redactor = self.redactor
+        # 1. where the log stands (kept in step with it; re-read if it moved)
         state = self.state(tx, ref)
+        # 2. another writer's live lease refuses the append; ours is kept alive
         state.lease = self.leases.check(tx, ref.sid, ref.id, state.lease)
-        if self.redactor is not None:  # the identity's privacy mode (trajlog.redaction)
-            rows = route_rows(self.redactor, ref.header.metadata, rows, _remake)
-        if expect_last is not None and state.synced_seq != expect_last:
-            raise LogMovedError(f"session {ref.id} moved to seq {state.synced_seq}; "
-                                f"expected it at {expect_last}")
+        # 3. the identity's privacy mode decides what of each event is stored
+        if redactor is not None:
+            rows = route_private(redactor, ref, rows)
+        # 4. an append told where the log stands is refused if the log moved
+        if expect_last is not None:
+            check_expected_head(ref, state.synced_seq, expect_last)
+        # 5. a repeated request gets its originals; a request/retry records it
         retried: list[Event] | None = None
-        keyed = [(i, r.event.idempotency_key) for i, r in enumerate(rows)
-                 if r.event.idempotency_key is not None] if len(rows) > 1 or (
-            rows[0].event.idempotency_key is not None) else None
-        if keyed:
-            found = [(i, seq) for i, key in keyed
-                     if (seq := tx.seq_of_idempotency_key(ref.sid, key)) is not None]
-            if found:
-                if len(found) != len(keyed):
-                    raise IdempotencyConflictError(
-                        "the batch mixes idempotency keys already used in this session "
-                        "with new ones")
-                # A retry: the originals are returned, and the request recorded
-                # (trajlog.api.retries) -- its lease op applied as the original's was
-                retried = retries.originals(self._reading, tx, ref, [r.event for r in rows],
-                                            found)
+        if len(rows) > 1 or rows[0].event.idempotency_key is not None:
+            found = find_retry(self._reading, tx, ref, rows)
+            if found is not None:
+                retried = found[0]
                 if state.synced_seq >= self._backend.max_session_seq:
-                    if lease_op is not None:  # (a full log: nothing more fits)
+                    # a full log: nothing more fits, the retry is not recorded
+                    if lease_op is not None:
                         state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op,
                                                                 state.lease)
                     return retried
-                t, d, env = retries.retry_record(tx, ref, retried, keyed[0][1])
-                rows = [self.prepare(t, d, None, env)]
-                if self.redactor is not None:
-                    rows = route_rows(self.redactor, ref.header.metadata, rows, _remake)
+                rows = self._retry_record(tx, ref, retried, found[1])
         first = state.synced_seq + 1
         paused, events = state.paused, [r.event for r in rows]
-        # (per event on the hot path: one set test of the types, no call)
-        if paused or not PAUSE_TYPES.isdisjoint([e.type for e in events]) or (
-                self.redactor is not None and any(r.pause for r in rows)):
-            rows, paused = pause_rows(ref.id, paused, first, rows, _remake)
+        # 6. a pause refuses content; a finding that pauses adds redaction/paused
+        if pauses(paused, rows, events, redactor is not None):
+            rows, paused = hold_pause(ref, paused, first, rows)
             events = [r.event for r in rows]
+        # 7. the turns, steps and tool calls the events open and close, in order
+        plan = self._lifecycle(tx, state, events, first)
+        # 8. supersedes, compactions and status events, checked against the log
+        added: list[tuple[int, int]] = []
+        if checked(rows):
+            added = check_rules(self._reading, tx, ref, events, first,
+                                self._index.compactions(tx, ref, state, events))
+        # 9. a full log refuses more events
+        check_room(ref, first, len(rows), self._backend.max_session_seq)
+        # 10. the payloads framed, chained from the head, cut into chunk rows
+        chunks, end = frame(ref, rows, first, state.chain, self._chunks)
+        # 11. the index rows and call marks that reads and checks look up
+        index, marks, calls = index_entries(events, first, chunks)
+        # 12. a raw turn/start takes the lease, its turn/end gives it back
+        if lease_op is not None:
+            state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op, state.lease)
+        # 13. the insert: the append's first write
+        tx.append(ref.sid, chunks, index, marks, calls)
+        # 14. the state follows what was written
+        advance(state, plan, added, end, paused)
+        # 15. rows a repack would merge, counted (it is asked for after the commit)
+        count_small_rows(state, chunks, plan, events)
+        # 16. what the caller gets: the events with their seqs, or the originals
+        return with_seqs(events, first) if retried is None else retried
+
+    def _retry_record(self, tx: Writer, ref: LogRef, originals: list[Event],
+                      key: str) -> list[Row]:
+        """The row of the ``request/retry`` event that records a retry
+        (:mod:`.retries`), prepared and routed as any append's."""
+        t, d, env = retries.retry_record(tx, ref, originals, key)
+        rows = [self.prepare(t, d, None, env)]
+        if self.redactor is not None:
+            rows = route_private(self.redactor, ref, rows)
+        return rows
+
+    def _lifecycle(self, tx: Writer, state: LogState, events: list[Event],
+                   first: int) -> Plan:
+        """The tracker's plan for ``events`` from seq ``first``, refused when
+        out of order; the tool calls it asks about are looked up in ``tx``."""
         self._tx = tx
         try:
-            plan = state.tracker.plan(events, first, check=True)
+            return state.tracker.plan(events, first, check=True)
         finally:
             self._tx = None
-        added: list[tuple[int, int]] = []
-        for r in rows:
-            if r.check:  # (an event with ``supersedes`` is checked too: see prepare)
-                retries.check_supersedes(ref.id, events, first)
-                added = checks.check_events(self._reading, ref, tx, events, first,
-                                            self._index.compactions(tx, ref, state, events))
-                break
-        if first + len(rows) - 1 > self._backend.max_session_seq:
-            raise InvalidStateError(f"session {ref.id} is full: a session's own log holds "
-                                    f"at most {self._backend.max_session_seq + 1} events")
-        chunks, end = encode_chunks(ref.key, [r.payload for r in rows],
-                                    Cursor(0, first, state.chain), self._chunks, session=ref.id)
-        index = [row for row in (entry(ev, first + i) for i, ev in enumerate(events))
-                 if row is not None]
-        dense = marks_of(events, first)
-        if len(chunks) == 1:
-            marks = [pack_marks(dense)]
-        else:
-            marks = split_marks(dense, [(c.first_seq, c.last_seq) for c in chunks])
-        if lease_op is not None:  # (a raw turn/start or its end: see Leases.turn_op)
-            state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op, state.lease)
-        tx.append(ref.sid, chunks, index, marks, requested(dense) if dense else ())
-        state.tracker.apply(plan)
-        if added:
-            state.compactions += added
-        state.synced_seq, state.chain = end.next_seq - 1, end.chain
-        state.paused = paused
-        for c in chunks:
-            if c.raw_len < SMALL_ROW:
-                state.small_rows += 1
-        if state.small_rows > 1 and plan.turn_start is None and any(
-                ev.type == "turn/end" for ev in events[-2:]):
-            state.turn_ended = True
-        if retried is not None:
-            return retried
-        return [with_seq(ev, first + i) for i, ev in enumerate(events)]
 
     # -- sessions -------------------------------------------------------------------
 
@@ -510,26 +495,8 @@ class WriteEngine:
         self._forget_key(sid)
 
 
-def _returned(rows: list[Row], events: list[Event]) -> list[Event]:
-    """What an append hands back: fresh copies of what it wrote (a retry
-    already returns the stored originals, decoded afresh)."""
-    if events and events[0] is rows[0].event:
-        return fresh_events([r.payload for r in rows], events[0].seq)
-    return events[:len(rows)]   # (not a redaction/paused the write added)
-
-
-def _remake(event: Event, pause: tuple[tuple[str, str], ...] = ()) -> Row:
-    return Row(event, encode_event(event),
-               checks.needs_check(event.type) or event.supersedes is not None, pause)
-
-
-def _turn_marker(rows: list[Row]) -> str | None:
-    """The last ``turn/start`` or ``turn/end`` among ``rows`` (None: neither)."""
-    for r in reversed(rows):
-        t = r.event.type
-        if t == "turn/start" or t == "turn/end":
-            return t
-    return None
+# (the names the store imports from here)
+_returned, _turn_marker = returned, turn_marker
 
 
 def _session_uuid(session_id: Any) -> uuid_mod.UUID:
@@ -544,4 +511,4 @@ def _session_uuid(session_id: Any) -> uuid_mod.UUID:
         raise InvalidArgumentError(f"session_id {session_id!r} is not a UUID") from None
 
 
-__all__ = ["LogState", "Row", "WriteEngine"]
+__all__ = ["SMALL_ROW", "LogState", "Row", "WriteEngine"]

@@ -1,0 +1,258 @@
+"""The stages of an append, one concern each, in the order the write engine
+runs them (:meth:`~trajlog.api.writer.WriteEngine.apply`).
+
+Before the queue, in the caller's thread, :meth:`WriteEngine.prepare` has
+validated each event, redacted it and serialized it into a :class:`Row`.
+Inside the write transaction, under the write lock, an append then walks:
+
+1. **state** -- the log's head, lease, lifecycle and compactions, in step
+   with the log (:meth:`WriteEngine.state`, from the engine's cache).
+2. **lease** -- another writer's live lease refuses the append; this
+   store's own is kept alive (:meth:`~trajlog.api.leases.Leases.check`).
+3. :func:`route_private` -- the identity's privacy mode decides what of each
+   event is stored (:mod:`trajlog.redaction`).
+4. :func:`check_expected_head` -- an append told where the log stands is
+   refused if the log moved.
+5. :func:`find_retry` -- keyed events the log already holds: an idempotent
+   retry hands back the originals, and a ``request/retry`` record is written
+   in their place (:mod:`.retries`).
+6. :func:`hold_pause` -- a redaction pause refuses content, and a finding
+   that pauses appends its ``redaction/paused``.
+7. **lifecycle** -- the turns, steps and tool calls the events open and
+   close, refused when out of order (:meth:`~trajlog.lifecycle.Tracker.plan`).
+8. :func:`check_rules` -- ``supersedes`` names an earlier seq; compactions
+   nest and keep calls with their results; ``event/status`` targets an
+   earlier event from a source that may decide (:mod:`.checks`).
+9. :func:`check_room` -- a full log refuses more events.
+10. :func:`frame` -- the payloads framed, chained from the head and cut into
+    chunk rows (:mod:`trajlog.codec`).
+11. :func:`index_entries` -- the index rows and the call marks of the
+    events, split along the chunk rows (:mod:`trajlog.storage.event_index`).
+12. **lease op** -- a raw ``turn/start`` takes the lease, its ``turn/end``
+    gives it back (:meth:`~trajlog.api.leases.Leases.apply_turn_op`).
+13. **insert** -- the chunk rows, index rows, marks and call rows, in the
+    transaction (:meth:`~trajlog.storage.Writer.append`).
+14. :func:`advance` -- the state follows what was written.
+15. :func:`count_small_rows` -- rows a repack would merge are counted, and a
+    turn's end noted, so that the engine asks for a repack after the commit.
+16. :func:`with_seqs` -- the events with their seqs (a retry: the stored
+    originals); once committed, :meth:`WriteEngine.submit` hands the caller
+    fresh copies (``returned``).
+
+Every refusal is raised before step 12, the first write.  Stages 3, 4, 5,
+6, 8 and 12 are skipped by a cheap test in the engine when they have
+nothing to do (no redactor, no expected head, one event without a key, no
+pause, nothing checked against the log, no lease op), so that a plain
+append pays only for what it uses.
+
+Each stage is a plain function of the values it needs: it can be read, and
+tested (``tests/api/test_write_stages.py``), alone.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+from .._format import Cursor
+from ..codec.chunks import CAP, Chunk, ChunkCompressor
+from ..codec.records import encode_chunks, fresh_events
+from ..errors import IdempotencyConflictError, InvalidStateError, LogMovedError
+from ..events import Event, encode_event, with_seq
+from ..lifecycle import Plan
+from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
+from ..storage import Reader
+from ..storage.event_index import IndexRow, entry, marks_of, pack_marks, requested, split_marks
+from . import checks, retries
+from .handles import LogRef
+from .logstate import LogState
+from .reading import LogReader
+
+SMALL_ROW = CAP // 2        # a row below this is merged by a repack
+
+
+@dataclass(slots=True)
+class Row:
+    """An event ready to be framed: everything but its seq and chain."""
+
+    event: Event
+    payload: bytes
+    check: bool = False  # a compaction or status event: checked in the transaction
+    pause: tuple[tuple[str, str], ...] = ()  # hashed findings: the session pauses after it
+
+
+def remake(event: Event, pause: tuple[tuple[str, str], ...] = ()) -> Row:
+    """The row of an event a stage changed or added (serialized again)."""
+    return Row(event, encode_event(event),
+               checks.needs_check(event.type) or event.supersedes is not None, pause)
+
+
+def turn_marker(rows: Sequence[Row]) -> str | None:
+    """The last ``turn/start`` or ``turn/end`` among ``rows`` (None: neither)
+    -- what the append does to a lease (:meth:`Leases.turn_op`)."""
+    for r in reversed(rows):
+        t = r.event.type
+        if t == "turn/start" or t == "turn/end":
+            return t
+    return None
+
+
+# -- 3. privacy ------------------------------------------------------------------
+
+def route_private(redactor: Redactor, ref: LogRef, rows: list[Row]) -> list[Row]:
+    """``rows`` as the session's privacy mode stores them (its identity's
+    metadata names the mode)."""
+    return route_rows(redactor, ref.header.metadata, rows, remake)
+
+
+# -- 4. expected head --------------------------------------------------------------
+
+def check_expected_head(ref: LogRef, last_seq: int, expect_last: int) -> None:
+    """Refuse an append that expected the log to end at ``expect_last``."""
+    if last_seq != expect_last:
+        raise LogMovedError(f"session {ref.id} moved to seq {last_seq}; "
+                            f"expected it at {expect_last}")
+
+
+# -- 5. idempotent retry -------------------------------------------------------------
+
+def keyed(rows: Sequence[Row]) -> list[tuple[int, str]]:
+    """``(position, idempotency key)`` of the rows that carry a key."""
+    return [(i, key) for i, r in enumerate(rows)
+            if (key := r.event.idempotency_key) is not None]
+
+
+def find_retry(reading: LogReader, tx: Reader, ref: LogRef, rows: Sequence[Row],
+               ) -> tuple[list[Event], str] | None:
+    """If ``rows`` repeat a request the log already holds: the stored
+    originals, and the key that names the retry's record (the first one).
+    None: a new request.  A batch mixing used keys with new ones is refused."""
+    with_keys = keyed(rows)
+    if not with_keys:
+        return None
+    found = [(i, seq) for i, key in with_keys
+             if (seq := tx.seq_of_idempotency_key(ref.sid, key)) is not None]
+    if not found:
+        return None
+    if len(found) != len(with_keys):
+        raise IdempotencyConflictError("the batch mixes idempotency keys already used in "
+                                       "this session with new ones")
+    return retries.originals(reading, tx, ref, [r.event for r in rows], found), with_keys[0][1]
+
+
+# -- 6. redaction pause -----------------------------------------------------------------
+
+def pauses(paused: bool, rows: Sequence[Row], events: Sequence[Event], private: bool) -> bool:
+    """Has :func:`hold_pause` anything to do: a pause in force, an event that
+    moves it, or (``private``: a redactor runs) a finding that pauses?  (One
+    set test of the types: no call per event.)"""
+    return paused or not PAUSE_TYPES.isdisjoint([e.type for e in events]) or (
+        private and any(r.pause for r in rows))
+
+
+def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
+               ) -> tuple[list[Row], bool]:
+    """``rows`` with the ``redaction/paused`` their findings call for, after
+    refusing what a paused session does not take; and the pause after them."""
+    return pause_rows(ref.id, paused, first, rows, remake)
+
+
+# -- 8. rules checked against the log ------------------------------------------------------
+
+def check_rules(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Event],
+                first: int, compactions: Sequence[tuple[int, int]],
+                ) -> list[tuple[int, int]]:
+    """Refuse a ``supersedes`` that does not name an earlier seq, a
+    compaction that does not nest with ``compactions`` or splits a call from
+    its result, an ``event/status`` that targets no earlier event or comes
+    from an untrusted source.  Returns the compaction ranges the events add."""
+    retries.check_supersedes(ref.id, events, first)
+    return checks.check_events(reading, ref, tx, events, first, compactions)
+
+
+def checked(rows: Sequence[Row]) -> bool:
+    """Has :func:`check_rules` anything to check (a compaction, a status
+    event, a ``supersedes``: see :meth:`WriteEngine.prepare`)?"""
+    return any([r.check for r in rows])   # (a list: cheaper than a generator here)
+
+
+# -- 9. room ----------------------------------------------------------------------------
+
+def check_room(ref: LogRef, first: int, count: int, max_seq: int) -> None:
+    """Refuse ``count`` events from seq ``first`` that the log cannot hold."""
+    if first + count - 1 > max_seq:
+        raise InvalidStateError(f"session {ref.id} is full: a session's own log holds "
+                                f"at most {max_seq + 1} events")
+
+
+# -- 10. frames ---------------------------------------------------------------------------
+
+def frame(ref: LogRef, rows: Sequence[Row], first: int, chain: int,
+          compressor: ChunkCompressor) -> tuple[list[Chunk], Cursor]:
+    """The rows' payloads as frames from seq ``first``, chained from the head's
+    ``chain``, cut into chunk rows; and the cursor after the last frame."""
+    return encode_chunks(ref.key, [r.payload for r in rows], Cursor(0, first, chain),
+                         compressor, session=ref.id)
+
+
+# -- 11. index rows and marks ---------------------------------------------------------------
+
+def index_entries(events: Sequence[Event], first: int, chunks: Sequence[Chunk],
+                  ) -> tuple[list[IndexRow], list[bytes | None], Sequence[tuple[str, int]]]:
+    """The events' index rows, their marks packed per chunk row, and the
+    ``(call id, seq)`` of each tool call they request (the call index)."""
+    index = [row for i, ev in enumerate(events) if (row := entry(ev, first + i)) is not None]
+    dense = marks_of(events, first)
+    if len(chunks) == 1:
+        marks = [pack_marks(dense)]
+    else:
+        marks = split_marks(dense, [(c.first_seq, c.last_seq) for c in chunks])
+    return index, marks, requested(dense) if dense else ()
+
+
+# -- 14. state --------------------------------------------------------------------------------
+
+def advance(state: LogState, plan: Plan, added: list[tuple[int, int]], end: Cursor,
+            paused: bool) -> None:
+    """The state after the insert: the lifecycle's plan applied, the
+    compactions added, the head moved, the pause as the events left it."""
+    state.tracker.apply(plan)
+    if added:
+        state.compactions += added
+    state.synced_seq, state.chain = end.next_seq - 1, end.chain
+    state.paused = paused
+
+
+# -- 15. repack accounting ------------------------------------------------------------------------
+
+def count_small_rows(state: LogState, chunks: Sequence[Chunk], plan: Plan,
+                     events: Sequence[Event]) -> None:
+    """Count the rows a repack would merge; note a turn's end that closes
+    several small rows (the engine asks for a repack after the commit)."""
+    for c in chunks:
+        if c.raw_len < SMALL_ROW:
+            state.small_rows += 1
+    if state.small_rows > 1 and plan.turn_start is None and any(
+            ev.type == "turn/end" for ev in events[-2:]):
+        state.turn_ended = True
+
+
+# -- 16. what the caller gets ---------------------------------------------------------------------
+
+def with_seqs(events: Sequence[Event], first: int) -> list[Event]:
+    """The events as written, with their seqs from ``first``."""
+    return [with_seq(ev, first + i) for i, ev in enumerate(events)]
+
+
+def returned(rows: Sequence[Row], events: list[Event]) -> list[Event]:
+    """What an append hands back once committed: fresh copies of what it
+    wrote (the caller's data is never shared), or -- a retry -- the stored
+    originals, decoded afresh."""
+    if events and events[0] is rows[0].event:
+        return fresh_events([r.payload for r in rows], events[0].seq)
+    return events[:len(rows)]   # (not a redaction/paused the write added)
+
+
+__all__ = ["SMALL_ROW", "Row", "advance", "check_expected_head", "check_room", "check_rules",
+           "checked", "count_small_rows", "find_retry", "frame", "hold_pause", "index_entries",
+           "keyed", "pauses", "remake", "returned", "route_private", "turn_marker", "with_seqs"]
