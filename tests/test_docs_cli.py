@@ -1,7 +1,9 @@
-"""docs/cli.md is what ``python docs/gen_cli.py`` writes from the installed command.
+"""The generated pages are current: docs/cli.md is what ``python docs/gen_cli.py`` writes
+from the installed command, docs/event-types.md what ``python docs/gen_event_types.py``
+writes from the event-type registry.
 
-A command, option or help text that changes without the page being regenerated fails here
-(and so in CI); the fix is ``python docs/gen_cli.py``.
+A command, option, help text or event type that changes without its page being regenerated
+fails here (and so in CI); the fix is to run the script.
 """
 
 from __future__ import annotations
@@ -14,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1]
 SCRIPT = ROOT / "docs" / "gen_cli.py"
 
 
-def _generator() -> ModuleType:
-    spec = importlib.util.spec_from_file_location("gen_cli", SCRIPT)
+def _generator(script: Path = SCRIPT) -> ModuleType:
+    spec = importlib.util.spec_from_file_location(script.stem, script)
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -42,3 +44,18 @@ def test_cli_page_covers_every_command() -> None:
         assert f"## trajlog {' '.join(path)}\n" in page, path
     groups = [name for name, c in cli.commands.items() if isinstance(c, click.Group)]
     assert groups, "no command group to cover"
+
+
+def test_event_types_page_is_current() -> None:
+    gen = _generator(ROOT / "docs" / "gen_event_types.py")
+    assert (ROOT / "docs" / "event-types.md").read_text(encoding="utf-8") == gen.render(), (
+        "docs/event-types.md is out of date: run python docs/gen_event_types.py")
+
+
+def test_event_types_page_lists_every_declared_type() -> None:
+    from trajlog import event_types
+
+    page = (ROOT / "docs" / "event-types.md").read_text(encoding="utf-8")
+    assert len(event_types.TYPES) >= 20
+    for entry in event_types.TYPES:
+        assert f"## `{entry.name}`\n" in page, entry.name
