@@ -452,8 +452,11 @@ _KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "bool": (bool,), "list": (
                                        "null": (type(None),), "list[tool_call]": (list, tuple)}
 
 
-def _field_rule(type_: str, key: str, spec: str) -> tuple[str, tuple[type, ...], bool, str]:
-    """(key, kinds, required, the refusal of a wrong kind) of one shape field."""
+def _field_rule(type_: str, key: str, spec: str,
+                ) -> tuple[str, frozenset[type], tuple[type, ...], bool, str]:
+    """One shape field: (key, the exact types that pass at once, the kinds
+    that pass, required, the refusal of a wrong kind).  A list of tool calls
+    never passes at once: its entries are checked."""
     required = not spec.endswith("?")
     names = spec.rstrip("?").split("|")
     kinds = tuple(k for n in names for k in _KINDS[n])
@@ -463,14 +466,14 @@ def _field_rule(type_: str, key: str, spec: str) -> tuple[str, tuple[type, ...],
         said = "a list"
     else:
         said = " or ".join(n for n in names if n != "null")
-    return key, kinds, required, f"{type_} field {key!r} must be {said}"
+    exact = frozenset() if "list[tool_call]" in names else frozenset(kinds)
+    return key, exact, kinds, required, f"{type_} field {key!r} must be {said}"
 
 
-# type -> its field rules, and the fields whose entries are tool calls
+# type -> its field rules
 _RULES = {t: tuple(_field_rule(t, k, v) for k, v in shape.items())
           for t, shape in SHAPES.items()}
-_CALL_LISTS = frozenset((t, k) for t, shape in SHAPES.items() for k, v in shape.items()
-                        if v.rstrip("?") == "list[tool_call]")
+_ABSENT: Any = object()
 
 
 def _require(data: Mapping[str, Any], type_: str, key: str, kinds: tuple[type, ...]) -> Any:
@@ -509,15 +512,18 @@ def check_shape(type_: str, data: Any) -> None:
         # pair it), e.g. imported from an export of an erased event: every
         # reader and projection already takes it as a tombstone.
         return
-    for key, kinds, required, refusal in rules:
-        if required:
-            _require(data, type_, key, kinds)
-        elif key in data:
-            value = data[key]
-            if not isinstance(value, kinds):
-                raise ValidationError(refusal)
-            if (type_, key) in _CALL_LISTS:
-                _check_calls(value)
+    for key, exact, kinds, required, refusal in rules:
+        value = data.get(key, _ABSENT)
+        if type(value) in exact:
+            continue   # (the common case: one lookup)
+        if value is _ABSENT:
+            if required:
+                raise ValidationError(f"{type_} needs a {key!r} field")
+            continue
+        if not isinstance(value, kinds):
+            raise ValidationError(refusal)
+        if not exact:
+            _check_calls(value)
 
 
 def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, data_class: Any,

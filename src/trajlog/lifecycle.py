@@ -28,6 +28,7 @@ from typing import Any
 
 from .errors import ValidationError
 from .event_types import (
+    ANSWERS_CALL,
     CALL_EVENTS,
     CANCELS_CALL,
     CLOSES_STEP,
@@ -53,6 +54,14 @@ class Phase(IntEnum):
 
 # Bound once: an enum member looked up on its class costs ~100 ns each time.
 _REQUESTED, _STARTED, _FINISHED = Phase.REQUESTED, Phase.STARTED, Phase.FINISHED
+
+# Each lifecycle type's role as a small int, so that the per-event loop of
+# Tracker.plan makes one dict lookup and int comparisons.
+_START, _ANSWER, _CANCEL, _REQUEST, _OPEN_TURN, _CLOSE_TURN, _OPEN_STEP, _CLOSE_STEP = range(1, 9)
+_ROLE = {**dict.fromkeys(STARTS_CALL, _START), **dict.fromkeys(ANSWERS_CALL, _ANSWER),
+         **dict.fromkeys(CANCELS_CALL, _CANCEL), **dict.fromkeys(REQUESTS_CALLS, _REQUEST),
+         **dict.fromkeys(OPENS_TURN, _OPEN_TURN), **dict.fromkeys(CLOSES_TURN, _CLOSE_TURN),
+         **dict.fromkeys(OPENS_STEP, _OPEN_STEP), **dict.fromkeys(CLOSES_STEP, _CLOSE_STEP)}
 
 
 
@@ -186,13 +195,15 @@ class Tracker:
         turn, step = self.turn_start, self.step_start
         open_calls, finished = self.open_calls, self.finished
         before_start = self._prior(events) if self.prior is not None else None
+        role_of = _ROLE.get
         seq = first_seq - 1
         for ev in events:
             seq += 1
             t = ev.type
-            if t not in LIFECYCLE:
+            role = role_of(t)
+            if role is None:
                 continue
-            if t in CALL_EVENTS:
+            if role <= _CANCEL:   # a call's start, answer or cancel
                 d = ev.data
                 call_id = d.get("call_id") if type(d) is dict else None
                 if type(call_id) is not str:
@@ -203,15 +214,15 @@ class Tracker:
                     if known is None and before_start and call_id in before_start:
                         p = before_start[call_id]   # (an id of the log before the tracker)
                         known = (p, "") if p is not _FINISHED else None
-                starts = t in STARTS_CALL
+                starts = role == _START
                 if check:
                     before = known[0] if known is not None else (
                         _FINISHED if call_id in done or call_id in finished or (
                             before_start and before_start.get(call_id) is _FINISHED)
                         else None)
                     if not (before is _REQUESTED if starts else before is _STARTED
-                            or (before is _REQUESTED and (d.get("synthetic")
-                                                          or t in CANCELS_CALL))):
+                            or (before is _REQUESTED and (role == _CANCEL
+                                                          or d.get("synthetic")))):
                         _check(call_id, before, _STARTED if starts else _FINISHED, d, t)
                 if not starts:
                     calls.pop(call_id, None)
@@ -219,7 +230,7 @@ class Tracker:
                 else:
                     calls[call_id] = (_STARTED, known[1] if known is not None and known[1]
                                       else str(d.get("name", "")))
-            elif t in REQUESTS_CALLS:
+            elif role == _REQUEST:
                 d = ev.data
                 requested = d.get("tool_calls") if type(d) is dict else None
                 if not requested:
@@ -234,16 +245,16 @@ class Tracker:
                         raise ValidationError(f"tool call id {call_id!r} was already used")
                     calls[call_id] = (_REQUESTED, str(c.get("name", "")))
                     done.discard(call_id)
-            elif t in OPENS_TURN:
+            elif role == _OPEN_TURN:
                 if check and turn is not None:
                     raise ValidationError(f"turn/start at seq {seq}: a turn is already open "
                                           f"(since seq {turn}); turns do not nest")
                 turn = seq
-            elif t in CLOSES_TURN:
+            elif role == _CLOSE_TURN:
                 if check and turn is None:
                     raise ValidationError(f"turn/end at seq {seq}: no turn is open")
                 turn = step = None
-            elif t in OPENS_STEP:
+            elif role == _OPEN_STEP:
                 if check and (turn is None or step is not None):
                     raise ValidationError(
                         f"step/start at seq {seq}: " + ("a step belongs inside a turn"
@@ -251,7 +262,7 @@ class Tracker:
                                                         f"a step is already open (since seq "
                                                         f"{step})"))
                 step = seq
-            elif t in CLOSES_STEP:
+            elif role == _CLOSE_STEP:
                 if check and step is None:
                     raise ValidationError(f"step/end at seq {seq}: no step is open")
                 step = None
