@@ -169,6 +169,13 @@ def test_checked_is_true_when_a_row_needs_the_rules():
     assert ws.checked([_row("note/x"), _row("event/status", {"target": 0})])
 
 
+def test_check_supersedes_refuses_a_seq_that_is_not_earlier():
+    ws.check_supersedes("s", [Event("note/x", 1, {}, supersedes=4)], 5)
+    with pytest.raises(errors.ValidationError, match=r"seq 6 .* supersedes seq 6"):
+        ws.check_supersedes("s", [Event("note/x", 1, {}), Event("note/y", 1, {}, supersedes=6)],
+                            5)
+
+
 def test_check_rules_refuses_what_the_log_does_not_allow(store, session):
     session.append("user/message", {"content": "a"})
     session.append("assistant/message", {"content": "", "tool_calls": [{"id": "c1",

@@ -188,6 +188,8 @@ class Leases:
         """Inside an append's transaction: refuse a live foreign lease; keep
         this store's own lease alive (a heartbeat every ``ttl / 4``).  Returns
         the lease as it now stands."""
+        if lease.owner is None:   # (most appends: nobody holds it)
+            return lease
         if self.foreign_live(lease):
             raise LeaseHeldError(
                 f"session {session} is being written by {lease.owner} (pid {lease.pid} on "

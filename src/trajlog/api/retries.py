@@ -1,4 +1,4 @@
-"""Idempotent retries, recorded -- and the append-time check of ``supersedes``.
+"""Idempotent retries, recorded.
 
 An append whose idempotency key the session already holds, for the same
 event, writes that event again nowhere and hands back the stored original (the
@@ -33,7 +33,7 @@ from typing import Any
 
 import msgspec
 
-from ..errors import IdempotencyConflictError, ValidationError, index_mismatch
+from ..errors import IdempotencyConflictError, index_mismatch
 from ..events import Event, encode_event
 from ..storage import Reader
 from .handles import LogRef
@@ -117,16 +117,4 @@ def originals(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Even
     return out
 
 
-def check_supersedes(session: str, events: Sequence[Event], first_seq: int) -> None:
-    """Refuse an event whose ``supersedes`` does not name an earlier seq: a
-    forward (or self) reference would retire a fact nobody has seen yet."""
-    for i, ev in enumerate(events):
-        target = ev.supersedes
-        if target is not None and target >= first_seq + i:
-            raise ValidationError(
-                f"session {session}: the event at seq {first_seq + i} ({ev.type}) "
-                f"supersedes seq {target}, which is not an earlier event")
-
-
-__all__ = ["RETRY", "RETRY_SOURCE", "check_supersedes", "next_attempt", "originals",
-           "retry_key", "retry_record"]
+__all__ = ["RETRY", "RETRY_SOURCE", "next_attempt", "originals", "retry_key", "retry_record"]

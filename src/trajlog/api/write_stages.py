@@ -53,11 +53,17 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from operator import attrgetter
 
 from .._format import Cursor
 from ..codec.chunks import CAP, Chunk, ChunkCompressor
 from ..codec.records import encode_chunks, fresh_events
-from ..errors import IdempotencyConflictError, InvalidStateError, LogMovedError
+from ..errors import (
+    IdempotencyConflictError,
+    InvalidStateError,
+    LogMovedError,
+    ValidationError,
+)
 from ..events import Event, encode_event, with_seq
 from ..lifecycle import Plan
 from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
@@ -69,6 +75,9 @@ from .logstate import LogState
 from .reading import LogReader
 
 SMALL_ROW = CAP // 2        # a row below this is merged by a repack
+# (per event on the hot path: C-level maps, no Python frame per row)
+_TYPE, _CHECK, _PAUSE, _PAYLOAD = (attrgetter("type"), attrgetter("check"), attrgetter("pause"),
+                                   attrgetter("payload"))
 
 
 @dataclass(slots=True)
@@ -118,6 +127,9 @@ def check_expected_head(ref: LogRef, last_seq: int, expect_last: int) -> None:
 
 def keyed(rows: Sequence[Row]) -> list[tuple[int, str]]:
     """``(position, idempotency key)`` of the rows that carry a key."""
+    if len(rows) == 1:   # (the common case: no list built to be filtered)
+        key = rows[0].event.idempotency_key
+        return [] if key is None else [(0, key)]
     return [(i, key) for i, r in enumerate(rows)
             if (key := r.event.idempotency_key) is not None]
 
@@ -146,8 +158,8 @@ def pauses(paused: bool, rows: Sequence[Row], events: Sequence[Event], private: 
     """Has :func:`hold_pause` anything to do: a pause in force, an event that
     moves it, or (``private``: a redactor runs) a finding that pauses?  (One
     set test of the types: no call per event.)"""
-    return paused or not PAUSE_TYPES.isdisjoint([e.type for e in events]) or (
-        private and any(r.pause for r in rows))
+    return paused or not PAUSE_TYPES.isdisjoint(map(_TYPE, events)) or (
+        private and any(map(_PAUSE, rows)))
 
 
 def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
@@ -159,6 +171,12 @@ def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
 
 # -- 8. rules checked against the log ------------------------------------------------------
 
+def checked(rows: Sequence[Row]) -> bool:
+    """Has :func:`check_rules` anything to check (a compaction, a status
+    event, a ``supersedes``: see :meth:`WriteEngine.prepare`)?"""
+    return any(map(_CHECK, rows))
+
+
 def check_rules(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Event],
                 first: int, compactions: Sequence[tuple[int, int]],
                 ) -> list[tuple[int, int]]:
@@ -166,14 +184,19 @@ def check_rules(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Ev
     compaction that does not nest with ``compactions`` or splits a call from
     its result, an ``event/status`` that targets no earlier event or comes
     from an untrusted source.  Returns the compaction ranges the events add."""
-    retries.check_supersedes(ref.id, events, first)
+    check_supersedes(ref.id, events, first)
     return checks.check_events(reading, ref, tx, events, first, compactions)
 
 
-def checked(rows: Sequence[Row]) -> bool:
-    """Has :func:`check_rules` anything to check (a compaction, a status
-    event, a ``supersedes``: see :meth:`WriteEngine.prepare`)?"""
-    return any([r.check for r in rows])   # (a list: cheaper than a generator here)
+def check_supersedes(session: str, events: Sequence[Event], first_seq: int) -> None:
+    """Refuse an event whose ``supersedes`` does not name an earlier seq: a
+    forward (or self) reference would retire a fact nobody has seen yet."""
+    for i, ev in enumerate(events):
+        target = ev.supersedes
+        if target is not None and target >= first_seq + i:
+            raise ValidationError(
+                f"session {session}: the event at seq {first_seq + i} ({ev.type}) "
+                f"supersedes seq {target}, which is not an earlier event")
 
 
 # -- 9. room ----------------------------------------------------------------------------
@@ -191,7 +214,7 @@ def frame(ref: LogRef, rows: Sequence[Row], first: int, chain: int,
           compressor: ChunkCompressor) -> tuple[list[Chunk], Cursor]:
     """The rows' payloads as frames from seq ``first``, chained from the head's
     ``chain``, cut into chunk rows; and the cursor after the last frame."""
-    return encode_chunks(ref.key, [r.payload for r in rows], Cursor(0, first, chain),
+    return encode_chunks(ref.key, list(map(_PAYLOAD, rows)), Cursor(0, first, chain),
                          compressor, session=ref.id)
 
 
@@ -201,7 +224,7 @@ def index_entries(events: Sequence[Event], first: int, chunks: Sequence[Chunk],
                   ) -> tuple[list[IndexRow], list[bytes | None], Sequence[tuple[str, int]]]:
     """The events' index rows, their marks packed per chunk row, and the
     ``(call id, seq)`` of each tool call they request (the call index)."""
-    index = [row for i, ev in enumerate(events) if (row := entry(ev, first + i)) is not None]
+    index = list(filter(None, map(entry, events, range(first, first + len(events)))))
     dense = marks_of(events, first)
     if len(chunks) == 1:
         marks = [pack_marks(dense)]
@@ -232,8 +255,9 @@ def count_small_rows(state: LogState, chunks: Sequence[Chunk], plan: Plan,
     for c in chunks:
         if c.raw_len < SMALL_ROW:
             state.small_rows += 1
-    if state.small_rows > 1 and plan.turn_start is None and any(
-            ev.type == "turn/end" for ev in events[-2:]):
+    # (a turn/end among the last two events: a redaction/paused may follow it)
+    if state.small_rows > 1 and plan.turn_start is None and "turn/end" in map(_TYPE,
+                                                                               events[-2:]):
         state.turn_ended = True
 
 
@@ -241,7 +265,7 @@ def count_small_rows(state: LogState, chunks: Sequence[Chunk], plan: Plan,
 
 def with_seqs(events: Sequence[Event], first: int) -> list[Event]:
     """The events as written, with their seqs from ``first``."""
-    return [with_seq(ev, first + i) for i, ev in enumerate(events)]
+    return list(map(with_seq, events, range(first, first + len(events))))
 
 
 def returned(rows: Sequence[Row], events: list[Event]) -> list[Event]:
@@ -249,10 +273,11 @@ def returned(rows: Sequence[Row], events: list[Event]) -> list[Event]:
     wrote (the caller's data is never shared), or -- a retry -- the stored
     originals, decoded afresh."""
     if events and events[0] is rows[0].event:
-        return fresh_events([r.payload for r in rows], events[0].seq)
+        return fresh_events(list(map(_PAYLOAD, rows)), events[0].seq)
     return events[:len(rows)]   # (not a redaction/paused the write added)
 
 
 __all__ = ["SMALL_ROW", "Row", "advance", "check_expected_head", "check_room", "check_rules",
-           "checked", "count_small_rows", "find_retry", "frame", "hold_pause", "index_entries",
-           "keyed", "pauses", "remake", "returned", "route_private", "turn_marker", "with_seqs"]
+           "check_supersedes", "checked", "count_small_rows", "find_retry", "frame", "hold_pause",
+           "index_entries", "keyed", "pauses", "remake", "returned", "route_private",
+           "turn_marker", "with_seqs"]

@@ -24,6 +24,7 @@ from __future__ import annotations
 import contextlib
 import uuid as uuid_mod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -95,6 +96,7 @@ def _followed(type_: str) -> bool:
 _ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
 _NO_ENVELOPE: Mapping[str, Any] = MappingProxyType({})
 _PAYLOAD = msgspec.msgpack.Encoder()
+_EVENT = attrgetter("event")
 # Refusals: raised before a request writes anything, so its group commit goes on.
 _REFUSALS = (InvalidArgumentError, LeaseHeldError, InvalidStateError)
 
@@ -369,11 +371,11 @@ class WriteEngine:
                     return retried
                 rows = self._retry_record(tx, ref, retried, found[1])
         first = state.synced_seq + 1
-        paused, events = state.paused, [r.event for r in rows]
+        paused, events = state.paused, list(map(_EVENT, rows))
         # 6. a pause refuses content; a finding that pauses adds redaction/paused
         if pauses(paused, rows, events, redactor is not None):
             rows, paused = hold_pause(ref, paused, first, rows)
-            events = [r.event for r in rows]
+            events = list(map(_EVENT, rows))
         # 7. the turns, steps and tool calls the events open and close, in order
         plan = self._lifecycle(tx, state, events, first)
         # 8. supersedes, compactions and status events, checked against the log
