@@ -39,7 +39,8 @@ Inside the write transaction, under the write lock, an append then walks:
     originals); once committed, :meth:`WriteEngine.submit` hands the caller
     fresh copies (``returned``).
 
-Every refusal is raised before step 12, the first write.  Stages 3, 4, 5,
+Every refusal is raised before step 12, where the append begins to write
+(the heartbeat of this store's own lease at step 2 aside).  Stages 3, 4, 5,
 6, 8 and 12 are skipped by a cheap test in the engine when they have
 nothing to do (no redactor, no expected head, one event without a key, no
 pause, nothing checked against the log, no lease op), so that a plain

@@ -5,9 +5,10 @@ Work that does not depend on the seq -- validation, serialization,
 compression -- happens in the caller's thread (:meth:`WriteEngine.prepare`)
 before the request is queued for group commit; only the checks that read the
 log, frame encoding (C, ~1 us) and the inserts happen inside the transaction
-(:meth:`WriteEngine.apply`), under the write lock.  Other processes serialize
-on the database's write lock, and each transaction reads the session head
-afresh, so seqs stay contiguous across processes.
+(:meth:`WriteEngine.apply`, the stages of :mod:`.write_stages` in order), under
+the write lock.  Other processes serialize on the database's write lock, and
+each transaction reads the session head afresh, so seqs stay contiguous across
+processes.
 
 Per session the engine keeps a :class:`LogState` in step with the log -- the
 head, the lease, the lifecycle tracker and the compactions -- so that an
