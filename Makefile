@@ -112,13 +112,13 @@ test-python: deps-test
 # read paths the rest of the suite already drives (the importers, the shell,
 # the viewer, the context builder, the adapters) and the static checks: they
 # run under both kernels in `make test`, and keep the sanitized run short.
-SAN_SKIP := $(foreach t,tests/viewer tests/test_cli.py tests/test_cli_edges.py \
+SAN_SKIP := $(foreach t,tests/viewer tests/cli/test_cli.py tests/cli/test_cli_edges.py \
 	tests/interop/test_aider.py tests/interop/test_claude_code.py \
 	tests/interop/test_cli_interop.py tests/interop/test_codex.py \
 	tests/interop/test_inspect_ai.py tests/interop/test_openhands.py \
 	tests/interop/test_swe_agent.py tests/interop/test_realdata.py \
-	tests/test_context.py tests/test_architecture.py tests/test_api_surface.py \
-	$(wildcard tests/test_adapter_*.py),--ignore=$(t))
+	tests/projections/test_context.py tests/test_architecture.py tests/test_api_surface.py \
+	tests/adapters,--ignore=$(t))
 sanitize: deps-test cwarn  ## run the test suite on an ASan+UBSan build of the C core
 	rm -rf $(BUILD)/asan && mkdir -p $(BUILD)/asan
 	cp -r src/trajlog $(BUILD)/asan/trajlog && rm -rf $(BUILD)/asan/trajlog/_tlcore* \
@@ -185,9 +185,9 @@ fuzz-api: install-fuzz  ## atheris over the public API against a model of the lo
 	@ls $(BUILD)/fuzz/api-findings | grep '\.txt$$' && exit 1 || echo "fuzz-api: no findings"
 
 soak: deps-test  ## the long property runs: damage (5,000 cases), races (10,000 reads), crashes (500 kills)
-	TRAJLOG_SOAK=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_integrity_damage.py \
-		tests/test_integrity_concurrency.py
-	TRAJLOG_CRASH_ITERATIONS=500 $(PYTHON) -m pytest -q -p no:cacheprovider tests/test_crash.py
+	TRAJLOG_SOAK=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests/integrity/test_integrity_damage.py \
+		tests/integrity/test_integrity_concurrency.py
+	TRAJLOG_CRASH_ITERATIONS=500 $(PYTHON) -m pytest -q -p no:cacheprovider tests/integrity/test_crash.py
 
 bench: deps-test  ## every benchmark, quick mode
 	for b in benchmarks/bench_*.py; do $(PYTHON) $$b --quick || exit 1; done
@@ -196,10 +196,10 @@ bench: deps-test  ## every benchmark, quick mode
 # and their data (checked against git), build and install from scratch, and
 # pass the tests that read that data and exercise the installed package; the
 # whole suite already ran three times (test-c, test-python, sanitize).
-SDIST_TESTS := tests/test_vectors.py tests/test_api_surface.py tests/test_architecture.py \
-	tests/test_migration.py tests/test_cli.py tests/test_store.py \
+SDIST_TESTS := tests/format/test_vectors.py tests/test_api_surface.py tests/test_architecture.py \
+	tests/storage/test_migration.py tests/cli/test_cli.py tests/api/test_store.py \
 	tests/interop/test_export.py tests/interop/test_realdata.py tests/viewer/test_document.py \
-	tests/test_replay.py tests/test_readme.py
+	tests/api/test_replay.py tests/test_readme.py
 
 sdist-roundtrip:  ## build an sdist, check it holds every tracked file, install it, run tests
 	rm -rf $(BUILD)/sdist && mkdir -p $(BUILD)/sdist

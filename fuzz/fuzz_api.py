@@ -58,7 +58,7 @@ shortened.  A store's schema and connections were a third of an input's time,
 and the repacker's wait most of the time of inputs that repack in the background.
 
 The input is read by :class:`Args`, not atheris.FuzzedDataProvider, so that a
-corpus file means the same with and without atheris (tests/test_fuzz_api_replay.py
+corpus file means the same with and without atheris (tests/api/test_fuzz_api_replay.py
 replays the corpus in CI through :func:`check_input`).
 """
 

@@ -14,7 +14,7 @@ import time
 from pathlib import Path
 
 HERE = Path(__file__).resolve().parent
-for folder in (HERE, HERE.parent):          # matrix_kit, and the shared tests/tamper.py
+for folder in (HERE, HERE.parent):          # matrix_kit, and the shared tests/kits/tamper.py
     if str(folder) not in sys.path:
         sys.path.insert(0, str(folder))
 

@@ -59,7 +59,7 @@ import apsw
 import msgspec
 
 import trajlog
-from tamper import frames_of, raw_body
+from kits.tamper import frames_of, raw_body
 from trajlog import Identity, codec, errors, projections
 from trajlog.codec.chunks import body_seed
 from trajlog.projections import FOLDS, from_scratch

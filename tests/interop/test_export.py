@@ -218,7 +218,7 @@ def test_erased_payloads_stay_erased_in_every_export(tmp_path: Path) -> None:
 
 
 def test_export_refuses_a_damaged_store_and_leaves_no_file(tmp_path: Path) -> None:
-    from tamper import flip_frame_bits
+    from kits.tamper import flip_frame_bits
     db = str(tmp_path / "a.db")
     with trajlog.open(db) as a:
         s = a.create_session()

@@ -1,12 +1,12 @@
 #!/usr/bin/env python3
-"""Crash-injection soak: the loop of tests/test_crash.py for many iterations.
+"""Crash-injection soak: the loop of tests/integrity/test_crash.py for many iterations.
 
     python tests/soak/crash_soak.py --iterations 5000 --seed 7
 
 Each iteration forks a child that appends realistic agent turns (single
 appends, batches of 2-32, or 2-4 threads on their own sessions), SIGKILLs it at
 a random moment, then checks the store against the expected-state model (see
-tests/crashkit.py).  Progress goes to stderr every 250 iterations; at the end a
+tests/kits/crashkit.py).  Progress goes to stderr every 250 iterations; at the end a
 table and, as the last line of stdout, one JSON object with the figures.
 
 Exit status: 0 when every invariant held; 1 on any lost, changed or phantom
@@ -26,7 +26,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-import crashkit  # lives in tests/, shared with tests/test_crash.py
+from kits import crashkit  # tests/kits/, shared with tests/integrity/test_crash.py
 
 
 def main(argv: list[str] | None = None) -> int:

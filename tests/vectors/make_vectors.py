@@ -3,7 +3,7 @@
     TRAJLOG_BACKEND=python python tests/vectors/make_vectors.py
 
 They pin the on-disk format itself, not just agreement between the kernels: a
-change to either kernel that alters one byte fails tests/test_vectors.py.
+change to either kernel that alters one byte fails tests/format/test_vectors.py.
 Regenerate only together with a FORMAT.md version bump.
 """
 

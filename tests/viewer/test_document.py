@@ -167,7 +167,7 @@ def test_a_damaged_session_in_the_tree_is_flagged_and_the_rest_still_shown(tmp_p
     """Found in review: one damaged header in the middle of a tree made the
     whole tree unviewable (its seeded child reads through it)."""
     import trajlog
-    from tamper import foreign
+    from kits.tamper import foreign
     db = str(tmp_path / "d.db")
     with trajlog.open(db) as st:
         root = st.create_session(cwd="/r", metadata={"title": "root"})

@@ -16,7 +16,7 @@ APPLICATION_ID = 0x74726A6C  # "trjl"
 # ---------------------------------------------------------------------------
 # Schema.  Migration n takes user_version from n-1 to n, in one transaction.
 #
-# What the triggers stop (each has a test in tests/test_storage.py):
+# What the triggers stop (each has a test in tests/storage/test_storage.py):
 #   UPDATE or DELETE of an event, a session header or a session head row;
 #   INSERT OR REPLACE / OR IGNORE / upsert over an existing event (the seq
 #   guard fires first, and with recursive_triggers the implied delete too);

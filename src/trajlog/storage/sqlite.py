@@ -12,7 +12,7 @@ enabled, and an authorizer that refuses schema changes and dangerous pragmas
 outside migrations.
 
 What the triggers stop and what they cannot is written next to the DDL in
-:mod:`.schema` and tested in ``tests/test_storage.py``.  The statements are
+:mod:`.schema` and tested in ``tests/storage/test_storage.py``.  The statements are
 module functions over a connection; the readers and writers here call them and
 :class:`SQLiteBackend` puts them behind the
 :class:`~trajlog.storage.base.Backend` protocol (u64 values at the seam, i64 in

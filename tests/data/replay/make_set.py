@@ -5,7 +5,7 @@
 writes one trajlog export per case (``<case>.jsonl``: every event with its
 checksums, readable with jq) and ``manifest.json`` (case -> session, run,
 and what a changed model and a changed policy must show).  The files are the
-test data: tests/test_replay.py imports them, it does not record anew.  Run
+test data: tests/api/test_replay.py imports them, it does not record anew.  Run
 this again only when a change is *meant* to alter what a recorded run looks
 like (a new event layout, a builder version bump), and say so in the commit.
 """
@@ -22,7 +22,7 @@ HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parents[1]))   # tests/, for replaykit: run as a script
 
 import trajlog  # noqa: E402
-from replaykit import CASES, session_id  # noqa: E402
+from kits.replaykit import CASES, session_id  # noqa: E402
 
 #: the policy change each case is replayed under, and what it must show:
 #: ``drop`` / ``add`` take an exclusion out of / into the recorded policy,

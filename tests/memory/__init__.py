@@ -1,0 +1,2 @@
+"""Tests of scoped, typed memory: gates, merges, versions, scopes and who owns
+them."""
