@@ -21,7 +21,7 @@ BUILD := build
 CONSTRAINTS := constraints.txt
 PIP_INSTALL = $(PIP) install --quiet --disable-pip-version-check -c $(CONSTRAINTS)
 
-.PHONY: help demo build install-test deps-test install-fuzz fuzz-tools lock browser test test-c test-python peers sanitize cwarn symbols lint \
+.PHONY: help demo build install-test deps-test deps-check check install-fuzz fuzz-tools lock browser test test-c test-python peers sanitize cwarn symbols lint \
         c-tools format-check \
         fuzz-regress fuzz fuzz-atheris fuzz-api soak bench sdist-roundtrip ci clean
 
@@ -105,6 +105,22 @@ LIGHT = TRAJLOG_CRASH_ITERATIONS=50 TRAJLOG_DAMAGE_CASES=60 TRAJLOG_CONCURRENCY_
 
 test-python: deps-test
 	TRAJLOG_BACKEND=python $(LIGHT) $(PYTHON) -m pytest -q
+
+# The inner loop: the suite once, under the C kernel, with short loops and the properties on
+# fewer examples; no soaks, browser or peers (under 3 minutes on a 2-core machine).  A change to
+# csrc/ needs `make build` first; `make test` stays the full gate.
+QUICK = TRAJLOG_CRASH_ITERATIONS=10 TRAJLOG_DAMAGE_CASES=20 TRAJLOG_CONCURRENCY_READS=100 \
+        TRAJLOG_POWERLOSS_CRASHES=20 TRAJLOG_REPACK_KILLS=2 TRAJLOG_REPACK_POWERLOSSES=2 \
+        TRAJLOG_RESOURCE_THREADS=200 TRAJLOG_RESOURCE_SESSIONS=2000 \
+        TRAJLOG_GOLDEN=0 TRAJLOG_BROWSER=0 TRAJLOG_CLI=quick HYPOTHESIS_PROFILE=check
+
+check: deps-check  ## the fast inner loop: one kernel, short loops, no soaks, browser or peers
+	TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(QUICK) $(PYTHON) -m pytest -q -p no:cacheprovider
+
+# what check needs, installed only when it is missing (deps-test re-runs pip every time)
+deps-check:
+	@$(PYTHON) -c "import trajlog._tlcore, pytest, pytest_asyncio, hypothesis, apsw" 2>/dev/null \
+		|| $(MAKE) deps-test
 
 # The suite against a copy of the package whose C core is built with
 # AddressSanitizer + UBSan; the interpreter gets libasan preloaded.  Left out

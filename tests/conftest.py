@@ -18,6 +18,8 @@ from trajlog._backend import load_kernel
 from trajlog.errors import BackendUnavailableError
 
 settings.register_profile("default", max_examples=200, deadline=None)
+# `make check`, the inner loop: every property runs, on fewer examples
+settings.register_profile("check", max_examples=25, deadline=None)
 settings.register_profile("ci", max_examples=1000, deadline=None,
                           suppress_health_check=[HealthCheck.too_slow])
 settings.register_profile("expensive", max_examples=10000, deadline=None,

@@ -132,7 +132,8 @@ def test_documented_targets_install_what_they_need() -> None:
     # a target that needs a tool the interpreter does not bring builds the step installing it
     needs = {"demo": "build", "test": "install-test", "peers": "deps-test",
              "sanitize": "deps-test", "lint": "c-tools", "fuzz-atheris": "install-fuzz",
-             "fuzz-api": "install-fuzz", "soak": "deps-test", "bench": "deps-test"}
+             "fuzz-api": "install-fuzz", "soak": "deps-test", "bench": "deps-test",
+             "check": "deps-check"}
     for target, step in needs.items():
         assert step in _closure(makefile, target), f"make {target} does not build {step}"
     fuzz_binaries = re.search(r"^\$\(BUILD\)/fuzz/%_libfuzzer:.*\| fuzz-tools$", makefile,
