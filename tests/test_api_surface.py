@@ -1,10 +1,13 @@
 """The Python mirror of tl.h equals the compiled C, and the public surface is
-what it says it is."""
+what it says it is: a small front door (``trajlog.__all__``), the frame
+vocabulary under :mod:`trajlog.codec`, and an ``import trajlog`` that loads
+neither asyncio nor the rooms a host may never use."""
 
 from __future__ import annotations
 
 import shutil
 import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -59,6 +62,54 @@ def test_api_all_names_exist():
         for name in module.__all__:
             assert hasattr(module, name), (module.__name__, name)
     assert (Path(trajlog.__file__).parent / "py.typed").exists()
+
+
+#: the front door: what a host uses every day (the rest lives in its room)
+FRONT_DOOR = {
+    "open", "Store", "Session", "Event", "SessionHeader", "Identity", "replay",
+    "VerifyReport", "StoreAudit", "PurgeReport", "ReplayResult", "TrajlogError",
+    "aio", "codec", "errors", "memory", "projections", "backend", "__version__",
+}
+#: the frame vocabulary, at home in trajlog.codec
+FRAME_VOCABULARY = {"Cursor", "FrameHeader", "FrameType", "Status", "Frame", "ScanReport",
+                    "Verdict", "Watermark", "FORMAT_VERSION"}
+
+
+def test_api_the_front_door_is_small_and_every_name_imports():
+    assert set(trajlog.__all__) == FRONT_DOOR and len(trajlog.__all__) <= 20
+    assert len(set(trajlog.__all__)) == len(trajlog.__all__)
+    for name in trajlog.__all__:
+        namespace: dict[str, object] = {}
+        exec(f"from trajlog import {name}", namespace)
+        assert namespace[name] is getattr(trajlog, name), name
+    assert trajlog.Store is trajlog.api.Store and trajlog.open is trajlog.api.open
+    assert trajlog.aio.open is trajlog.api.async_store.open
+
+
+def test_api_the_frame_vocabulary_lives_under_codec():
+    assert set(codec.__all__) >= FRAME_VOCABULARY
+    for name in FRAME_VOCABULARY:
+        assert not hasattr(trajlog, name), name   # one home: trajlog.codec
+    assert codec.Status is Status and codec.FORMAT_VERSION == _format.FORMAT_VERSION
+    assert codec.Cursor is _format.Cursor and codec.FrameHeader is _format.FrameHeader
+    assert codec.FrameType is _format.FrameType
+
+
+def test_api_import_trajlog_loads_only_what_a_host_needs():
+    """``import trajlog`` brings the store, not asyncio (``trajlog.aio`` is
+    loaded on first use), the export formats and importers (loaded by the
+    first export or import), the adapters, the viewer or the command line."""
+    probe = (
+        "import sys, trajlog\n"
+        "loaded = sorted(m for m in sys.modules if m == 'asyncio' or m.startswith(("
+        "'trajlog.adapters', 'trajlog.viewer', 'trajlog.cli', 'trajlog.aio', "
+        "'trajlog.api.async_', 'trajlog.interop.export', 'trajlog.interop.importer')))\n"
+        "print(','.join(loaded))\n"
+        "trajlog.aio.open\n"
+        "print('asyncio' in sys.modules and 'trajlog.aio' in sys.modules)\n")
+    out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
+                         check=True).stdout.splitlines()
+    assert out == ["", "True"]
 
 
 def test_api_only_module_init_is_exported():

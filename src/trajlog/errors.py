@@ -37,7 +37,7 @@ class BackendUnavailableError(TrajlogError, ImportError):
 class FormatError(TrajlogError, ValueError):
     """Bytes that are not a valid trajlog log.
 
-    Attributes give the location: ``status`` (a :class:`~trajlog.Status`),
+    Attributes give the location: ``status`` (a :class:`~trajlog.codec.Status`),
     ``offset`` (byte offset of the failing frame), ``seq`` (the seq that frame
     should have carried), ``session`` (id, when known) and ``reason``.
     """

@@ -13,6 +13,7 @@ from hypothesis import strategies as st
 import trajlog
 from kits.tamper import flip_frame_bits, foreign, raw
 from trajlog import errors
+from trajlog.codec import Status
 
 
 def turns(s, n, start=0):
@@ -438,4 +439,4 @@ def test_fork_seed_chain_must_match_the_parent_frame(store):
     # the parent's log is intact: the defect is the fork's record of it
     assert p.verify().ok
     assert not report.ok and report.session == c.id
-    assert report.scan.status == trajlog.Status.BAD_CHAIN
+    assert report.scan.status == Status.BAD_CHAIN

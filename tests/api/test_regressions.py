@@ -10,7 +10,8 @@ import time
 import pytest
 
 import trajlog
-from trajlog import context, errors, projections
+from trajlog import errors, projections
+from trajlog.projections import context
 
 
 @pytest.fixture

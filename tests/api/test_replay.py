@@ -19,7 +19,7 @@ import trajlog
 from kits.replaykit import CASES, scripted, scripted_v2, session_id
 from trajlog.errors import ReplayError
 from trajlog.projections import context as context_module
-from trajlog.projections.context import ContextPolicy
+from trajlog.projections.context import ContextPolicy, build_context
 from trajlog.projections.replay import ModelInput
 
 DATA = Path(__file__).resolve().parents[1] / "data" / "replay"
@@ -181,10 +181,10 @@ def test_a_model_switch_inside_the_run_is_the_model_of_the_later_calls(store):
     s = store.create_session(cwd="/r")
     with s.run(model="m-1", run_id="r1") as run:
         s.append("user/message", {"content": "hello"})
-        trajlog.build_context(s)
+        build_context(s)
         s.append("assistant/message", {"content": "hi"})
         s.switch_model(old="m-1", new="m-2", reason="cheaper")
-        trajlog.build_context(s)
+        build_context(s)
         s.append("assistant/message", {"content": "hi again"})
     models: list[str | None] = []
 
@@ -216,12 +216,12 @@ def test_build_context_record_false_appends_nothing_and_upto_cuts(store):
     s.append("user/message", {"content": "one"})
     s.append("user/message", {"content": "two"})
     head = s.last_seq
-    b = trajlog.build_context(s, record=False)
+    b = build_context(s, record=False)
     assert b.injection is None and s.last_seq == head
-    cut = trajlog.build_context(s, upto=1, record=False)
+    cut = build_context(s, upto=1, record=False)
     assert [it.seq for it in cut.selected] == [0]
-    assert trajlog.build_context(s, upto=0, record=False).selected == []
-    recorded = trajlog.build_context(s)
+    assert build_context(s, upto=0, record=False).selected == []
+    recorded = build_context(s)
     assert recorded.injection is not None
     assert recorded.injection.data["messages_sha256"] == context_module.messages_digest(
         b.messages)
@@ -235,11 +235,11 @@ def test_a_call_whose_answer_was_never_recorded_is_unverifiable_not_the_same(sto
     s = store.create_session(cwd="/r")
     with s.run(model="m-1", run_id="cut") as run:
         s.append("user/message", {"content": "hello"})
-        trajlog.build_context(s)                        # answer lost: built again
-        trajlog.build_context(s)
+        build_context(s)                        # answer lost: built again
+        build_context(s)
         s.append("assistant/message", {"content": "hi"})
         s.append("user/message", {"content": "and?"})
-        trajlog.build_context(s)                        # the run ends before an answer
+        build_context(s)                        # the run ends before an answer
     for answer in ("hi", "something else entirely"):
         result = trajlog.replay(s, run.id, lambda inp, a=answer: a)
         assert not result.same, result.report()

@@ -32,6 +32,7 @@ import pytest
 import trajlog
 from trajlog import projections
 from trajlog.api.checkpoints import checkpoint, resume
+from trajlog.projections.context import build_context
 
 T0 = 1_800_000_000_000
 
@@ -112,7 +113,7 @@ def _record(s: trajlog.Session) -> None:
             s.switch_model(old="m", new="m2", reason="cost", context_version={"v": [3]})
             s.append("request/header", {"model": "m2"}, idempotency_key="req-1")
             s.append("request/header", {"model": "m2"}, idempotency_key="req-1")
-        trajlog.build_context(s)
+        build_context(s)
     s.append("compaction/apply", {"op": "surface-replace", "from_seq": 5, "to_seq": 5,
                                   "summary": {"text": "folded", "refs": [3, 4]}})
     s.append("goal/change", {"revision": 2, "goal": {"text": "fix 2", "steps": ["c"]}},
@@ -132,7 +133,7 @@ VIEWS: dict[str, Callable[[trajlog.Session], Any]] = {
     "runs": projections.runs,
     "run_tree": projections.run_tree,
     "stages": projections.stages,
-    "build_context": lambda s: trajlog.build_context(s, record=False),
+    "build_context": lambda s: build_context(s, record=False),
 }
 
 

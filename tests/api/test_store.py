@@ -13,6 +13,7 @@ import pytest
 import trajlog
 from kits.tamper import write_conn
 from trajlog import errors
+from trajlog.codec import Status
 from trajlog.events import Event
 
 
@@ -356,7 +357,7 @@ def test_store_verify_finds_a_byte_edited_in_the_closed_file(tmp_path):
         report = s.verify()
         assert not report.ok
         assert report.scan.cursor.next_seq == 23
-        assert report.scan.status == trajlog.Status.BAD_PAYLOAD
+        assert report.scan.status == Status.BAD_PAYLOAD
         assert report.scan.valid_len > 0
         with pytest.raises(errors.ChecksumError) as info:
             report.scan.raise_for(s.id)

@@ -28,7 +28,7 @@ from trajlog.errors import (
     SerializationError,
     TrajlogError,
 )
-from trajlog.projections.context import ContextPolicy
+from trajlog.projections.context import ContextPolicy, build_context
 
 KEY = codec.session_key(b"\x01" * 16)
 FRAMES, AFTER = codec.encode([b"abc", b"def"], KEY, codec.start_cursor(KEY))
@@ -173,18 +173,18 @@ SESSIONS: list[tuple[str, Callable[[Any], Any], type[Exception], str]] = [
     ("ContextPolicy.from_config include=7",
      lambda s: ContextPolicy.from_config({"include": 7}), TYPE, "include"),
     # build_context: what it records is checked before it is built
-    ("build_context('x')", lambda s: trajlog.build_context("x"), TYPE, "session"),
-    ("build_context policy='x'", lambda s: trajlog.build_context(s, "x"), TYPE, "policy"),
-    ("build_context target_model=5", lambda s: trajlog.build_context(s, target_model=5),
+    ("build_context('x')", lambda s: build_context("x"), TYPE, "session"),
+    ("build_context policy='x'", lambda s: build_context(s, "x"), TYPE, "policy"),
+    ("build_context target_model=5", lambda s: build_context(s, target_model=5),
      TYPE, "target_model"),
     ("build_context target_model surrogate",
-     lambda s: trajlog.build_context(s, target_model=SURROGATE), SerializationError,
+     lambda s: build_context(s, target_model=SURROGATE), SerializationError,
      "target_model"),
     ("build_context workspace_revision=5",
-     lambda s: trajlog.build_context(s, workspace_revision=5, record=False), TYPE,
+     lambda s: build_context(s, workspace_revision=5, record=False), TYPE,
      "workspace_revision"),
     ("build_context workspace_revision surrogate",
-     lambda s: trajlog.build_context(s, workspace_revision=SURROGATE), SerializationError,
+     lambda s: build_context(s, workspace_revision=SURROGATE), SerializationError,
      "workspace_revision"),
     # the projections: a session, not anything else
     *[(f"projections.{name}('a string')", (lambda f: lambda s: f("a string"))(
@@ -225,7 +225,7 @@ def test_valid_policies_and_waits_still_work(session):
     policy = ContextPolicy(include=["task.contract"], layer_shares=[["evidence", 1]])
     assert policy.include == ("task.contract",) and policy.layer_shares == (("evidence", 1),)
     assert ContextPolicy.from_config(policy.config()) == policy
-    assert trajlog.build_context(session, policy, record=False).messages
+    assert build_context(session, policy, record=False).messages
     with session.lease(wait=0.01), session.lease(wait=True), session.lease(wait=math.inf):
         pass
     with session.lease(wait=None):           # no wait, as False

@@ -23,6 +23,7 @@ from trajlog._format import Cursor
 from trajlog.codec.chunks import body_seed
 from trajlog.events import Event, encode_event
 from trajlog.projections import evidence
+from trajlog.projections.context import ContextPolicy, build_context
 from trajlog.recovery import repair_file
 from trajlog.storage import statements as storage
 from trajlog.storage.event_index import marks_of, pack_marks
@@ -231,7 +232,7 @@ def test_h_a_model_cannot_bring_back_what_a_person_rejected_into_the_context(pat
                        workspace_revision="r1", data_class="public")
         s.mark(bad.seq, "rejected", "wrong", source="human")
         s.mark(bad.seq, "active", "I like it", source="model")
-        built = trajlog.build_context(s)
+        built = build_context(s)
         assert bad.seq not in [item.seq for item in built.selected]
         assert "rm -rf advice" not in str(built.messages)
 
@@ -336,7 +337,7 @@ def test_i_lone_surrogates_in_header_fields_are_a_serialization_error(path, fiel
 ])
 def test_k_context_policy_refuses_budgets_that_are_no_budgets(kwargs):
     with pytest.raises(errors.InvalidArgumentError):
-        trajlog.ContextPolicy(**kwargs)
+        ContextPolicy(**kwargs)
 
 
 @pytest.mark.parametrize("cursor", [(-1, 0, 7), (0, -1, 7), (0, 0, -1), (0, 2**64, 7),

@@ -173,7 +173,7 @@ def test_recovery_refuses_chain_failure(store):
     old = frame_at(store, s._sid, 5)
     header = codec.decode_header(old)
     payload = old[40:40 + header.stored_len]
-    forged, _ = codec.encode([payload], s._key, trajlog.Cursor(0, 5, 12345),
+    forged, _ = codec.encode([payload], s._key, trajlog.codec.Cursor(0, 5, 12345),
                              flags=[header.flags], raw_lens=[header.raw_len])
     replace_frame(store, s._sid, 5, forged)
     assert_refused(store, s, errors.ChainError, 5)

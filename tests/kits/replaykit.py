@@ -20,6 +20,7 @@ from typing import Any
 
 import trajlog
 from trajlog.api.checkpoints import checkpoint, resume
+from trajlog.projections.context import ContextPolicy, build_context
 from trajlog.projections.replay import ModelInput
 
 T0 = 1_800_000_000_000
@@ -66,10 +67,10 @@ def scripted_v2(inp: ModelInput) -> dict[str, Any]:
     return scripted(inp, version=2)
 
 
-def ask(s: trajlog.Session, run: Any, policy: trajlog.ContextPolicy | None = None,
+def ask(s: trajlog.Session, run: Any, policy: ContextPolicy | None = None,
         **build: Any) -> trajlog.Event:
     """One model call of a host loop: build, ask :func:`scripted`, record."""
-    b = trajlog.build_context(s, policy, target_model="scripted-1", **build)
+    b = build_context(s, policy, target_model="scripted-1", **build)
     assert b.injection is not None
     started = run.started.data
     call = sum(e.type == "context/injection" for e in s.events(run.started.seq)) - 1

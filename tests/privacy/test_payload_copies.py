@@ -15,8 +15,9 @@ import pytest
 
 import trajlog
 from kits.tamper import file_bytes
-from trajlog import build_context, projections
+from trajlog import projections
 from trajlog.cli.main import main
+from trajlog.projections.context import build_context
 from trajlog.redaction import RedactionPolicy
 from trajlog.viewer.document import build_document
 

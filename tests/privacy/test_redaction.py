@@ -50,8 +50,7 @@ SAMPLES = {
 
 
 def _open(tmp_path, policy=None, name="r.db"):
-    # (trajlog.open(..., redaction=policy) once interop/store.py forwards it;
-    # trajlog.api.open takes it today)
+    # (set after opening: the same as trajlog.open(..., redaction=policy))
     store = trajlog.open(str(tmp_path / name), repack=False)
     store.redaction = policy
     return store

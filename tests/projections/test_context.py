@@ -3,7 +3,7 @@
 Every probe plants one kind of pollution and proves two things: its marker text
 reaches no message of the built context (the summary included), and the event
 appears in the exclusion record with the reason that guards it.  Removing that
-rule from trajlog.context makes the probe fail."""
+rule from trajlog.projections.context makes the probe fail."""
 
 from __future__ import annotations
 

@@ -11,6 +11,7 @@ import pytest
 import trajlog
 from kits.tamper import edit_row, foreign, frames_of, raw_body, row_of, settle
 from trajlog import codec, errors
+from trajlog.codec import Status
 from trajlog.codec.chunks import CAP, ChunkCompressor, cut, frame_sizes, open_chunk, pack
 from trajlog.events import LazyEvent
 from trajlog.storage.statements import rid
@@ -67,7 +68,7 @@ def test_chunks_cut_at_the_cap_and_open_verified():
     wrong_last = good.__class__(**{**_fields(good), "last_chain": last ^ 1})
     assert "last_chain" in open_chunk(key, wrong_last, compressor).reason
     wrong_seed = good.__class__(**{**_fields(good), "seed_chain": seed ^ 1})
-    assert open_chunk(key, wrong_seed, compressor).status == trajlog.Status.BAD_CHAIN
+    assert open_chunk(key, wrong_seed, compressor).status == Status.BAD_CHAIN
     wrong_len = good.__class__(**{**_fields(good), "raw_len": good.raw_len + 8})
     assert "decompress" in open_chunk(key, wrong_len, compressor).reason
 
@@ -127,7 +128,7 @@ def test_chunks_verify_checks_every_index_row_and_mark(store, what):
         conn.execute("UPDATE chunks SET marks = NULL WHERE marks IS NOT NULL")
     conn.close()
     report = s.verify()
-    assert not report.ok and report.scan.status == trajlog.Status.BAD_FIELD
+    assert not report.ok and report.scan.status == Status.BAD_FIELD
     assert ("index row" in report.scan.reason) != (what == "marks")
 
 

@@ -11,6 +11,7 @@ import trajlog
 from kits import tamper
 from kits.tamper import flip_frame_bits, write_conn
 from trajlog import errors
+from trajlog.codec import Status
 from trajlog.storage import sqlite as storage
 from trajlog.storage import statements
 
@@ -242,7 +243,7 @@ def test_storage_what_triggers_cannot_stop_verify_finds(filled):
     flip_frame_bits(store, s._sid, 3, 45, 0x01)
     report = s.verify()
     assert not report.ok
-    assert report.scan.cursor.next_seq == 3 and report.scan.status == trajlog.Status.BAD_PAYLOAD
+    assert report.scan.cursor.next_seq == 3 and report.scan.status == Status.BAD_PAYLOAD
     with pytest.raises(errors.ChecksumError) as info:
         report.scan.raise_for(s.id)
     assert info.value.seq == 3

@@ -4,7 +4,10 @@
 :mod:`.writer` -- the write engine (validation, framing, group commit);
 :mod:`.leases` -- writer leases; :mod:`.reading` -- the verified read path;
 :mod:`.recover` -- inspect and load; :mod:`.lineage` -- forks and subagents;
-:mod:`.checks` -- compaction and status checks inside the write transaction.
+:mod:`.checks` -- compaction and status checks inside the write transaction;
+:mod:`.bulk` -- whole sessions loaded at once (what an import writes);
+:mod:`.async_store`, :mod:`.async_session` -- the same store and sessions for
+asyncio (:mod:`trajlog.aio`), run off the loop by :mod:`.async_calls`.
 """
 
 from __future__ import annotations
@@ -15,7 +18,8 @@ from .reading import VerifyReport
 from .recover import BalancedView
 from .session import Session
 from .stats import SessionStats, StoreStats
-from .store import DURABILITY, Store, migrate, open, schema_of
+from .store import DURABILITY, Store, StoreAudit, migrate, open, schema_of
 
 __all__ = ["DURABILITY", "BalancedView", "Session", "SessionHeader", "SessionStats",
-           "SessionTree", "Store", "StoreStats", "VerifyReport", "migrate", "open", "schema_of"]
+           "SessionTree", "Store", "StoreAudit", "StoreStats", "VerifyReport", "migrate", "open",
+           "schema_of"]

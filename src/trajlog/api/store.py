@@ -16,7 +16,7 @@ import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
-from typing import Any, Self
+from typing import TYPE_CHECKING, Any, Self
 
 from ..codec.compression import Compressor
 from ..errors import (
@@ -26,12 +26,6 @@ from ..errors import (
     TrajlogError,
 )
 from ..events import Event, SessionHeader
-from ..interop.export import ExportReport
-from ..interop.export import Progress as ExportProgress
-from ..interop.export import export as export_session
-from ..interop.importer import ImportReport
-from ..interop.importer import Progress as ImportProgress
-from ..interop.importer import import_path as import_into
 from ..interop.protocols import ChainCheck, Item, Loaded, SessionSpec
 from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionReport
 from ..memory.audit import audit
@@ -54,6 +48,12 @@ from .repack import Repacker
 from .session import Engines, Session
 from .stats import StoreStats, store_stats
 from .writer import Row, WriteEngine, _returned, _turn_marker
+
+if TYPE_CHECKING:   # (imported when first used: see Store.export)
+    from ..interop.export import ExportReport
+    from ..interop.export import Progress as ExportProgress
+    from ..interop.importer import ImportReport
+    from ..interop.importer import Progress as ImportProgress
 
 DURABILITY = ("full", "normal")
 LEASE_TTL_MS = 30_000
@@ -454,6 +454,9 @@ class Store:
         descendant under ``subagents/<id>/``).  ``format`` overrides the name's
         suffix.  Erased payloads stay erased; the file appears complete or not
         at all (:mod:`trajlog.interop.export`)."""
+        # imported here, not at the top: a host that never exports never loads
+        # the formats (zipfile, tempfile, the importers' sources) with trajlog
+        from ..interop.export import export as export_session
         return export_session(self, session_id, path, format=format, progress=progress)
 
     def import_path(self, path: str | os.PathLike[str], *, format: str = "auto",
@@ -465,6 +468,7 @@ class Store:
         writes nothing; ``close=True`` closes what a source left open (a
         rollout that ends mid-turn) with trajlog's own recovery.  See
         :mod:`trajlog.interop.importer`."""
+        from ..interop.importer import import_path as import_into  # (see export)
         return import_into(self, path, format=format, progress=progress, close=close)
 
     def stats(self, session_ids: Iterable[str] | None = None, *, by_type: bool = True,

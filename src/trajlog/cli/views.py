@@ -185,7 +185,7 @@ def context(app: App, session: str, seq: int | None, list_all: bool, as_json: bo
               and isinstance(ev.data, dict)]   # anything else is not a build
     if not builds:
         fail(f"session {s.id} records no context build",
-             "build one with trajlog.build_context(session)", code=3)
+             "build one with trajlog.projections.context.build_context(session)", code=3)
     if list_all:
         for ev in builds:
             d = ev.data

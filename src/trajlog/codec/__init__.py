@@ -1,6 +1,9 @@
 """The byte layout: frames, special payloads, compression, event records and
 the one verified stream reader.  Nothing outside this package calls a kernel
-or slices a frame.
+or slices a frame.  The frame vocabulary a caller meets (:class:`Cursor`,
+:class:`FrameHeader`, :class:`FrameType`, :class:`Status`, :class:`Frame`,
+:class:`ScanReport`, :class:`Verdict`, :class:`Watermark`,
+:data:`FORMAT_VERSION`) is exported here.
 
 :mod:`.frames` -- encode, scan, classify (the torn / corrupt rule), iterate;
 :mod:`.special` -- SESSION_HEADER and SEAL payloads; :mod:`.compression` --
@@ -10,7 +13,7 @@ zstd for payloads; :mod:`.records` -- event frames and session header checks;
 
 from __future__ import annotations
 
-from .._format import Cursor, FrameHeader, FrameType
+from .._format import FORMAT_VERSION, Cursor, FrameHeader, FrameType, Status
 from .frames import (
     Frame,
     ScanReport,
@@ -32,6 +35,7 @@ from .frames import (
 from .special import SealPayload, SessionHeaderPayload
 
 __all__ = [
+    "FORMAT_VERSION",
     "Cursor",
     "Frame",
     "FrameHeader",
@@ -39,6 +43,7 @@ __all__ = [
     "ScanReport",
     "SealPayload",
     "SessionHeaderPayload",
+    "Status",
     "Verdict",
     "Watermark",
     "checksum",

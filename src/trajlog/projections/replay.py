@@ -3,7 +3,7 @@ model on it, and say what drifted and why (:func:`replay`).
 
 What a run's model input is.  A run (``Session.run``) answers each model
 call with an ``assistant/message`` that follows a ``context/injection`` (the
-record :func:`~trajlog.build_context` appends).  The input of that call is
+record :func:`~trajlog.projections.context.build_context` appends).  The input of that call is
 rebuilt from the log alone:
 
 * the **context**: the builder is run again over the events before the
@@ -260,8 +260,8 @@ def replay(session: _Log, run_id: str, model: Model, *, policy: ContextPolicy | 
     if not answered:
         raise ReplayError(session.id, run_id, started.seq,
                           "the run recorded no context/injection: there is no model input "
-                          "to rebuild (build the context with trajlog.build_context inside "
-                          "the run)")
+                          "to rebuild (build the context with "
+                          "trajlog.projections.context.build_context inside the run)")
     switches = [ev for ev in events[started.seq:end + 1] if ev.type == SWITCH]
     headers = [ev for ev in events[started.seq:end + 1] if ev.type == HEADER]
     for index, (injection, answer) in enumerate(answered):
