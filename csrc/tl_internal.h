@@ -49,7 +49,7 @@
 
 /* The 40-byte header, field by field: _kernel_py._HEADER "<2sBBIIIQQQ",
 ** _kernel_py._PREFIX "<2sBBII" (bytes 0..12) and _MID "<QQ" (16..32),
-** _format.HEADER_SIZE and _format.MAGIC; tests/framekit.py forges the same. */
+** _format.HEADER_SIZE and _format.MAGIC; tests/kits/framekit.py forges the same. */
 _Static_assert(TL_HEADER_SIZE == 40, "_format.HEADER_SIZE, _kernel_py._HEADER: 40 bytes");
 _Static_assert(OFF_MAGIC == 0 && MAGIC0 == 0xA7 && MAGIC1 == 0xF1, "_format.MAGIC at 0");
 _Static_assert(OFF_TYPE == 2 && OFF_FLAGS == 3, "_kernel_py._HEADER: type, flags u8 at 2, 3");

@@ -51,7 +51,7 @@ USERS = [
 # (_connections_lock, _current_branch_id, its message_structure and turn_usage tables),
 # on its usage API (store_run_usage, get_tool_usage, ...), and one hangs on its
 # cross-process claim of SQLite rows.  The branching it describes is mapped onto trajlog
-# forks and tested in tests/test_adapter_agents.py.
+# forks and tested in tests/adapters/test_adapter_agents.py.
 
 # Every deselected test (a node id prefix), with its reason.
 CONN = "reads SQLiteSession's per-thread sqlite3 connection pool (session._connections)"

@@ -1,7 +1,7 @@
 """Crash injection with real processes: kill -9 a writer mid-append, reopen,
 recover, verify (research/format-reliability.md section 5.1, layer 4).
 
-The loop lives in ``crashkit.py`` (shared with ``tests/soak/crash_soak.py``).
+The loop lives in ``tests/kits/crashkit.py`` (shared with ``tests/soak/crash_soak.py``).
 ``TRAJLOG_CRASH_ITERATIONS`` sets the number of kills (default 200, about
 30-45 s here); ``TRAJLOG_CRASH_SEED`` replays a seed (the kill moments are
 real time, so a replay repeats the workload, not the exact kill points).  The
@@ -19,17 +19,15 @@ import sys
 import pytest
 
 import trajlog
+from kits.crash_child import digest, turn_events, user_message
 from kits.crashkit import (
     MODES,
     Collected,
     DbModel,
     Harness,
     balance_problem,
-    digest,
     iterations_from_env,
     summary,
-    turn_events,
-    user_message,
 )
 from kits.tamper import flip_frame_bits
 

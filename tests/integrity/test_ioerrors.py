@@ -1,6 +1,6 @@
 """I/O-error injection (research/format-reliability.md section 5.1, layer 6).
 
-For each public write API, the fault VFS of ``vfs_faults.py`` fails I/O
+For each public write API, the fault VFS of ``tests/kits/vfs_faults.py`` fails I/O
 operation number K of that API's run (``xWrite`` / ``xSync`` with
 ``SQLITE_IOERR_*``, or ``xWrite`` with ``SQLITE_FULL``), once or from K on,
 for K = 1, 2, ... until the API runs without meeting the fault.  Each time:

@@ -1,5 +1,5 @@
 """Power-loss simulation (research/format-reliability.md section 5.1 layer 5,
-Appendix B): the loop of ``powerloss_sim.py`` on real files, and tests of the
+Appendix B): the loop of ``tests/kits/powerloss_sim.py`` on real files, and tests of the
 harness itself -- a crash harness that does not drop unsynced writes, or that
 lets the workload run on after the crash, passes every check while testing
 nothing.

@@ -12,7 +12,8 @@
 * ``powerloss_sim`` -- the power-loss loop over ``vfs_faults`` (the power-loss
   test and ``tests/soak/powerloss_soak.py``).
 * ``crashkit`` -- kill -9 a writer mid-append and check the reopened store
-  against a model (the crash test and ``tests/soak/crash_soak.py``).
+  against a model (the crash test and ``tests/soak/crash_soak.py``);
+  ``crash_child`` is its child: the workload it writes and how it reports.
 * ``damagekit`` -- byte damage to a closed store file and who it can hurt
   (the random-damage test).
 * ``racekit`` -- writers and readers racing on one store, in threads and child

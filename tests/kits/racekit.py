@@ -1,4 +1,4 @@
-"""Writers and readers racing on one store, for ``test_integrity_concurrency.py``.
+"""Writers and readers racing on one store, for ``tests/integrity/test_integrity_concurrency.py``.
 
 The same code runs in the test's process (threads) and in child processes
 (``python -c``, see :func:`child_command`): a child gets its parameters as JSON
