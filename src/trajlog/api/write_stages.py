@@ -40,11 +40,11 @@ Inside the write transaction, under the write lock, an append then walks:
     fresh copies (``returned``).
 
 Every refusal is raised before step 12, where the append begins to write
-(the heartbeat of this store's own lease at step 2 aside).  Stages 3, 4, 5,
-6, 8 and 12 are skipped by a cheap test in the engine when they have
-nothing to do (no redactor, no expected head, one event without a key, no
-pause, nothing checked against the log, no lease op), so that a plain
-append pays only for what it uses.
+(the heartbeat of this store's own lease at step 2 aside).  Stages 2, 3, 4,
+5, 6, 8 and 12 are skipped by a cheap test in the engine when they have
+nothing to do (nobody holds the lease, no redactor, no expected head, one
+event without a key, no pause, nothing checked against the log, no lease
+op), so that a plain append pays only for what it uses.
 
 Each stage is a plain function of the values it needs: it can be read, and
 tested (``tests/api/test_write_stages.py``), alone.
@@ -54,7 +54,6 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from operator import attrgetter
 
 from .._format import Cursor
 from ..codec.chunks import CAP, Chunk, ChunkCompressor
@@ -76,9 +75,6 @@ from .logstate import LogState
 from .reading import LogReader
 
 SMALL_ROW = CAP // 2        # a row below this is merged by a repack
-# (per event on the hot path: C-level maps, no Python frame per row)
-_TYPE, _CHECK, _PAUSE, _PAYLOAD = (attrgetter("type"), attrgetter("check"), attrgetter("pause"),
-                                   attrgetter("payload"))
 
 
 @dataclass(slots=True)
@@ -159,8 +155,8 @@ def pauses(paused: bool, rows: Sequence[Row], events: Sequence[Event], private: 
     """Has :func:`hold_pause` anything to do: a pause in force, an event that
     moves it, or (``private``: a redactor runs) a finding that pauses?  (One
     set test of the types: no call per event.)"""
-    return paused or not PAUSE_TYPES.isdisjoint(map(_TYPE, events)) or (
-        private and any(map(_PAUSE, rows)))
+    return paused or not PAUSE_TYPES.isdisjoint([e.type for e in events]) or (
+        private and any(r.pause for r in rows))
 
 
 def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
@@ -175,7 +171,10 @@ def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
 def checked(rows: Sequence[Row]) -> bool:
     """Has :func:`check_rules` anything to check (a compaction, a status
     event, a ``supersedes``: see :meth:`WriteEngine.prepare`)?"""
-    return any(map(_CHECK, rows))
+    for r in rows:  # noqa: SIM110 -- a loop: cheaper than any() of a generator
+        if r.check:
+            return True
+    return False
 
 
 def check_rules(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Event],
@@ -215,7 +214,7 @@ def frame(ref: LogRef, rows: Sequence[Row], first: int, chain: int,
           compressor: ChunkCompressor) -> tuple[list[Chunk], Cursor]:
     """The rows' payloads as frames from seq ``first``, chained from the head's
     ``chain``, cut into chunk rows; and the cursor after the last frame."""
-    return encode_chunks(ref.key, list(map(_PAYLOAD, rows)), Cursor(0, first, chain),
+    return encode_chunks(ref.key, [r.payload for r in rows], Cursor(0, first, chain),
                          compressor, session=ref.id)
 
 
@@ -225,7 +224,7 @@ def index_entries(events: Sequence[Event], first: int, chunks: Sequence[Chunk],
                   ) -> tuple[list[IndexRow], list[bytes | None], Sequence[tuple[str, int]]]:
     """The events' index rows, their marks packed per chunk row, and the
     ``(call id, seq)`` of each tool call they request (the call index)."""
-    index = list(filter(None, map(entry, events, range(first, first + len(events)))))
+    index = [row for i, ev in enumerate(events) if (row := entry(ev, first + i)) is not None]
     dense = marks_of(events, first)
     if len(chunks) == 1:
         marks = [pack_marks(dense)]
@@ -257,8 +256,8 @@ def count_small_rows(state: LogState, chunks: Sequence[Chunk], plan: Plan,
         if c.raw_len < SMALL_ROW:
             state.small_rows += 1
     # (a turn/end among the last two events: a redaction/paused may follow it)
-    if state.small_rows > 1 and plan.turn_start is None and "turn/end" in map(_TYPE,
-                                                                               events[-2:]):
+    if state.small_rows > 1 and plan.turn_start is None and "turn/end" in [
+            ev.type for ev in events[-2:]]:
         state.turn_ended = True
 
 
@@ -266,7 +265,7 @@ def count_small_rows(state: LogState, chunks: Sequence[Chunk], plan: Plan,
 
 def with_seqs(events: Sequence[Event], first: int) -> list[Event]:
     """The events as written, with their seqs from ``first``."""
-    return list(map(with_seq, events, range(first, first + len(events))))
+    return [with_seq(ev, first + i) for i, ev in enumerate(events)]
 
 
 def returned(rows: Sequence[Row], events: list[Event]) -> list[Event]:
@@ -274,7 +273,7 @@ def returned(rows: Sequence[Row], events: list[Event]) -> list[Event]:
     wrote (the caller's data is never shared), or -- a retry -- the stored
     originals, decoded afresh."""
     if events and events[0] is rows[0].event:
-        return fresh_events(list(map(_PAYLOAD, rows)), events[0].seq)
+        return fresh_events([r.payload for r in rows], events[0].seq)
     return events[:len(rows)]   # (not a redaction/paused the write added)
 
 

@@ -25,7 +25,6 @@ from __future__ import annotations
 import contextlib
 import uuid as uuid_mod
 from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
-from operator import attrgetter
 from types import MappingProxyType
 from typing import Any
 
@@ -97,7 +96,6 @@ def _followed(type_: str) -> bool:
 _ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
 _NO_ENVELOPE: Mapping[str, Any] = MappingProxyType({})
 _PAYLOAD = msgspec.msgpack.Encoder()
-_EVENT = attrgetter("event")
 # Refusals: raised before a request writes anything, so its group commit goes on.
 _REFUSALS = (InvalidArgumentError, LeaseHeldError, InvalidStateError)
 
@@ -351,7 +349,8 @@ class WriteEngine:
         # 1. where the log stands (kept in step with it; re-read if it moved)
         state = self.state(tx, ref)
         # 2. another writer's live lease refuses the append; ours is kept alive
-        state.lease = self.leases.check(tx, ref.sid, ref.id, state.lease)
+        if state.lease.owner is not None:
+            state.lease = self.leases.check(tx, ref.sid, ref.id, state.lease)
         # 3. the identity's privacy mode decides what of each event is stored
         if redactor is not None:
             rows = route_private(redactor, ref, rows)
@@ -372,11 +371,11 @@ class WriteEngine:
                     return retried
                 rows = self._retry_record(tx, ref, retried, found[1])
         first = state.synced_seq + 1
-        paused, events = state.paused, list(map(_EVENT, rows))
+        paused, events = state.paused, [r.event for r in rows]
         # 6. a pause refuses content; a finding that pauses adds redaction/paused
         if pauses(paused, rows, events, redactor is not None):
             rows, paused = hold_pause(ref, paused, first, rows)
-            events = list(map(_EVENT, rows))
+            events = [r.event for r in rows]
         # 7. the turns, steps and tool calls the events open and close, in order
         plan = self._lifecycle(tx, state, events, first)
         # 8. supersedes, compactions and status events, checked against the log
