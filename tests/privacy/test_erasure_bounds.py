@@ -117,8 +117,8 @@ def test_kept_is_one_table_of_bounded_forms(type_, data, want):
 
 
 def test_the_table_names_only_the_types_that_need_it():
-    assert set(KEEPS) == {"assistant/message", "tool/call", "tool/result", "turn/end",
-                          "step/end", "run/started", "run/finalized"}
+    assert set(KEEPS) == {"assistant/message", "tool/call", "tool/result", "tool/cancel",
+                          "turn/end", "step/end", "run/started", "run/finalized"}
 
 
 # -- item: a tombstone's replacement is checked ----------------------------------------
