@@ -203,3 +203,24 @@ def test_readme_is_a_front_door() -> None:
         if page.name != "README.md":
             assert f"]({page.name})" in index, f"docs/README.md does not list {page.name}"
     assert "](docs/README.md)" in readme and "make test" in readme
+
+
+def test_where_each_public_name_lives() -> None:
+    """The table of docs/architecture.md names only what its modules hold, and every name
+    of ``trajlog.__all__``."""
+    import importlib
+
+    import trajlog
+
+    text = (DOCS / "architecture.md").read_text(encoding="utf-8")
+    table = text[text.index("## Where a public name lives"):]
+    rows = re.findall(r"^\| `(?:import )?(trajlog[\w.]*)` \| (.*) \|$", table, re.M)
+    assert len(rows) >= 8, rows
+    for module_name, names in rows:
+        module = importlib.import_module(module_name)
+        for name in re.findall(r"`([A-Za-z_]\w*)`", names):
+            assert hasattr(module, name), f"{module_name} has no {name}"
+    top = dict(rows)["trajlog"]
+    missing = [n for n in trajlog.__all__ if not n.startswith("_") and n != "backend"
+               and f"`{n}`" not in top]
+    assert not missing, missing
