@@ -1,4 +1,4 @@
-"""The package's shape, as DESIGN.md section 2 draws it: one direction of
+"""The package's shape, as docs/architecture.md draws it: one direction of
 dependency, SQL only in storage/, the byte layout only in codec/, exceptions
 with status codes only from errors.py, no room that holds two.
 

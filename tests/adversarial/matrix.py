@@ -1,7 +1,7 @@
 """Print the tamper matrix as a markdown table (``--write``: also store it in
 MATRIX.md next to this file; ``--full``: details not cut short; ``--summary``:
-the table of outcome counts per table and connection that README's
-*Guarantees* shows).
+the table of outcome counts per table and connection that
+docs/guarantees.md shows).
 
     PYTHONPATH=src python tests/adversarial/matrix.py [--write] [--full] [--summary]
 """

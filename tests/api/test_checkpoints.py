@@ -1,4 +1,4 @@
-"""Stage checkpoints and resume / restart / fork (issue 17, part 3; seed 000 section 5).
+"""Stage checkpoints and resume / restart / fork (docs/runs-and-replay.md).
 
 Every recovery check has a test here that fails when the check is removed (or
 always passes): ``test_check_<name>_*``.  Every stage precondition has one

@@ -1,4 +1,4 @@
-"""Replay (issue 17, part 2): the fixed replay set and the causes of drift.
+"""Replay: the fixed replay set and the causes of drift.
 
 The set is recorded data (tests/data/replay/*.jsonl, written once by
 make_set.py): each case is imported into a fresh store and replayed.  The

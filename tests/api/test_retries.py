@@ -1,6 +1,6 @@
-"""A retried idempotent request is recorded, not silently dropped (issue 17,
-item 4; seed 000 section 2: the append-only stream records duplicate requests
-and how they were handled).  The caller still gets the original event back;
+"""A retried idempotent request is recorded, not silently dropped (the
+append-only stream records duplicate requests and how they were handled).
+The caller still gets the original event back;
 the log gains one ``request/retry`` event, in the same transaction.
 
 Each test names the rule it proves; removing the rule fails it."""

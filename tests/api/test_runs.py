@@ -1,4 +1,4 @@
-"""Run envelopes (issue 17 part 1) and model switches (part 6): what
+"""Run envelopes and model switches: what
 ``Session.run`` appends, what ``projections.runs`` folds back from the log
 alone, the integrity hash, nesting, the run tree over subagents with cost
 per delegation path, and the trajectory showing a switch.

@@ -1,4 +1,4 @@
-"""The session API of DESIGN.md section 9 on real SQLite files: appends, reads,
+"""The session API (docs/sessions.md) on real SQLite files: appends, reads,
 turns and steps, envelopes, idempotency, validation, bad input, verify()."""
 
 from __future__ import annotations
@@ -161,7 +161,7 @@ def test_store_batch_is_all_or_nothing(session):
 def test_store_idempotent_retry_returns_original(session):
     a = session.append("user/message", {"content": "once"}, idempotency_key="req-1")
     b = session.append("user/message", {"content": "once"}, idempotency_key="req-1")
-    # the retry is recorded (seed 000: duplicate requests are logged, not dropped)
+    # the retry is recorded (duplicate requests are logged, not dropped)
     assert a.seq == b.seq == 0 and session.last_seq == 1
     assert session.get(1).type == "request/retry" and session.get(1).data["original"] == 0
     with pytest.raises(errors.IdempotencyConflictError):

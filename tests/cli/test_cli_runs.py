@@ -1,4 +1,4 @@
-"""``trajlog runs`` and ``trajlog checkpoints`` (issue 17, the CLI part of item 7),
+"""``trajlog runs`` and ``trajlog checkpoints``,
 run in-process through :func:`trajlog.cli.main.main` on stores recorded with
 the real API.  Each test names, in its docstring, the rule whose removal makes
 it fail."""

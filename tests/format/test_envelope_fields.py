@@ -1,5 +1,5 @@
-"""The envelope's ``supersedes`` and ``branch_id`` (issue 17, item 4; seed 000
-section 2): trailing payload fields that leave every older payload decoding --
+"""The envelope's ``supersedes`` and ``branch_id`` (FORMAT.md,
+"Event payload"): trailing payload fields that leave every older payload decoding --
 and encoding -- byte for byte as before; validated at append (``supersedes``
 must name an earlier seq); honoured by the evidence rules and the context
 builder before the older data fields; carried through export and import.

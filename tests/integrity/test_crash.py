@@ -1,5 +1,5 @@
 """Crash injection with real processes: kill -9 a writer mid-append, reopen,
-recover, verify (research/format-reliability.md section 5.1, layer 4).
+recover, verify.
 
 The loop lives in ``tests/kits/crashkit.py`` (shared with ``tests/soak/crash_soak.py``).
 ``TRAJLOG_CRASH_ITERATIONS`` sets the number of kills (default 200, about

@@ -1,5 +1,5 @@
 """What the API fuzzer, the damage soak and the concurrency soak found after
-the first round of issue 12 (each test failed before its fix): huge seqs,
+the first adversarial review (each test failed before its fix): huge seqs,
 values the encoder would take beside a subclass, headers built from the
 caller's metadata, envelope subclasses, misplaced retries, rows whose stored
 types changed, and a head below its seed read silently by the views."""

@@ -1,4 +1,4 @@
-"""Resource bounds (issue 12): file descriptors stay bounded under many
+"""Resource bounds: file descriptors stay bounded under many
 short-lived reading threads, and cache memory under many sessions viewed
 once.  Before the fix (commit ad986d4) every thread's reader connection was
 kept until close() -- 400 threads held 800 descriptors -- and the projection

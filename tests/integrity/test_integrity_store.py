@@ -1,4 +1,4 @@
-"""What an adversarial review found in the stored state (issue 12): a schema
+"""What an adversarial review found in the stored state: a schema
 weakened by a foreign connection, a damaged session header, index rows that
 decide forks and retries, saved projection states.  Each test failed before
 its fix (commit ad986d4)."""

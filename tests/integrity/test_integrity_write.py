@@ -1,5 +1,5 @@
 """What an adversarial review found on the write path, in leases and recovery,
-in hostile values and in typed errors (issue 12).  Each test failed before its
+in hostile values and in typed errors.  Each test failed before its
 fix (commit ad986d4)."""
 
 from __future__ import annotations

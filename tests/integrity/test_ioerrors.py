@@ -1,4 +1,4 @@
-"""I/O-error injection (research/format-reliability.md section 5.1, layer 6).
+"""I/O-error injection: every write API under a VFS that fails its I/O.
 
 For each public write API, the fault VFS of ``tests/kits/vfs_faults.py`` fails I/O
 operation number K of that API's run (``xWrite`` / ``xSync`` with

@@ -1,8 +1,7 @@
-"""Power-loss simulation (research/format-reliability.md section 5.1 layer 5,
-Appendix B): the loop of ``tests/kits/powerloss_sim.py`` on real files, and tests of the
-harness itself -- a crash harness that does not drop unsynced writes, or that
-lets the workload run on after the crash, passes every check while testing
-nothing.
+"""Power-loss simulation: the loop of ``tests/kits/powerloss_sim.py`` on real
+files, and tests of the harness itself -- a crash harness that does not drop
+unsynced writes, or that lets the workload run on after the crash, passes every
+check while testing nothing.
 
 CI: 200 crashes per durability mode.  ``TRAJLOG_SLOW_TESTS=1``: 1,000 per mode
 (``TRAJLOG_POWERLOSS_CRASHES`` overrides both; ``TRAJLOG_POWERLOSS_SEED`` sets

@@ -1,7 +1,7 @@
 """Crash injection with real processes: the shared harness of
 ``tests/integrity/test_crash.py`` (CI) and ``tests/soak/crash_soak.py`` (long runs).
 
-Layer 4 of research/format-reliability.md section 5.1, modelled on RocksDB's
+Modelled on RocksDB's
 blackbox ``db_crashtest.py`` (an expected-state oracle) and SQLite's crash
 child.  Each iteration:
 

@@ -1,6 +1,5 @@
 """The power-loss simulation loop shared by ``tests/integrity/test_powerloss.py`` and
-``tests/soak/powerloss_soak.py`` (research/format-reliability.md section 5.1
-layer 5 and Appendix B).
+``tests/soak/powerloss_soak.py``.
 
 One crash: open a store through :class:`vfs_faults.FaultVFS` with a
 :class:`vfs_faults.PowerLoss` plan, create a session, append a scripted agent

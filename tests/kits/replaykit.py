@@ -1,4 +1,4 @@
-"""The fixed replay set (issue 17): six recorded runs and the scripted model
+"""The fixed replay set: six recorded runs and the scripted model
 that answered them.
 
 ``CASES`` writes each case into a session the way a host would: a

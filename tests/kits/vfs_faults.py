@@ -1,6 +1,5 @@
 """A fault-injecting SQLite VFS for trajlog's reliability tests (apsw).
 
-research/format-reliability.md, section 5.1 layers 5 and 6, and Appendix B.
 One VFS, :class:`FaultVFS`, inherits every file operation from the default
 VFS and hands each ``xWrite`` / ``xSync`` / ``xTruncate`` (and ``xDelete``) to
 the *plan* currently installed on it:

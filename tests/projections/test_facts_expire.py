@@ -1,4 +1,4 @@
-"""Facts that expire (issue 17 part 4): workspace revisions, incomplete tool
+"""Facts that expire: workspace revisions, incomplete tool
 results, ``supersedes`` and ``branch_id``.
 
 Each test plants a fact that must not reach a built context and checks both

@@ -2,8 +2,7 @@
 
     python tests/soak/powerloss_soak.py --crashes 1000 --mode full --seed 1
 
-The loop is ``tests/kits/powerloss_sim.py`` (research/format-reliability.md section
-5.1 layer 5, Appendix B).  Prints a table and, last, one JSON line; exits 1 if
+The loop is ``tests/kits/powerloss_sim.py``.  Prints a table and, last, one JSON line; exits 1 if
 any check failed, or if durability "full" lost an acknowledged event, or if
 "normal" lost none in 200 or more crashes (then the harness is not dropping
 unsynced writes).  Not collected by pytest.

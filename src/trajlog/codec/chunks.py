@@ -47,7 +47,7 @@ from .frames import _kernel, checksum, decode_header
 # it raises CorruptionError for a tombstone that does not verify
 Erased = Callable[[int], bytes | None]
 
-CAP = 64 * 1024        # raw bytes a chunk grows to (README, Storage v2: measured)
+CAP = 64 * 1024        # raw bytes a chunk grows to (docs/storage.md, docs/performance.md: measured)
 # zstd level of chunk bodies: at 100k events of benchmarks/workload.py, level 1
 # stores 377 B/event, level 3 361 (-4.3 %: the bytes target), at a batch append
 # rate within this VM's noise of level 1 (four interleaved runs).

@@ -77,7 +77,7 @@ def _json_copy(value: Any) -> Any:
     """A deep copy of a JSON value, for the small views (goal, request config):
     their callers own what they get.  The history-sized views (model_history,
     chat, trajectory) hand out their frozen values instead -- copying them on
-    every call would cost far more than the fold (README, Projections)."""
+    every call would cost far more than the fold (docs/views-and-context.md)."""
     if value is None or isinstance(value, (str, int, float)):
         return value
     return msgspec.msgpack.decode(msgspec.msgpack.encode(value))

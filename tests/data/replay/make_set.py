@@ -1,4 +1,4 @@
-"""Record the fixed replay set (issue 17) into this folder.
+"""Record the fixed replay set into this folder.
 
     python tests/data/replay/make_set.py
 

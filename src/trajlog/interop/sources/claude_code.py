@@ -1,7 +1,7 @@
 """Importing Claude Code session logs (``~/.claude/projects/<project>/*.jsonl``).
 
 A session file has no header and no seq: each line is a record, most of them
-nodes of a ``uuid`` / ``parentUuid`` DAG (``real-material.md`` section 2.1).
+nodes of a ``uuid`` / ``parentUuid`` DAG.
 
 * ``user`` lines: text -> ``user/message`` (``isMeta`` -> ``meta``, ``[Request
   interrupted by user...]`` -> ``interrupted``); each ``tool_result`` block ->
