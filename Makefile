@@ -224,7 +224,7 @@ sdist-roundtrip:  ## build an sdist, check it holds every tracked file, install 
 	if git rev-parse --git-dir >/dev/null 2>&1; then \
 		tar tzf $(BUILD)/sdist/trajlog-*.tar.gz | sed 's|^[^/]*/||' | grep -v '/$$' \
 			| sort > $(BUILD)/sdist/packed.txt; \
-		git ls-files src csrc tests fuzz benchmarks peers examples FORMAT.md README.md Makefile \
+		git ls-files src csrc tests fuzz benchmarks peers examples FORMAT.md README.md CHANGELOG.md docs Makefile \
 			pyproject.toml setup.py | sort > $(BUILD)/sdist/tracked.txt; \
 		comm -23 $(BUILD)/sdist/tracked.txt $(BUILD)/sdist/packed.txt > $(BUILD)/sdist/missing.txt; \
 		if [ -s $(BUILD)/sdist/missing.txt ]; then echo "missing from the sdist:"; \
