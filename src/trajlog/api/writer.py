@@ -343,8 +343,8 @@ class WriteEngine:
     def apply(self, tx: Writer, ref: LogRef, rows: list[Row],
               expect_last: int | None = None, lease_op: str | None = None) -> list[Event]:
         """Check, frame and insert ``rows``: the stages of :mod:`.write_stages`,
-        in order.  Every refusal is raised before the first write (the insert);
-        a stage with nothing to do is skipped by a cheap test."""
+        in order.  Every refusal is raised before the append begins to write
+        (step 12); a stage with nothing to do is skipped by a cheap test."""
         redactor = self.redactor
         # 1. where the log stands (kept in step with it; re-read if it moved)
         state = self.state(tx, ref)
@@ -392,7 +392,7 @@ class WriteEngine:
         # 12. a raw turn/start takes the lease, its turn/end gives it back
         if lease_op is not None:
             state.lease = self.leases.apply_turn_op(tx, ref.sid, lease_op, state.lease)
-        # 13. the insert: the append's first write
+        # 13. the insert: chunk rows, index rows, marks and call rows
         tx.append(ref.sid, chunks, index, marks, calls)
         # 14. the state follows what was written
         advance(state, plan, added, end, paused)
