@@ -231,3 +231,38 @@ def test_the_write_side_reads_no_projection():
     tree = ast.parse((PKG / "api" / "checks.py").read_text())
     imported = {n.module for n in ast.walk(tree) if isinstance(n, ast.ImportFrom)}
     assert not {m for m in imported if m and "projections" in m}
+
+
+def test_the_second_modules_derive_their_old_literals():
+    """The sets the next modules kept as literals, now read from the registry."""
+    from trajlog.adapters.langgraph import _mirror
+    from trajlog.api import lineage
+    from trajlog.interop.sources import codex, openhands
+    from trajlog.memory import gates, retention
+    from trajlog.projections import envelopes, evidence
+    from trajlog.viewer import document
+    assert lineage._TURN_MARKERS == {"turn/start", "turn/end"}
+    assert evidence.GRANTS == {"approval/grant", "lease/grant"}
+    assert retention.KEEP_TYPES == {"turn/start", "turn/end", "step/start", "step/end",
+                                    "retention/policy", "session/closed"}
+    assert gates.INPUT_EVENTS == {"user/message", "tool/call", "tool/result",
+                                  "assistant/message", "subagent/result", "subagent/output"}
+    assert envelopes.USAGE_TYPES == {"assistant/message", "tool/result"}
+    assert _mirror.MIRRORED == {"user/message", "assistant/message", "tool/result",
+                                "langgraph/message"}
+    assert openhands._HISTORY == {"user/message", "assistant/message", "tool/result"}
+    assert codex._HISTORY == {"user/message", "assistant/message", "tool/result"}
+    # (each erased message's tombstone names its role: what t.split("/")[0] gave)
+    assert document._ROLE == {"user/message": "user", "assistant/message": "assistant"}
+
+
+def test_the_agents_adapter_reads_a_cancel_too():
+    """The Agents SDK adapter's sets are the ones before plus ``tool/cancel``:
+    a cancelled call reads back as its output and closes the call for the
+    adapter's plan (tests/adapters test the behaviour)."""
+    pytest.importorskip("agents")
+    from trajlog.adapters.openai_agents import items
+    assert items._ITEM_TYPES == {"user/message", "assistant/message", "tool/result",
+                                 "agents/item", "tool/cancel"}
+    assert items._CALL_TYPES == {"assistant/message", "tool/call", "tool/result",
+                                 "tool/cancel"}

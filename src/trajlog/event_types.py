@@ -48,6 +48,17 @@ The columns of :class:`EventType` (an empty value: nothing special):
   still reads claims and statuses from any type).
 * ``checked`` -- the write path checks it against the log inside the append's
   transaction (:mod:`trajlog.api.checks`).
+* ``grants`` -- it grants a permission with an expiry (``expires_at`` epoch ms,
+  or ``ttl_ms`` from its time): the context's evidence shows it as a permission
+  (:mod:`trajlog.projections.evidence`), a run's checkpoint counts it as a live
+  one (:mod:`trajlog.api.checkpoints`).
+* ``retention`` -- what a session's retention policy does with its payload
+  (:mod:`trajlog.memory.retention`): ``kept`` (a structural marker, the policy,
+  the close: never erased); empty: erased once due.
+* ``input`` -- what a user, a tool, a model or a subagent said: a memory item
+  written from it is input, never instruction (:mod:`trajlog.memory.gates`).
+* ``usage`` -- its payload states usage that a run's cost tallies (a request and
+  its tokens, a tool call) (:mod:`trajlog.projections.envelopes`).
 
 Adding a known type is one entry here plus its tests; the modules above derive
 their sets from this table at import (frozensets and dicts: the append path
@@ -84,6 +95,10 @@ class EventType:
     trajectory: str = ""
     context: str = ""
     checked: bool = False
+    grants: bool = False
+    retention: str = ""
+    input: bool = False
+    usage: bool = False
 
     @property
     def family(self) -> bool:
@@ -105,6 +120,7 @@ def _t(name: str, about: str, **columns: Any) -> EventType:
 
 # Recurring column values, named once.
 _ROW = "row"
+_KEPT = "kept"
 _CLOSES = {"interrupted": "flag", "synthetic": "flag"}
 _RUN = {"run_id": "uuid"}
 _CALL_ID = {"call_id": "call id"}
@@ -113,23 +129,25 @@ _CALL_ID = {"call_id": "call id"}
 TYPES: tuple[EventType, ...] = (
     # -- the conversation and its tool calls ------------------------------------
     _t("user/message", "what the user said",
-       shape={"content": "str|list"}, history="user", chat="message", context="conversation"),
+       shape={"content": "str|list"}, history="user", chat="message", context="conversation",
+       input=True),
     _t("assistant/message", "what the model answered, and the tool calls it requests",
        shape={"content": "str|list|null?", "tool_calls": "list[tool_call]?"},
        lifecycle="requests calls", closer="tool/result", index="mark:requested",
        keeps={"tool_calls": "calls"}, history="assistant", chat="message", trajectory="request",
-       context="conversation"),
+       context="conversation", input=True, usage=True),
     _t("tool/call", "the host started a requested tool call",
        shape={"call_id": "str", "name": "str"}, lifecycle="starts call", closer="tool/result",
        index="mark:call", keeps={"call_id": "call id", "name": "tool name"}, chat="card",
-       trajectory="span", context="structural"),
+       trajectory="span", context="structural", input=True),
     _t("tool/result", "a tool call's output (recovery's closer of a call: status "
        "TOOL_NOT_STARTED / TOOL_OUTCOME_UNKNOWN)",
        shape={"call_id": "str", "is_error": "bool?"}, lifecycle="answers call",
        index="mark:closed", machine={"child_session": "uuid", "job_id": "uuid"},
        keeps={"call_id": "call id", "name": "tool name", "status": "closer status",
               "is_error": "flag", "synthetic": "flag"},
-       history="tool", chat="card", trajectory="span", context="tool result"),
+       history="tool", chat="card", trajectory="span", context="tool result", input=True,
+       usage=True),
     _t("tool/cancel", "the host cancelled a call it requested or started: the call is "
        "closed, the model is told so, a later result is refused",
        shape={"call_id": "str", "reason": "str?"}, lifecycle="cancels call",
@@ -139,13 +157,15 @@ TYPES: tuple[EventType, ...] = (
     _t("tool/note", "a free note about a tool (the demo)"),
     # -- turns and steps --------------------------------------------------------
     _t("turn/start", "a turn begins (a fork may cut here)", lifecycle="opens turn",
-       closer="turn/end", index=_ROW, trajectory="turn", context="structural"),
+       closer="turn/end", index=_ROW, trajectory="turn", context="structural", retention=_KEPT),
     _t("turn/end", "a turn ends", shape={"interrupted": "bool?"}, lifecycle="closes turn",
-       index=_ROW, keeps=_CLOSES, pause="passes", trajectory="turn", context="structural"),
+       index=_ROW, keeps=_CLOSES, pause="passes", trajectory="turn", context="structural",
+       retention=_KEPT),
     _t("step/start", "a step of a turn begins", lifecycle="opens step", closer="step/end",
-       index="mark:step-start", trajectory="step", context="structural"),
+       index="mark:step-start", trajectory="step", context="structural", retention=_KEPT),
     _t("step/end", "a step ends", lifecycle="closes step", index="mark:step-end",
-       keeps=_CLOSES, pause="passes", trajectory="step", context="structural"),
+       keeps=_CLOSES, pause="passes", trajectory="step", context="structural",
+       retention=_KEPT),
     # -- the model's request and its history ------------------------------------
     _t("request/header", "system prompt, tools and parameters of the next request",
        history="request", trajectory="request", context="structural"),
@@ -171,21 +191,21 @@ TYPES: tuple[EventType, ...] = (
     _t("workspace/revision", "the workspace's current revision", context="structural"),
     _t("goal/change", "a full goal snapshot, or its clearing", context="structural"),
     _t("schema/*", "a schema the session relies on"),
-    _t("lease/grant", "a permission with an expiry"),
+    _t("lease/grant", "a permission with an expiry", grants=True),
     _t("approval/*", "approvals (a forked subagent may append none)", index=_ROW),
-    _t("approval/grant", "a permission with an expiry", index=_ROW),
+    _t("approval/grant", "a permission with an expiry", index=_ROW, grants=True),
     _t("approval/deny", "a denied action", index=_ROW),
     _t("approval/policy", "the approval policy", index=_ROW, context="structural"),
     _t("sandbox/mode", "the sandbox settings (a subagent's snapshot)", index=_ROW,
        context="structural"),
     # -- the session's life, redaction, retention ------------------------------
-    _t("session/closed", "the session was closed", index=_ROW),
+    _t("session/closed", "the session was closed", index=_ROW, retention=_KEPT),
     _t("redaction/*", "the redaction pause and its audit", pause="passes"),
     _t("redaction/paused", "a hash finding paused the session",
        index=_ROW, machine={"inherited.session": "uuid"}, pause="pauses"),
     _t("redaction/resumed", "the pause was lifted", index=_ROW, pause="resumes"),
     _t("retention/*", "retention", index=_ROW),
-    _t("retention/policy", "a session's retention policy", index=_ROW),
+    _t("retention/policy", "a session's retention policy", index=_ROW, retention=_KEPT),
     # -- runs and their checkpoints ---------------------------------------------
     _t("run/*", "a run's marks", pause="passes"),
     _t("run/started", "a run begins",
@@ -209,8 +229,8 @@ TYPES: tuple[EventType, ...] = (
     _t("subagent/*", "a subagent's events in its parent", index=_ROW),
     _t("subagent/notification", "a background subagent's news",
        index=_ROW, machine={"child_session": "uuid", "job_id": "uuid"}),
-    _t("subagent/output", "a subagent's output", index=_ROW),
-    _t("subagent/result", "a subagent's result", index=_ROW),
+    _t("subagent/output", "a subagent's output", index=_ROW, input=True),
+    _t("subagent/result", "a subagent's result", index=_ROW, input=True),
     _t("memory/*", "a memory item's content, as redaction names it"),
     _t("memory/fact", "a fact a LangGraph store put"),
     # -- adapters (stored as they come) -----------------------------------------
@@ -347,6 +367,18 @@ CONTEXT_TOOL_RESULTS = _names(context="tool result")
 #: api/checks.py: the types checked inside the append's transaction
 CHECKED = _names(checked=True)
 CHECKED_PREFIXES = _prefixes("checked", True)
+
+#: the conversation's messages (user and assistant), as the history reads them
+MESSAGES = HISTORY["user"] | HISTORY["assistant"]
+
+#: projections/evidence.py, api/checkpoints.py: a permission with an expiry
+GRANTS = _names(grants=True)
+#: memory/retention.py: payloads a retention policy never erases
+RETENTION_KEEPS = _names(retention=_KEPT)
+#: memory/gates.py: what someone said (input, never instruction)
+INPUT = _names(input=True)
+#: projections/envelopes.py: payloads that state usage
+USAGE = _names(usage=True)
 
 #: the lifecycle and compaction events the write path's state follows
 WRITE_STATE = LIFECYCLE | {PAUSED, RESUMED}

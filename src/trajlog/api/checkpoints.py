@@ -86,7 +86,6 @@ _NEEDS = {"analysis-complete": "context-ready", "patch-prepared": "analysis-comp
           "tests-running": "patch-prepared", "human-approved": "patch-prepared"}
 _NEEDS_REVISION = frozenset({"patch-prepared", "tests-running", "human-approved"})
 _DEAD = frozenset({"expired", "rejected", "superseded"})
-_GRANTS = frozenset({"approval/grant", "lease/grant"})
 
 
 class CheckpointSession(Protocol):

@@ -61,6 +61,7 @@ from ..errors import (
     InvalidStateError,
     index_mismatch,
 )
+from ..event_types import CLOSES_TURN, OPENS_TURN
 from ..events import Event, SessionHeader
 from ..redaction import PAUSED
 from ..storage import Backend, Writer
@@ -74,7 +75,7 @@ _FORK_KEYS = frozenset({"forked_at"})
 # ("task" stays reserved: older stores' headers held the task text there)
 _SPAWN_KEYS = frozenset({"task", "task_seq", "spawned_at", "background", "kind",
                          "parent_call_id", "approval_policy"})
-_TURN_MARKERS = frozenset({"turn/start", "turn/end"})
+_TURN_MARKERS = OPENS_TURN | CLOSES_TURN
 
 
 @dataclass(frozen=True, slots=True)

@@ -27,12 +27,12 @@ from ..errors import (
     PromotionRefusedError,
     UnverifiedFactError,
 )
+from ..event_types import INPUT
 from .model import EVIDENCE_KINDS, MemoryItem
 
 # Event types whose content is input, never instruction: what a user, a tool,
-# a model or a subagent said.
-INPUT_EVENTS = frozenset({"user/message", "tool/call", "tool/result", "assistant/message",
-                          "subagent/result", "subagent/output"})
+# a model or a subagent said (the registry's ``input`` column).
+INPUT_EVENTS = INPUT
 # What a session item may be promoted to user scope as.
 USER_TYPES = frozenset({"preference", "fact", "episode"})
 

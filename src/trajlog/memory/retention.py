@@ -21,13 +21,14 @@ from collections.abc import Callable, Iterable
 from typing import Any
 
 from ..errors import InvalidArgumentError
+from ..event_types import RETENTION_KEEPS
 from ..events import Event
 from ..storage.base import MemoryReader
 
 POLICY_EVENT = "retention/policy"
 CLOSED_EVENT = "session/closed"
-KEEP_TYPES = frozenset({"turn/start", "turn/end", "step/start", "step/end", POLICY_EVENT,
-                        CLOSED_EVENT})
+#: the types whose payload a policy never erases (the registry's ``retention`` column)
+KEEP_TYPES = RETENTION_KEEPS
 ACTOR = "trajlog:retention"
 
 

@@ -45,6 +45,7 @@ from typing import Any, ClassVar
 
 import msgspec
 
+from ..event_types import USAGE
 from ..events import Event, encode_event
 from .engine import Projectable
 from .engine import project as _project
@@ -95,8 +96,8 @@ def empty_cost() -> dict[str, dict[str, float]]:
     return {s: {"amount": 0.0} for s in COST_SURFACES}
 
 
-#: the event types whose payload says something about usage
-USAGE_TYPES = frozenset({"assistant/message", "tool/result"})
+#: the event types whose payload says something about usage (the registry's ``usage``)
+USAGE_TYPES = USAGE
 
 
 def tally(cost: dict[str, dict[str, float]], ev: Event) -> None:

@@ -44,12 +44,11 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..event_types import STATUSES, source_class
+from ..event_types import GRANTS, STATUSES, source_class
 from ..events import Event
 
-#: event types that grant a permission with an expiry (``expires_at`` epoch ms,
-#: or ``ttl_ms`` from the event's time)
-GRANTS = frozenset({"approval/grant", "lease/grant"})
+# GRANTS (re-exported): the types that grant a permission with an expiry that
+# expires_at reads (the registry's ``grants`` column)
 
 
 def expires_at(ev: Event) -> int | None:
@@ -246,5 +245,5 @@ def collect(events: Iterable[Event]) -> Evidence:
     return ev
 
 
-__all__ = ["RANK", "STATUSES", "Claim", "Conflict", "Evidence", "branch_of", "collect", "ref",
-           "source_class", "supersedes_of"]
+__all__ = ["GRANTS", "RANK", "STATUSES", "Claim", "Conflict", "Evidence", "branch_of",
+           "collect", "ref", "source_class", "supersedes_of"]

@@ -44,12 +44,15 @@ from typing import Any
 from .. import projections
 from ..api import Session, Store
 from ..errors import InvalidArgumentError, TrajlogError
+from ..event_types import HISTORY
 from ..events import SessionHeader
 from ..projections.checkpoint_marks import Marks
 from ..projections.envelopes import RUNS, RunEnvelope, settle
 
 VERSION = 1
 _ROLES = {"user": "u", "assistant": "a", "tool": "t"}
+#: a message's type -> its role (the tombstone of an erased one names it)
+_ROLE = {t: role for role in ("user", "assistant") for t in HISTORY[role]}
 _ENV = ("causal_parent", "workspace_revision", "data_class", "idempotency_key", "supersedes",
         "branch_id")
 
@@ -201,8 +204,8 @@ def _session_model(s: Session, tables: _Tables, inh: int, sink: Sink | None) -> 
             ctx.append(ev.seq)
         elif t == "goal/change":
             goals.append(ev.seq)
-        elif t in ("user/message", "assistant/message") and _erased(d):
-            erased_msgs.append([2, ev.seq, t.split("/")[0]])
+        elif t in _ROLE and _erased(d):
+            erased_msgs.append([2, ev.seq, _ROLE[t]])
     chat_view, traj_view, hist_view, goal = (
         f.view(st) for f, st in zip(folds, states, strict=True))
     chat: list[list[Any]] = []

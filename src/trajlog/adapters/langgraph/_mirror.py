@@ -25,10 +25,13 @@ from typing import Any
 
 from langchain_core.messages import AIMessage, BaseMessage, HumanMessage, ToolMessage
 
+from ...event_types import ANSWERS_CALL, MESSAGES
 from ...events import Event
 from ._log import FORGET
 
-MIRRORED = frozenset({"user/message", "assistant/message", "tool/result", "langgraph/message"})
+#: the events that mirror a LangGraph message: the conversation's messages, a call's
+#: answer, and a message of another kind
+MIRRORED = MESSAGES | ANSWERS_CALL | {"langgraph/message"}
 
 
 @dataclass

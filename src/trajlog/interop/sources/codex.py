@@ -35,6 +35,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ImportFormatError
+from ...event_types import ANSWERS_CALL, MESSAGES
 from .. import bounded
 from ..mapping import (
     AliasedCalls,
@@ -51,6 +52,9 @@ from ..mapping import (
 
 NAME = "codex"
 
+#: the conversation's items (messages, a call's answer): the last one says whether a
+#: thread ends mid-turn
+_HISTORY = MESSAGES | ANSWERS_CALL
 _LINE_TYPES = frozenset({"session_meta", "turn_context", "response_item", "event_msg",
                          "compacted", "world_state", "inter_agent_communication_metadata"})
 _ITEM_TYPES = frozenset({"message", "reasoning", "function_call", "function_call_output",
@@ -259,7 +263,7 @@ class _Thread:
     def emit(self, type_: str, data: dict[str, Any], rec: _Rec | _Group, source: str,
              cause: int | None = None) -> int:
         self.out.append(MappedEvent(type_, data, rec.time, source, cause, rec.line))
-        if type_ in ("user/message", "assistant/message", "tool/result"):
+        if type_ in _HISTORY:
             self.last = type_
         self.n += 1
         return self.n - 1

@@ -30,6 +30,7 @@ from pathlib import Path
 from typing import Any
 
 from ...errors import ImportFormatError
+from ...event_types import ANSWERS_CALL, MESSAGES
 from .. import bounded
 from ..mapping import (
     AliasedCalls,
@@ -50,7 +51,7 @@ NAME = "openhands"
 _UNSAFE = re.compile(r"[^a-z0-9_.-]+")
 _DIGITS = re.compile(r"[0-9]+")
 _CAMEL = re.compile(r"(?<!^)(?=[A-Z])")
-_HISTORY = frozenset({"user/message", "assistant/message", "tool/result"})
+_HISTORY = MESSAGES | ANSWERS_CALL
 _V1_RESULTS = frozenset({"ObservationEvent", "AgentErrorEvent", "UserRejectObservation"})
 
 
