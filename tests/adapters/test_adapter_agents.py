@@ -162,6 +162,59 @@ def test_recovery_closes_an_orphan_call_and_the_history_stays_well_formed(db: st
     store.close()
 
 
+def test_a_cancelled_call_reads_back_answered_as_the_model_history_tells_it(db: str) -> None:
+    """A host may append ``tool/cancel`` for a call: the SDK reads the call
+    answered (an output saying it was cancelled, the model history's words),
+    a late output from the SDK is carried rather than refused, and a cancel of
+    a popped call shows nothing (no output without its call)."""
+    s = TrajlogSession("cancel", db)
+    call = {"type": "function_call", "call_id": "c5", "name": "deploy", "arguments": "{}"}
+    run(s.add_items([{"role": "user", "content": "ship it"}, call]))
+    log = s.trajlog_session()
+    assert log is not None
+    log.append("tool/cancel", {"call_id": "c5", "reason": "the user stopped it"})
+    history = projections.model_history(log)
+    cancelled = {"type": "function_call_output", "call_id": "c5",
+                 "output": history[-1].content}
+    assert history[-1].tool_call_id == "c5" and "the user stopped it" in history[-1].content
+    assert run(s.get_items()) == [{"role": "user", "content": "ship it"}, call, cancelled]
+    assert run(s.get_items(1)) == [cancelled]
+    # the SDK can go on: its late output for the cancelled call is carried as it is
+    late = {"type": "function_call_output", "call_id": "c5", "output": "deployed"}
+    run(s.add_items([late, {"role": "user", "content": "and now?"}]))
+    assert [ev.type for ev in log.events()][-2:] == ["agents/item", "user/message"]
+    assert run(s.get_items())[2:] == [cancelled, late, {"role": "user", "content": "and now?"}]
+    # a popped call needs no answer: its cancel reads as nothing
+    other = {"type": "function_call", "call_id": "c6", "name": "rollback", "arguments": "{}"}
+    run(s.add_items([other]))
+    assert run(s.pop_item()) == other
+    log.append("tool/cancel", {"call_id": "c6"})
+    assert run(s.get_items())[-1] == {"role": "user", "content": "and now?"}
+    assert log.verify().ok
+    s.close()
+
+
+def test_the_runner_goes_on_after_a_cancelled_call(db: str) -> None:
+    """The SDK's own run loop reads the cancelled call answered and sends the
+    model a well-formed input (every call followed by its output)."""
+    model = ScriptedModel()
+    agent = Agent(name="a", model=model)
+    s = TrajlogSession("cancel-run", db)
+    run(s.add_items([{"role": "user", "content": "ship it"},
+                     {"type": "function_call", "call_id": "c7", "name": "deploy",
+                      "arguments": "{}"}]))
+    log = s.trajlog_session()
+    assert log is not None
+    log.append("tool/cancel", {"call_id": "c7"})
+    model.enqueue([_text("Not deployed.")])
+    assert run(Runner.run(agent, "did it ship?", session=s)).final_output == "Not deployed."
+    sent = [i for i in model.calls[-1].input if isinstance(i, dict)]
+    outputs = [i for i in sent if i.get("type") == "function_call_output"]
+    assert [o["call_id"] for o in outputs] == ["c7"]
+    assert outputs[0]["output"] == projections.model_history(log)[2].content
+    s.close()
+
+
 def test_branches_are_forks(db: str) -> None:
     s = TrajlogSession("tree", db)
     run(s.add_items([{"role": "user", "content": "first"}, {"role": "assistant", "content": "a"},

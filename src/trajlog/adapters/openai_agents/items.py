@@ -1,5 +1,7 @@
 """SDK items as trajlog events and back, and the walk that reads them from the
-end of a log honouring ``history/pop`` and ``history/clear``."""
+end of a log honouring ``history/pop`` and ``history/clear``.  A call the host
+cancelled (``tool/cancel``) reads back as its output, as the model history
+tells it, so the SDK never meets a call left unanswered."""
 
 from __future__ import annotations
 
@@ -11,9 +13,15 @@ import msgspec
 
 from ... import lifecycle
 from ...api import Session
+from ...event_types import CALL_EVENTS, CANCELS_CALL, HISTORY, MESSAGES, REQUESTS_CALLS
 from ...events import Event
+from ...projections.folds import cancelled
 
-_ITEM_TYPES = frozenset({"user/message", "assistant/message", "tool/result", "agents/item"})
+#: the events that read back as SDK items: what the model history reads (messages,
+#: a call's answer or cancel) and the items trajlog has no type for
+_ITEM_TYPES = MESSAGES | HISTORY["tool"] | {"agents/item"}
+#: the events that move a call on (what the write path checks an output against)
+_CALL_TYPES = REQUESTS_CALLS | CALL_EVENTS
 POP, CLEAR = "history/pop", "history/clear"
 _REQUESTED, _STARTED = lifecycle.Phase.REQUESTED, lifecycle.Phase.STARTED
 
@@ -77,7 +85,7 @@ def _erased(ev: Event, d: dict[str, Any]) -> list[Any]:
     model API needs to pair the other -- a call keeps its id and name with
     empty arguments, an output its call id with :data:`ERASED_OUTPUT` (what
     the erasure keeps: :mod:`trajlog.memory.replacement`)."""
-    if ev.type == "tool/result":
+    if ev.type in HISTORY["tool"]:   # (an erased cancel keeps its call id too)
         call = d.get("call_id")
         return [{"type": "function_call_output", "call_id": call, "output": ERASED_OUTPUT}
                 ] if isinstance(call, str) else []
@@ -97,6 +105,9 @@ def items_of(ev: Event) -> list[Any]:
         return _erased(ev, d)
     if ev.type == "agents/item":
         return [d.get("item")]
+    if ev.type in CANCELS_CALL:   # the call's answer, in the model history's words
+        return [{"type": "function_call_output", "call_id": d.get("call_id"),
+                 "output": cancelled(d)}]
     sdk = d.get("sdk")
     if isinstance(sdk, dict):
         item = dict(sdk)
@@ -126,15 +137,16 @@ def items_of(ev: Event) -> list[Any]:
 
 
 def _synthetic(ev: Event) -> bool:
-    return ev.type == "tool/result" and isinstance(ev.data, dict) and bool(
-        ev.data.get("synthetic")) and "sdk" not in ev.data
+    """An answer the SDK did not write: a recovery closer or a host's cancel."""
+    return ev.type in CANCELS_CALL or (ev.type == "tool/result" and isinstance(
+        ev.data, dict) and bool(ev.data.get("synthetic")) and "sdk" not in ev.data)
 
 
 class Visible:
     """Walks a log from its end and keeps the items still visible: a pop hides
     its target, a clear everything up to ``through``.  A recovery closer is
     kept only while the call it answers is visible (a popped or cleared call
-    needs no output)."""
+    needs no output), and so is a cancel."""
 
     def __init__(self) -> None:
         self.hidden: set[int] = set()
@@ -217,11 +229,10 @@ class _CallsFold:
     """Where each tool call of the log stands (what the write path checks)."""
 
     name: ClassVar[str] = "agents_calls"
-    version: ClassVar[int] = 1
+    version: ClassVar[int] = 2   # 2: a tool/cancel closes a call
     state_type: ClassVar[Any] = _CallsState
     autosave: ClassVar[bool] = True
-    wants = staticmethod(frozenset({"assistant/message", "tool/call", "tool/result"})
-                         .__contains__)
+    wants = staticmethod(_CALL_TYPES.__contains__)
 
     def init(self) -> _CallsState:
         return _CallsState({})
