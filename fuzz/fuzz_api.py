@@ -10,7 +10,9 @@ each: ``op, n, n argument bytes`` (an argument read past the end of its frame is
 0, and 0 always means the most ordinary choice, so a seed is easy to write by
 hand).  The operations (:data:`OPS`) are create_session, append, append_batch,
 turn() / step() / lease() blocks holding the next frames (left normally, or by
-an exception), tool-call lifecycles in valid and invalid orders, fork,
+an exception), tool-call lifecycles in valid and invalid orders (a request,
+its start, its result or the host's ``tool/cancel``; a late result after a
+cancel is refused), fork,
 spawn_subagent / fork_subagent, finish, compact, mark, load, inspect, get /
 tail / events, verify, repack, new handles, views (incremental fold against a
 fold from scratch), close / reopen / a second store on the same file,
@@ -114,7 +116,9 @@ GUIDANCE = {
                              "have run. Check the real state before retrying; read-only and "
                              "idempotent tools are safe to retry."),
 }
-KNOWN_SHAPES = ("user/message", "assistant/message", "tool/call", "tool/result", "turn/end")
+KNOWN_SHAPES = ("user/message", "assistant/message", "tool/call", "tool/result", "turn/end",
+                "tool/cancel")
+CALL_TYPES = ("tool/call", "tool/result", "tool/cancel")
 INHERITED = ("identity", "tenant", "user")
 
 
@@ -718,11 +722,11 @@ class Tracker:
             for c in d.get("tool_calls") or ():
                 if isinstance(c, dict) and isinstance(c.get("id"), str):
                     self.open[c["id"]] = (REQUESTED, str(c.get("name", "")))
-        elif t in ("tool/call", "tool/result") and isinstance(d, dict):
+        elif t in CALL_TYPES and isinstance(d, dict):
             cid = d.get("call_id")
             if not isinstance(cid, str):
                 return
-            if t == "tool/result":
+            if t != "tool/call":   # a result or a cancel closes the call
                 self.open.pop(cid, None)
                 self.finished.add(cid)
                 return
@@ -755,11 +759,14 @@ class Tracker:
                 cid = c.get("id") if isinstance(c, dict) else None
                 if isinstance(cid, str) and self.phase(cid) is not None:
                     return f"tool call id {cid!r} reused"
-        elif t in ("tool/call", "tool/result") and isinstance(d, dict):
+        elif t in CALL_TYPES and isinstance(d, dict):
             cid = d.get("call_id")
             if not isinstance(cid, str):
                 return None
             before = self.phase(cid)
+            if t == "tool/cancel":   # the host gives up a requested or started call
+                return None if before in (REQUESTED, STARTED) else (
+                    f"tool/cancel {cid!r} in phase {before}")
             if t == "tool/call" and before != REQUESTED:
                 return f"tool/call {cid!r} in phase {before}"
             if t == "tool/result" and before != STARTED and not (
@@ -949,6 +956,11 @@ def shape_refusal(t: str, d: Any) -> str | None:
         if "is_error" in d and not isinstance(d["is_error"], bool):
             return "tool/result is_error must be bool"
         return None
+    if t == "tool/cancel":
+        why = need(d, "call_id", (str,))
+        if why or "reason" not in d:
+            return why
+        return need(d, "reason", (str,))
     if not isinstance(d.get("interrupted", False), bool):
         return "turn/end interrupted must be bool"
     return None
@@ -1386,7 +1398,7 @@ class Run:
             if e.type == "assistant/message" and isinstance(d, dict):
                 req |= {c["id"] for c in d.get("tool_calls") or ()
                         if isinstance(c, dict) and isinstance(c.get("id"), str)}
-            elif e.type == "tool/result" and isinstance(d, dict) and isinstance(
+            elif e.type in ("tool/result", "tool/cancel") and isinstance(d, dict) and isinstance(
                     d.get("call_id"), str):
                 ans.add(d["call_id"])
         if req != ans:
@@ -1921,7 +1933,11 @@ class Run:
                     {"id": c, "name": "tool" + c, "arguments": {"i": i}}
                     for i, c in enumerate(new)]}
                 self.do_append(s, store_idx, h, "assistant/message", data, None, {}, "tools")
-            elif step in (1, 2, 6):
+            elif step == 6:   # the host cancels: refused unless the call is open
+                c = a.pick(ids)
+                data = {"call_id": c, **({"reason": "stopped"} if a.flag() else {})}
+                self.do_append(s, store_idx, h, "tool/cancel", data, None, {}, "tools")
+            elif step in (1, 2):
                 c = a.pick(ids)
                 self.do_append(s, store_idx, h, "tool/call",
                                {"call_id": c, "name": a.pick(("", "t", "other"))}, None, {},
@@ -2987,6 +3003,7 @@ _CLOSER = ("TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN")
 _KEPT: dict[str, tuple[str, ...]] = {
     "tool/call": ("call_id", "name"),
     "tool/result": ("call_id", "name", "status", "is_error", "synthetic"),
+    "tool/cancel": ("call_id",),
     "turn/end": ("interrupted", "synthetic"), "step/end": ("interrupted", "synthetic"),
     "run/started": ("run_id",), "run/finalized": ("run_id",),
 }
@@ -3229,6 +3246,11 @@ def seeds() -> dict[str, bytes]:
             "append") + frame("turn", 1, 6) + frame("append") + frame("load"),
         "tools": b"\x00" + c + frame("tools", 5, 0, 1, 1, 1, 0, 3, 0, 0, 7, 0, 4, 0, 0) +
         frame("tools", 6, 0, 2, 0, 0, 1, 0, 3, 0, 0, 4, 0, 0, 6, 0) + frame("load"),
+        # request f1 and f2; cancel f1; its late result refused; start f2, cancel it;
+        # a second cancel of f1 refused; load closes nothing
+        "tools_cancel": b"\x00" + c + frame("tools", 0, 0, 5, 0, 1, 1, 1, 6, 0, 1, 3, 0, 0, 1,
+                                             1, 1, 0, 6, 1, 0, 6, 0, 0) + frame("load") +
+        frame("views"),
         "fork": b"\x00" + c + frame("turn", 2) + frame("append") + frame("append") + frame(
             "fork") + frame("fork", 0, 0, 0, 1) + frame("fork", 0, 0, 12) + frame("append") +
         frame("check"),
