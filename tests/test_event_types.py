@@ -241,17 +241,17 @@ def test_the_second_modules_derive_their_old_literals():
     from trajlog.memory import gates, retention
     from trajlog.projections import envelopes, evidence
     from trajlog.viewer import document
-    assert lineage._TURN_MARKERS == {"turn/start", "turn/end"}
-    assert evidence.GRANTS == {"approval/grant", "lease/grant"}
-    assert retention.KEEP_TYPES == {"turn/start", "turn/end", "step/start", "step/end",
-                                    "retention/policy", "session/closed"}
-    assert gates.INPUT_EVENTS == {"user/message", "tool/call", "tool/result",
-                                  "assistant/message", "subagent/result", "subagent/output"}
-    assert envelopes.USAGE_TYPES == {"assistant/message", "tool/result"}
-    assert _mirror.MIRRORED == {"user/message", "assistant/message", "tool/result",
-                                "langgraph/message"}
-    assert openhands._HISTORY == {"user/message", "assistant/message", "tool/result"}
-    assert codex._HISTORY == {"user/message", "assistant/message", "tool/result"}
+    assert {"turn/start", "turn/end"} == lineage._TURN_MARKERS
+    assert {"approval/grant", "lease/grant"} == evidence.GRANTS
+    assert {"turn/start", "turn/end", "step/start", "step/end", "retention/policy",
+            "session/closed"} == retention.KEEP_TYPES
+    assert {"user/message", "tool/call", "tool/result", "assistant/message",
+            "subagent/result", "subagent/output"} == gates.INPUT_EVENTS
+    assert {"assistant/message", "tool/result"} == envelopes.USAGE_TYPES
+    assert {"user/message", "assistant/message", "tool/result",
+            "langgraph/message"} == _mirror.MIRRORED
+    assert {"user/message", "assistant/message", "tool/result"} == openhands._HISTORY
+    assert {"user/message", "assistant/message", "tool/result"} == codex._HISTORY
     # (each erased message's tombstone names its role: what t.split("/")[0] gave)
     assert document._ROLE == {"user/message": "user", "assistant/message": "assistant"}
 
@@ -262,7 +262,7 @@ def test_the_agents_adapter_reads_a_cancel_too():
     adapter's plan (tests/adapters test the behaviour)."""
     pytest.importorskip("agents")
     from trajlog.adapters.openai_agents import items
-    assert items._ITEM_TYPES == {"user/message", "assistant/message", "tool/result",
-                                 "agents/item", "tool/cancel"}
-    assert items._CALL_TYPES == {"assistant/message", "tool/call", "tool/result",
-                                 "tool/cancel"}
+    assert {"user/message", "assistant/message", "tool/result", "agents/item",
+            "tool/cancel"} == items._ITEM_TYPES
+    assert {"assistant/message", "tool/call", "tool/result",
+            "tool/cancel"} == items._CALL_TYPES
