@@ -97,7 +97,7 @@ def test_async_append_takes_the_new_fields(tmp_path):
 def test_supersedes_must_name_an_earlier_seq(store):
     """Rule: supersedes < the new event's seq, checked at append with a
     ValidationError naming both seqs; nothing is written.  Fails if the
-    append-time check (retries.check_supersedes) is removed."""
+    append-time check (write_stages.check_supersedes) is removed."""
     s = store.create_session(cwd="/r")
     s.append("note/x", {})
     for target in (1, 5):                      # itself, and a future seq

@@ -47,7 +47,8 @@ from .recover import Recovery
 from .repack import Repacker
 from .session import Engines, Session
 from .stats import StoreStats, store_stats
-from .writer import Row, WriteEngine, _returned, _turn_marker
+from .write_stages import Row, returned, turn_marker
+from .writer import WriteEngine
 
 if TYPE_CHECKING:   # (imported when first used: see Store.export)
     from ..interop.export import ExportReport
@@ -261,7 +262,7 @@ class Store:
             if ref is None and session_id not in made:  # (one to make: looked up in the tx)
                 ref = e.reading.ref_by_id(session_id)
             rows = e.writer.prepare_items(_ORDINARY if ref is None else ref.header, items)
-            if _turn_marker(rows) is not None:
+            if turn_marker(rows) is not None:
                 raise InvalidArgumentError("append_atomic takes no turn/start or turn/end")
             plan.append((session_id, ref, rows, expect_last))
         if not plan:
@@ -301,7 +302,7 @@ class Store:
         result: list[tuple[LogRef, list[Event]]] = writer.commit.submit(Request(apply, None))
         for ref, _ in result:
             writer.after_commit(ref)
-        return [_returned(p[2], events) for p, (_, events) in zip(plan, result, strict=True)]
+        return [returned(p[2], events) for p, (_, events) in zip(plan, result, strict=True)]
 
     def load(self, session_id: str) -> Session:
         """Verify a session and make it whole after a crash; return it.

@@ -497,9 +497,6 @@ class WriteEngine:
         self._forget_key(sid)
 
 
-# (the names the store imports from here)
-_returned, _turn_marker = returned, turn_marker
-
 
 def _session_uuid(session_id: Any) -> uuid_mod.UUID:
     """A new session's id: the caller's UUID (checked), or a random one."""
