@@ -107,6 +107,47 @@ def f(ev, kind):
                                            (7, "swe-agnt/"), (8, "tool/cancle")]
 
 
+def own_type_lists(source: str) -> Iterator[tuple[int, list[str]]]:
+    """(line, types) of each set, tuple or list literal in ``source`` that
+    lists two or more event types: a module's own list of types treated
+    alike, which belongs in the registry.  Names given to types one by one
+    (``A, B = ("x/a", "x/b")``) are not a list, nor a table of what differs
+    per type (a dict: a view's labels, the partial index of each marker)."""
+    tree = ast.parse(source)
+    named = {id(node.value) for node in ast.walk(tree)
+             if isinstance(node, ast.Assign) and isinstance(node.value, ast.Tuple)
+             and any(isinstance(t, ast.Tuple) for t in node.targets)}
+    for node in ast.walk(tree):
+        if isinstance(node, (ast.Set, ast.Tuple, ast.List)) and id(node) not in named:
+            items = node.elts
+        else:
+            continue
+        types = [k.value for k in items if isinstance(k, ast.Constant)
+                 and isinstance(k.value, str) and TYPE_LITERAL.fullmatch(k.value)
+                 and et.declared(k.value)]
+        if len(types) >= 2:
+            yield node.lineno, types
+
+
+def test_no_module_keeps_its_own_list_of_types():
+    """Every set of types a module treats alike is a column of the registry
+    (derived in event_types.py), never a literal of its own."""
+    found = [f"{path.relative_to(PKG)}:{line}: {types}"
+             for path in sorted(PKG.rglob("*.py")) if path.name != "event_types.py"
+             for line, types in own_type_lists(path.read_text())]
+    assert not found, "lists of event types outside the registry:\n" + "\n".join(found)
+
+
+def test_the_list_scan_can_fail():
+    planted = '''
+A, B = ("checkpoint/stage", "checkpoint/invalidated")
+MINE = frozenset({"user/message", "assistant/message"})
+def f(t):
+    return t in ("turn/start", "turn/end") or t in {"tool/result": 1, "tool/cancel": 2}
+'''
+    assert [line for line, _ in own_type_lists(planted)] == [3, 5]
+
+
 def test_not_types_are_really_in_src():
     """The exemptions stay few and real: each one is still used in src/."""
     text = "\n".join(p.read_text() for p in PKG.rglob("*.py"))

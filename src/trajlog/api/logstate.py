@@ -29,6 +29,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import header_mismatch, index_mismatch
+from ..event_types import CLOSES_STEP, CLOSES_TURN, OPENS_STEP, OPENS_TURN
 from ..events import Event
 from ..lifecycle import Phase, Tracker
 from ..redaction import PAUSED, RESUMED
@@ -38,7 +39,8 @@ from . import checks
 from .handles import LogRef
 from .reading import LogReader
 
-_STEP_MARKERS = frozenset({"step/start", "step/end", "turn/start", "turn/end"})
+_TURN_MARKERS = OPENS_TURN | CLOSES_TURN
+_STEP_MARKERS = OPENS_STEP | CLOSES_STEP | _TURN_MARKERS
 # a call's phase after each of its marks
 _MARK_PHASE = {REQUESTED: Phase.REQUESTED, CALL: Phase.STARTED, RESULT: Phase.FINISHED}
 
@@ -131,7 +133,7 @@ class StateIndex:
         for ev in self._reading.events(ref, start, upto, want=_STEP_MARKERS.__contains__,
                                        reader=tx):
             t = ev.type
-            if t in ("turn/start", "turn/end") and ev.seq != start:
+            if t in _TURN_MARKERS and ev.seq != start:
                 # a turn marker the index lost: the frames, not the copy, decide
                 raise index_mismatch(ref.id, ev.seq, f"the log holds {t!r} there, the "
                                      "index no turn marker")

@@ -64,6 +64,7 @@ from ..event_types import (
     CONTEXT_STRUCTURAL,
     CONTEXT_STRUCTURAL_PREFIXES,
     CONTEXT_TOOL_RESULTS,
+    MESSAGES,
 )
 from ..events import ENVELOPE_FIELDS, Event, SessionHeader, check_text, now_ms
 from .evidence import GRANTS, Evidence, branch_of, expires_at, ref, source_class
@@ -268,7 +269,7 @@ def _category(ev: Event, latest_plan: int | None) -> str | None:
         return "file.snapshot.current"
     if t == "plan/update":
         return "model.plan.latest" if ev.seq == latest_plan else "model.plan.stale"
-    if t in ("user/message", "assistant/message"):
+    if t in MESSAGES:
         return "conversation.recent"
     return None
 

@@ -48,6 +48,7 @@ from ..event_types import (
     CHAT,
     HISTORY,
     HISTORY_PREFIXES,
+    MESSAGES,
     TOOL_CANCELLED,
     TRAJECTORY,
     surface_range,
@@ -256,7 +257,7 @@ class Chat:
             return state
         if (at := _cut(t, d)) is not None:
             return self._hide(state, at, t == CLEAR)
-        if t in ("user/message", "assistant/message"):
+        if t in MESSAGES:
             content = d.get("content")
             if content:
                 state.nodes.append({"kind": "message", "seq": ev.seq, "role": t.split("/")[0],
