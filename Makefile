@@ -133,7 +133,7 @@ SAN_SKIP := $(foreach t,tests/viewer tests/cli/test_cli.py tests/cli/test_cli_ed
 	tests/interop/test_cli_interop.py tests/interop/test_codex.py \
 	tests/interop/test_inspect_ai.py tests/interop/test_openhands.py \
 	tests/interop/test_swe_agent.py tests/interop/test_realdata.py \
-	tests/projections/test_context.py tests/test_architecture.py tests/test_api_surface.py \
+	tests/projections/test_context.py tests/project/test_architecture.py tests/project/test_api_surface.py \
 	tests/adapters,--ignore=$(t))
 sanitize: deps-test cwarn  ## run the test suite on an ASan+UBSan build of the C core
 	rm -rf $(BUILD)/asan && mkdir -p $(BUILD)/asan
@@ -154,7 +154,7 @@ cwarn: c-tools  ## compile the C core warning-free with gcc and clang (-Werror)
 		echo "clang: clean"; fi
 
 symbols: deps-test  ## the extension exports only PyInit__tlcore
-	$(PYTHON) -m pytest -q tests/test_api_surface.py -k exported
+	$(PYTHON) -m pytest -q tests/project/test_api_surface.py -k exported
 
 lint: deps-test cwarn format-check  ## ruff, mypy, the C warning check and the C format check
 	$(PYTHON) -m ruff check src tests benchmarks fuzz peers examples
@@ -212,10 +212,10 @@ bench: deps-test  ## every benchmark, quick mode
 # and their data (checked against git), build and install from scratch, and
 # pass the tests that read that data and exercise the installed package; the
 # whole suite already ran three times (test-c, test-python, sanitize).
-SDIST_TESTS := tests/format/test_vectors.py tests/test_api_surface.py tests/test_architecture.py \
+SDIST_TESTS := tests/format/test_vectors.py tests/project/test_api_surface.py tests/project/test_architecture.py \
 	tests/storage/test_migration.py tests/cli/test_cli.py tests/api/test_store.py \
 	tests/interop/test_export.py tests/interop/test_realdata.py tests/viewer/test_document.py \
-	tests/api/test_replay.py tests/test_readme.py
+	tests/api/test_replay.py tests/project/test_readme.py
 
 sdist-roundtrip:  ## build an sdist, check it holds every tracked file, install it, run tests
 	rm -rf $(BUILD)/sdist && mkdir -p $(BUILD)/sdist

@@ -10,7 +10,7 @@ vocabulary in :mod:`trajlog.codec`, the views and the context builder in
 :mod:`trajlog.projections`, every exception in :mod:`trajlog.errors`, exports
 and importers in :mod:`trajlog.interop`.
 
-The rooms, top to bottom (``tests/test_architecture.py`` checks the order):
+The rooms, top to bottom (``tests/project/test_architecture.py`` checks the order):
 :mod:`trajlog.cli`; the adapters and the viewer; :mod:`trajlog.api` (with
 :mod:`trajlog.aio`); :mod:`trajlog.interop`; :mod:`trajlog.projections`;
 :mod:`trajlog.memory`; :mod:`trajlog.recovery`; :mod:`trajlog.lifecycle`;

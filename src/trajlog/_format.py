@@ -1,6 +1,6 @@
 """Frame format v1 constants, status codes and the tuples both kernels return.
 
-Everything here mirrors ``csrc/tl.h``; ``tests/test_api_surface.py`` checks that
+Everything here mirrors ``csrc/tl.h``; ``tests/project/test_api_surface.py`` checks that
 each value equals the compiled C constant, so the two kernels cannot drift.
 The normative description of the bytes is ``FORMAT.md``.
 """

@@ -1,6 +1,6 @@
 """What export and import ask of a store, and the plain values they hand it.
 
-Interop sits below the API (``tests/test_architecture.py``, ``LAYERS``): it
+Interop sits below the API (``tests/project/test_architecture.py``, ``LAYERS``): it
 never imports :mod:`trajlog.api`.  It works on any object with the shape of
 :class:`StoreLike` -- :class:`trajlog.Store` is one, and its ``export`` and
 ``import_path`` methods pass themselves in.  The header of a session to load

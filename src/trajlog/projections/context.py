@@ -83,8 +83,7 @@ class Session(Protocol):
     def append(self, type: str, data: Any = None, *, source: str | None = None) -> Event: ...
 
 CORE = ("task.contract", "human.decision")
-# never shown to the model: each type's ``context`` column in trajlog.event_types
-STRUCTURAL = CONTEXT_STRUCTURAL
+STRUCTURAL = CONTEXT_STRUCTURAL   # never shown to the model (the registry's context column)
 BLOCKS = ("confirmed", "failed", "conflicts", "to confirm", "forbidden actions", "next step")
 # Exclusions that keep an event out of the messages but not out of the summary
 # (it is admissible evidence, just not shown in full).
