@@ -7,7 +7,7 @@ verifies: the chain covers the payload *check*, not the payload, and the
 stored check is the proof of what was erased.  A tombstone (a TOMBSTONE
 frame, chained to the ones before it) records who erased what and why, and
 carries what readers get instead: the event's type, time and envelope, what
-:mod:`.replacement` keeps of its data (the ids that pair its tool calls, in a
+:mod:`trajlog.memory.replacement` keeps of its data (the ids that pair its tool calls, in a
 bounded form), and the tombstone.  The purge then reaches every copy:
 projection states of the session and of every fork that inherits the event,
 the process's caches (by the caller), free pages (zeroed) and the WAL
