@@ -1,5 +1,5 @@
-"""The generated pages are current: docs/cli.md is what ``python docs/gen_cli.py`` writes
-from the installed command, docs/event-types.md what ``python docs/gen_event_types.py``
+"""The generated pages are current: docs/cli.md is what ``python docs/generate.py`` writes
+from the installed command, docs/event-types.md what it writes
 writes from the event-type registry.
 
 A command, option, help text or event type that changes without its page being regenerated
@@ -13,7 +13,7 @@ from pathlib import Path
 from types import ModuleType
 
 ROOT = Path(__file__).resolve().parents[2]
-SCRIPT = ROOT / "docs" / "gen_cli.py"
+SCRIPT = ROOT / "docs" / "generate.py"
 
 
 def _generator(script: Path = SCRIPT) -> ModuleType:
@@ -26,9 +26,9 @@ def _generator(script: Path = SCRIPT) -> ModuleType:
 
 def test_cli_page_is_current() -> None:
     gen = _generator()
-    page = gen.render()
+    page = gen.render_cli()
     assert (ROOT / "docs" / "cli.md").read_text(encoding="utf-8") == page, (
-        "docs/cli.md is out of date: run python docs/gen_cli.py")
+        "docs/cli.md is out of date: run python docs/generate.py")
 
 
 def test_cli_page_covers_every_command() -> None:
@@ -47,9 +47,9 @@ def test_cli_page_covers_every_command() -> None:
 
 
 def test_event_types_page_is_current() -> None:
-    gen = _generator(ROOT / "docs" / "gen_event_types.py")
-    assert (ROOT / "docs" / "event-types.md").read_text(encoding="utf-8") == gen.render(), (
-        "docs/event-types.md is out of date: run python docs/gen_event_types.py")
+    page = _generator().render_event_types()
+    assert (ROOT / "docs" / "event-types.md").read_text(encoding="utf-8") == page, (
+        "docs/event-types.md is out of date: run python docs/generate.py")
 
 
 def test_event_types_page_lists_every_declared_type() -> None:
