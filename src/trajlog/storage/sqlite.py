@@ -86,6 +86,15 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
         conn.config(apsw.SQLITE_DBCONFIG_TRUSTED_SCHEMA, 0)
         conn.config(apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, 1)
         conn.config(apsw.SQLITE_DBCONFIG_ENABLE_FKEY, 1)
+        # The query planner stability guarantee: a plan never depends on a
+        # bound value.  Without it SQLite marks a statement to be compiled
+        # anew at every rebind whenever a bound value might change its plan
+        # (``col = ?`` with an ORDER BY, a bound LIMIT, LIKE, partial
+        # indexes): every memory read was prepared again at every execute,
+        # and each prepare runs the authorizer.  trajlog's statements name
+        # their partial-index terms as literals and pin the index where it
+        # matters, so no plan needs a bound value.
+        conn.config(apsw.SQLITE_DBCONFIG_ENABLE_QPSG, 1)
         memory = path == ":memory:" or "vfs=memdb" in path
         wanted: list[tuple[str, Any, Any]] = [
             # first: every later pragma may need a lock another process holds
@@ -116,8 +125,10 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
             if (got.lower() if isinstance(got, str) else got) != expect:
                 raise SchemaError(f"PRAGMA {name} reads back {got!r}, expected {expect!r}")
         if conn.config(apsw.SQLITE_DBCONFIG_DEFENSIVE, -1) != 1 or conn.config(
-                apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, -1) != 1:
-            raise SchemaError("defensive mode or triggers could not be enabled")
+                apsw.SQLITE_DBCONFIG_ENABLE_TRIGGER, -1) != 1 or conn.config(
+                apsw.SQLITE_DBCONFIG_ENABLE_QPSG, -1) != 1:
+            raise SchemaError("defensive mode, triggers or the query planner stability "
+                              "guarantee could not be enabled")
         if not migrations:
             conn.authorizer = authorizer
     except BaseException:
