@@ -20,4 +20,7 @@
   processes (the concurrency integrity test).
 * ``replaykit`` -- the fixed replay set and the scripted model that answered
   it (the replay test and ``tests/data/replay/make_set.py``).
+* ``costkit`` -- deterministic counters of what a store's operations cost
+  SQLite (statements, VM steps, pages, compiles, authorizer callbacks, chunk
+  bytes written) and the workloads they run (the guards in ``tests/cost/``).
 """

@@ -1,0 +1,111 @@
+"""Costs that must not grow with the log: the first fork at a cut of a 200k
+event log against a 2k one, a cold ``get(seq)`` and a single append at 100k
+against 1k -- each on a store just reopened (nothing cached), counted in
+statements, result rows, VM steps, bytes returned and pages looked up.
+
+Today each is O(1) or O(log n): the same statements, rows and VM steps at both
+sizes, the bytes of a row of the same size, and the pages of b-trees one level
+deeper (fork: 82 pages against 59-65).  A cost that reads the prefix, scans an
+index or walks the log is ~100x at the large size; the planted regression
+(reading the whole log inside the measured operation) shows it.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections.abc import Callable
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import trajlog
+from kits.costkit import T0, Cost, Meter, fails, metered
+
+FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)   # where the forks cut and the gets read
+# large / small, at most (today: 1.0 for statements, rows and VM steps; bytes
+# 0.98-1.01: frames of a few bytes more or less; pages up to 1.4)
+RATIOS = {"statements": 1.0, "rows": 1.0, "vm_steps": 1.0, "bytes": 1.1, "pages": 1.5}
+
+
+def reopened(path: Path, sid: str, op: Callable[[Any, Meter], Cost]) -> Cost:
+    with trajlog.open(str(path), repack=False) as store, metered(store) as meter:
+        return op(store.session(sid), meter)
+
+
+def median(costs: list[Cost]) -> dict[str, float]:
+    return {k: statistics.median(c.counts()[k] for c in costs) for k in RATIOS}
+
+
+def same_shape(small: list[Cost], large: list[Cost]) -> None:
+    lo, hi = median(small), median(large)
+    over = {k: (hi[k], lo[k]) for k, limit in RATIOS.items() if hi[k] > lo[k] * limit}
+    assert not over, f"grows with the log (large, small): {over}; small {lo}, large {hi}"
+
+
+def read_all(session: Any) -> None:
+    """The planted regression: the whole log read inside the operation."""
+    for _ in session.events():
+        pass
+
+
+def fork_cost(logs: Any, n: int, planted: bool) -> list[Cost]:
+    path, sid, ends = logs[n]
+
+    def op(cut: int) -> Callable[[Any, Meter], Cost]:
+        def fork(parent: Any, meter: Meter) -> Cost:
+            with meter.window() as cost:
+                child = parent.fork(cut)
+                if planted:
+                    read_all(parent)
+            assert child.header.seed_length == cut + 1
+            return cost
+        return fork
+    return [reopened(path, sid, op(ends[int(f * (len(ends) - 1))])) for f in FRACTIONS]
+
+
+def get_cost(logs: Any, n: int, planted: bool) -> list[Cost]:
+    path, sid, _ = logs[n]
+
+    def op(seq: int) -> Callable[[Any, Meter], Cost]:
+        def get(session: Any, meter: Meter) -> Cost:
+            with meter.window() as cost:
+                assert session.get(seq).seq == seq
+                if planted:
+                    read_all(session)
+            return cost
+        return get
+    return [reopened(path, sid, op(int(f * (n - 1)))) for f in FRACTIONS]
+
+
+def append_cost(logs: Any, n: int, planted: bool) -> list[Cost]:
+    """20 single appends after 5, on a reopened store (the copy keeps the
+    built log as it was for the next run)."""
+    path, sid, _ = logs[n]
+
+    def appends(session: Any, meter: Meter) -> Cost:
+        for i in range(5):
+            session.append("user/message", {"content": f"w{i}"}, time=T0)
+        with meter.window() as cost:
+            for i in range(20):
+                session.append("user/message", {"content": f"m{i}"}, time=T0)
+            if planted:
+                read_all(session)
+        return cost
+    copy = path.with_name(f"append{n}{planted}.db")
+    copy.write_bytes(path.read_bytes())
+    return [reopened(copy, sid, appends)]
+
+
+CASES = {"fork": (fork_cost, 2_000, 200_000), "get": (get_cost, 1_000, 100_000),
+         "append": (append_cost, 1_000, 100_000)}
+
+
+@pytest.mark.parametrize("planted", [False, True], ids=["today", "planted"])
+@pytest.mark.parametrize("case", list(CASES))
+def test_cost_does_not_grow_with_the_log(logs, case, planted):
+    cost, small, large = CASES[case]
+    same_shape(cost(logs, small, False), cost(logs, large, False))
+    if planted:
+        at_small, at_large = cost(logs, small, True), cost(logs, large, True)
+        fails(lambda: same_shape(at_small, at_large))

@@ -1,0 +1,129 @@
+"""What SQLite runs for an append: statements, trigger programs, VM steps,
+pages, statement compiles and authorizer callbacks per single append (FULL
+and NORMAL) and per batch of 1000 events, in steady state on a fresh store.
+
+Today a single append is four statements (BEGIN IMMEDIATE, PRAGMA
+data_version, the chunk INSERT, COMMIT) and three trigger programs; a leaner
+path aims at one statement per append.  A batch compiles its six statements anew
+every time (a statement-cache miss each, and the authorizer runs for every
+table and column they touch).  Each limit below is today's value: lower it
+with the work that lowers the cost.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+
+import trajlog
+from kits.costkit import T0, Cost, Meter, batch, fails, metered, tightest, timed, turns
+
+PLANTS = [None, "statement", "recompile"]
+
+
+def plant(meter: Meter, kind: str | None) -> None:
+    """A regression planted in a measured operation: one more statement, or
+    every prepared statement compiled anew (setting an authorizer expires
+    them all, as any schema change would)."""
+    for conn in meter.conns:
+        if kind == "statement":
+            conn.execute("SELECT 1").fetchall()
+        elif kind == "recompile":
+            conn.authorizer = conn.authorizer
+
+
+def within(cost: Cost, limits: dict[str, int], per: int = 1) -> None:
+    """Every counter of ``limits`` at most its limit (per ``per`` operations)."""
+    got = cost.counts()
+    over = {k: (got[k] / per, v) for k, v in limits.items() if got[k] > v * per}
+    assert not over, f"over today's limit (measured per op, limit): {over}; all: {got}"
+
+
+def guarded(measure: Any, limits: dict[str, int], kind: str | None, per: int = 1) -> None:
+    """The guard on a clean run; with a plant, the planted run breaks it (at
+    the limits the clean run itself meets)."""
+    clean = measure(None, "a")
+    within(clean, limits, per)
+    if kind is not None:
+        tight = tightest(limits, {k: v / per for k, v in clean.counts().items()})
+        planted = measure(kind, "b")
+        fails(lambda: within(planted, tight, per))
+
+
+# Per single append of a user/message in an open turn (measured over 100).
+SINGLE = {"statements": 4,      # BEGIN IMMEDIATE, PRAGMA data_version, INSERT chunks, COMMIT
+          "triggers": 3,        # chunks_append, chunks_advance_head, heads_forward_only
+          "vm_steps": 188,
+          "pages": 7,
+          "prepares": 0,
+          "authorizer": 0,
+          "fullscan_steps": 0}
+# Over 309 single appends of whole turns (tool calls, turn markers, leases).
+TURNS = {"statements": 1419, "triggers": 987, "vm_steps": 69081, "pages": 2646,
+         "prepares": 0, "authorizer": 0, "fullscan_steps": 0}
+# Over three batches of 1000 events (whole turns of 100-1200 B texts).
+BATCHES = {"statements": 1224,  # 3 + a chunk INSERT a row + an index INSERT a marker or call
+           "triggers": 656, "vm_steps": 97603, "pages": 6806,
+           "prepares": 18,     # every statement of every batch compiled anew
+           "authorizer": 165,
+           "fullscan_steps": 0}
+
+
+def _fresh(tmp_path: Any, durability: str, name: str) -> trajlog.Store:
+    return trajlog.open(str(tmp_path / f"{name}.db"), durability, repack=False)
+
+
+@pytest.mark.parametrize("kind", PLANTS)
+@pytest.mark.parametrize("durability", ["full", "normal"])
+def test_a_single_append(tmp_path, durability, kind):
+    def measure(kind: str | None, name: str) -> Cost:
+        with _fresh(tmp_path, durability, name) as store, metered(store) as meter:
+            s = store.create_session(cwd="/cost")
+            for t, d in turns(60, seed=1, tag="w"):     # warm-up: whole turns
+                s.append(t, d, time=T0)
+            s.append("turn/start", {}, time=T0)
+
+            def op(i: int) -> None:
+                s.append("user/message", {"content": f"hello {i}"}, time=T0)
+                plant(meter, kind)
+            cost = meter.measure(op, 100)
+            assert cost.by_sql["COMMIT"] == 100
+            return cost
+    guarded(measure, SINGLE, kind, 100)
+
+
+@pytest.mark.parametrize("kind", PLANTS)
+def test_single_appends_of_whole_turns(tmp_path, kind):
+    events = turns(300, seed=3, tag="m")
+    assert len(events) == 309
+
+    def measure(kind: str | None, name: str) -> Cost:
+        with _fresh(tmp_path, "normal", name) as store, metered(store) as meter:
+            s = store.create_session(cwd="/cost")
+            for t, d in turns(60, seed=1, tag="w"):
+                s.append(t, d, time=T0)
+
+            def op(i: int) -> None:
+                s.append(*events[i], time=T0)
+                plant(meter, kind)
+            return meter.measure(op, len(events))
+    guarded(measure, TURNS, kind)
+
+
+# (no "recompile" plant: a batch compiles every statement anew already)
+@pytest.mark.parametrize("kind", [None, "statement"])
+def test_a_batch_of_1000(tmp_path, kind):
+    batches = [timed(batch(1000, 10 + i, f"b{i}_")) for i in range(5)]
+
+    def measure(kind: str | None, name: str) -> Cost:
+        with _fresh(tmp_path, "normal", name) as store, metered(store) as meter:
+            s = store.create_session(cwd="/cost")
+            s.append_batch(batches[0])
+            s.append_batch(batches[1])
+
+            def op(i: int) -> None:
+                s.append_batch(batches[2 + i])
+                plant(meter, kind)
+            return meter.measure(op, 3)
+    guarded(measure, BATCHES, kind)
