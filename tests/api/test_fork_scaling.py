@@ -27,20 +27,11 @@ import apsw
 import pytest
 
 import trajlog
+from kits.costkit import small_turn as turn
 from trajlog import errors
 
 SMALL, LARGE = 2_000, 200_000
 CUTS = (0.1, 0.3, 0.5, 0.7, 0.9)   # where the forks cut, as fractions of the log
-
-
-def turn(i: int) -> list[tuple[str, dict[str, Any]]]:
-    """One turn of 6 events with one tool call (id ``c<i>``)."""
-    cid = f"c{i}"
-    return [("turn/start", {}), ("user/message", {"content": f"q{i}"}),
-            ("assistant/message", {"content": "", "tool_calls": [{"id": cid, "name": "t"}]}),
-            ("tool/call", {"call_id": cid, "name": "t"}),
-            ("tool/result", {"call_id": cid, "output": f"r{i}"}),
-            ("turn/end", {})]
 
 
 def build(path: Path, n: int) -> tuple[str, list[int]]:
