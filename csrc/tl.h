@@ -74,7 +74,8 @@
 #define TL_TOO_LARGE 13        /* encode: payload or raw length over limit */
 #define TL_BUFFER_TOO_SMALL 14 /* encode: out_cap too small */
 #define TL_INVALID_ARG 15      /* a caller broke a precondition */
-#define TL_STATUS_COUNT 16
+#define TL_NOT_JSON 16         /* encode: a payload breaks the JSON rules (tl_json.c) */
+#define TL_STATUS_COUNT 17
 
 /* Hint bits returned by tl_scan beside a failing status.  ZERO_SECTOR: the
 ** failing region holds an all-zero, 512-byte-aligned chunk (torn signature). */
@@ -169,6 +170,42 @@ int tl_encode_batch(uint8_t *out, size_t out_cap, uint64_t key, const uint8_t *p
                     size_t payloads_len, const uint64_t *ends, const uint8_t *types,
                     const uint8_t *flags, const uint32_t *raw_lens, size_t n, struct tl_cursor *cur,
                     size_t *written);
+
+/*
+** Return 1 when buf[0..len) is exactly one MessagePack value that JSON can
+** say -- no bin, ext or 0xC1, no NaN or infinity, map keys str only -- its
+** containers nested less than max_depth deep (the value itself at depth 0;
+** at most 128 is honoured), else 0.  Text is not decoded.  The rules are
+** tabled at the top of tl_json.c.  buf may be NULL when len is 0.
+*/
+int tl_json_ok(const uint8_t *buf, size_t len, uint32_t max_depth);
+
+/*
+** Encode n EVENT frames (flags 0: stored as given) in one call, checking
+** each payload against the JSON rules first, and hash the frames as one
+** chunk row body (FORMAT.md 7) -- the whole of an append's framing.
+**
+**   payloads, ends   as for tl_encode_batch; ends may be NULL when n == 1
+**                    (the one payload is payloads[0..payloads_len))
+**   json_depth       0: no JSON check; otherwise every payload must be one
+**                    MessagePack value JSON can say (no bin, ext, NaN,
+**                    infinity or non-str map key), its containers nested
+**                    less than json_depth deep (at most 128 is honoured)
+**   cur, written     as for tl_encode_batch
+**   body_check       OUT: XXH3-64 of out[0..*written), seeded with
+**                    (key + first seq) mod 2^64: the body check of these
+**                    frames stored as one uncompressed chunk row
+**   failed           OUT: on TL_NOT_JSON or TL_TOO_LARGE, the index of the
+**                    first payload refused; 0 otherwise
+**
+** All or nothing, validated before anything is written.  Returns TL_OK,
+** TL_NOT_JSON, TL_TOO_LARGE (a payload over TL_MAX_STORED),
+** TL_BUFFER_TOO_SMALL, or TL_INVALID_ARG (NULL pointers, bad ends, a seq
+** range past TL_MAX_SEQ).  n == 0 is TL_OK with nothing written.
+*/
+int tl_encode_events(uint8_t *out, size_t out_cap, uint64_t key, const uint8_t *payloads,
+                     size_t payloads_len, const uint64_t *ends, size_t n, uint32_t json_depth,
+                     struct tl_cursor *cur, size_t *written, uint64_t *body_check, size_t *failed);
 
 /*
 ** Parse the header at buf[0..) without verifying any checksum (the key is

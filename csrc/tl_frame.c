@@ -185,6 +185,70 @@ int tl_encode_batch(uint8_t *out, size_t out_cap, uint64_t key, const uint8_t *p
     return TL_OK;
 }
 
+/*
+** The write path's one call: n event payloads checked against the JSON rules
+** (tl_json.c), framed, and hashed as one chunk row body -- everything the
+** append needs from the core, in a single pass over bytes that are still in
+** cache.  Pass 1 validates every payload (lengths, JSON) before anything is
+** written, so a refusal anywhere writes nothing and names the payload.
+*/
+int tl_encode_events(uint8_t *out, size_t out_cap, uint64_t key, const uint8_t *payloads,
+                     size_t payloads_len, const uint64_t *ends, size_t n, uint32_t json_depth,
+                     struct tl_cursor *cur, size_t *written, uint64_t *body_check, size_t *failed) {
+    size_t i, need = 0, pos = 0;
+    uint64_t start = 0, seq, chain, first;
+    if (written == NULL || cur == NULL || body_check == NULL || failed == NULL)
+        return TL_INVALID_ARG;
+    *written = 0;
+    *failed = 0;
+    if (n == 0) return TL_OK;
+    if ((ends == NULL && n != 1) || (payloads == NULL && payloads_len > 0) ||
+        (out == NULL && out_cap > 0))
+        return TL_INVALID_ARG;
+    if (cur->next_seq > TL_MAX_SEQ || n - 1 > TL_MAX_SEQ - cur->next_seq) return TL_INVALID_ARG;
+
+    /* Pass 1: lengths, then the JSON rules, payload by payload. */
+    for (i = 0; i < n; i++) {
+        uint64_t end = ends ? ends[i] : payloads_len;
+        size_t len;
+        if (end < start || end > payloads_len) return TL_INVALID_ARG;
+        len = (size_t)(end - start);
+        if (len > TL_MAX_STORED) {
+            *failed = i;
+            return TL_TOO_LARGE;
+        }
+        if (json_depth > 0 && !tl_json_ok(payloads + start, len, json_depth)) {
+            *failed = i;
+            return TL_NOT_JSON;
+        }
+        if (need > SIZE_MAX - tl_frame_size(len)) return TL_TOO_LARGE;
+        need += tl_frame_size(len);
+        start = end;
+    }
+    if (start != payloads_len) return TL_INVALID_ARG;
+    if (out_cap < need) return TL_BUFFER_TOO_SMALL;
+
+    /* Pass 2: the frames, then the body check of all of them as one row. */
+    start = 0;
+    first = seq = cur->next_seq;
+    chain = cur->chain;
+    for (i = 0; i < n; i++) {
+        uint64_t end = ends ? ends[i] : payloads_len;
+        size_t len = (size_t)(end - start);
+        chain = write_frame(out + pos, key, TL_TYPE_EVENT, 0, (uint32_t)len, payloads + start, len,
+                            seq, chain);
+        pos += tl_frame_size(len);
+        seq += 1;
+        start = end;
+    }
+    *body_check = tl__xxh3_64(out, pos, key + first); /* mod 2^64: FORMAT.md 7 */
+    cur->next_seq = seq;
+    cur->chain = chain;
+    cur->offset += pos;
+    *written = pos;
+    return TL_OK;
+}
+
 int tl__check_fields(const uint8_t *h) {
     uint32_t type = h[OFF_TYPE], flags = h[OFF_FLAGS];
     uint32_t stored = ld32(h + OFF_STORED), raw = ld32(h + OFF_RAW);

@@ -24,14 +24,15 @@ static const char *const messages[] = {
     /* TL_TOO_LARGE */ "payload over the size limit",
     /* TL_BUFFER_TOO_SMALL */ "output buffer too small",
     /* TL_INVALID_ARG */ "invalid argument",
+    /* TL_NOT_JSON */ "payload is not JSON-compatible",
 };
 
 /* One message per status, so tl_strerror never returns NULL for a valid
 ** code (_kernel_c.strerror hands the pointer to ffi.string).  The codes run
-** 0..TL_INVALID_ARG with no gap: _format.Status and _format.MESSAGES mirror
+** 0..TL_NOT_JSON with no gap: _format.Status and _format.MESSAGES mirror
 ** them one to one. */
 _Static_assert(sizeof messages / sizeof messages[0] == TL_STATUS_COUNT, "one message per status");
-_Static_assert(TL_STATUS_COUNT == TL_INVALID_ARG + 1, "_format.Status: codes 0..INVALID_ARG");
+_Static_assert(TL_STATUS_COUNT == TL_NOT_JSON + 1, "_format.Status: codes 0..NOT_JSON");
 
 const char *tl_strerror(int status) {
     if (status < 0 || status >= TL_STATUS_COUNT) return "unknown status";

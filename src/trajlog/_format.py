@@ -60,6 +60,7 @@ class Status(IntEnum):
     TOO_LARGE = 13
     BUFFER_TOO_SMALL = 14
     INVALID_ARG = 15
+    NOT_JSON = 16
 
 
 # tl_strerror's table, kept equal to csrc/tl_status.c by a test.
@@ -80,7 +81,12 @@ MESSAGES: dict[int, str] = {
     Status.TOO_LARGE: "payload over the size limit",
     Status.BUFFER_TOO_SMALL: "output buffer too small",
     Status.INVALID_ARG: "invalid argument",
+    Status.NOT_JSON: "payload is not JSON-compatible",
 }
+
+# The JSON rules' depth for an event payload: the payload array holds the
+# data at depth 1, and data nests at most trajlog.events.MAX_DEPTH (64) deep.
+EVENT_JSON_DEPTH = 65
 
 
 class Cursor(NamedTuple):
@@ -251,3 +257,8 @@ class Kernel(Protocol):
                    max_frames: int) -> tuple[int, FrameTable, Cursor, int]: ...
 
     def find_frame(self, buf: Any, key: int, start: int, min_seq: int) -> int: ...
+
+    def json_ok(self, payload: Any, max_depth: int) -> bool: ...
+
+    def encode_events(self, key: int, payloads: Sequence[Any], cursor: Cursor,
+                      json_depth: int) -> tuple[int, bytes, Cursor, int, int]: ...

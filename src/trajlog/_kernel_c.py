@@ -13,7 +13,15 @@ from collections.abc import Sequence
 from itertools import accumulate
 from typing import Any
 
-from ._format import HEADER_SIZE, Cursor, FrameHeader, FrameTable, Status, encode_args_ok
+from ._format import (
+    HEADER_SIZE,
+    MASK64,
+    Cursor,
+    FrameHeader,
+    FrameTable,
+    Status,
+    encode_args_ok,
+)
 from ._tlcore import ffi, lib  # type: ignore[import-not-found]
 
 NAME = "c"
@@ -50,6 +58,54 @@ def _scratch() -> Any:
         sc = _tls.sc = (ffi.new("struct tl_cursor *"), ffi.new("size_t *"),
                         ffi.new("uint32_t *"), ffi.new("struct tl_frame *"))
     return sc
+
+
+def _event_scratch() -> Any:
+    """:func:`_scratch` for encode_events: cursor, written, body check, failed."""
+    sc = getattr(_tls, "ev", None)
+    if sc is None:
+        sc = _tls.ev = (ffi.new("struct tl_cursor *"), ffi.new("size_t *"),
+                        ffi.new("uint64_t *"), ffi.new("size_t *"))
+    return sc
+
+
+def json_ok(payload: Any, max_depth: int) -> bool:
+    """True when ``payload`` is one MessagePack value JSON can say (tl_json.c)."""
+    buf = ffi.from_buffer(payload)
+    return bool(lib.tl_json_ok(buf, len(buf), min(max(max_depth, 0), 0xFFFFFFFF)))
+
+
+def encode_events(key: int, payloads: Sequence[Any], cursor: Cursor,
+                  json_depth: int) -> tuple[int, bytes, Cursor, int, int]:
+    """EVENT frames of ``payloads``, JSON-checked, with their body check as one
+    row (tl_encode_events); see the reference kernel."""
+    n = len(payloads)
+    if n == 0:
+        return Status.OK, b"", cursor, 0, 0
+    offset, next_seq, chain = cursor
+    if not (type(offset) is int and type(next_seq) is int and type(chain) is int
+            and 0 <= offset <= MASK64 and 0 <= next_seq <= MASK64 and 0 <= chain <= MASK64
+            and type(json_depth) is int and 0 <= json_depth <= 0xFFFFFFFF):
+        return Status.INVALID_ARG, b"", cursor, 0, 0
+    cur, written, check, failed = _event_scratch()
+    cur.offset, cur.next_seq, cur.chain = offset, next_seq, chain
+    if n == 1:  # one payload: no arrays to build
+        payload = payloads[0]
+        size = len(payload)
+        out = bytearray(HEADER_SIZE + size + (-size & 7))
+        status = lib.tl_encode_events(ffi.from_buffer(out), len(out), key,
+                                      ffi.from_buffer(payload), size, ffi.NULL, 1, json_depth,
+                                      cur, written, check, failed)
+    else:
+        blob = b"".join(payloads)
+        ends = list(accumulate(map(len, payloads)))
+        out = bytearray(sum(HEADER_SIZE + x + (-x & 7) for x in map(len, payloads)))
+        status = lib.tl_encode_events(ffi.from_buffer(out), len(out), key, ffi.from_buffer(blob),
+                                      len(blob), ffi.new("uint64_t[]", ends), n, json_depth,
+                                      cur, written, check, failed)
+    if status != Status.OK:
+        return status, b"", cursor, 0, int(failed[0])
+    return (status, bytes(out), Cursor(cur.offset, cur.next_seq, cur.chain), int(check[0]), 0)
 
 
 def encode_batch(key: int, payloads: Sequence[Any], types: Sequence[int], cursor: Cursor,
@@ -145,8 +201,10 @@ __all__ = [
     "checksum",
     "decode_header",
     "encode_batch",
+    "encode_events",
     "find_frame",
     "format_version",
+    "json_ok",
     "scan",
     "scan_table",
     "strerror",

@@ -140,6 +140,128 @@ def encode_batch(key: int, payloads: Sequence[Any], types: Sequence[int], cursor
     return Status.OK, out, Cursor(cursor.offset + total, seq, chain)
 
 
+_JSON_MAX_DEPTH = 128   # (tl_json.c: deeper requests are clamped)
+_BE16, _BE32 = struct.Struct(">H"), struct.Struct(">I")
+
+
+def json_ok(payload: Any, max_depth: int) -> bool:
+    """True when ``payload`` is exactly one MessagePack value JSON can say:
+    no bin, ext or the unused 0xC1, no NaN or infinity, map keys str only,
+    containers nested less than ``max_depth`` deep (the value at depth 0).
+    Text is not decoded.  The table of rules is at the top of csrc/tl_json.c."""
+    data = bytes(memoryview(payload).cast("B"))
+    depth_cap = min(max_depth, _JSON_MAX_DEPTH)
+    length = len(data)
+    # owed[d]: items still owed by the container open at depth d (a map: key
+    # and value each count), is_map[d]: whether it is a map
+    owed: list[int] = [0]
+    is_map: list[bool] = [False]
+    pos = 0
+    while True:
+        if pos >= length:
+            return False
+        b = data[pos]
+        pos += 1
+        depth = len(owed) - 1
+        if depth and is_map[depth] and owed[depth] % 2 == 0 and not (
+                0xA0 <= b <= 0xBF or 0xD9 <= b <= 0xDB):
+            return False
+        skip, items, opens, is_a_map = 0, 0, False, False
+        left = length - pos
+        if b <= 0x7F or b >= 0xE0 or b in (0xC0, 0xC2, 0xC3):
+            pass
+        elif 0xA0 <= b <= 0xBF:
+            skip = b & 0x1F
+        elif 0x90 <= b <= 0x9F:
+            opens, items = True, b & 0x0F
+        elif 0x80 <= b <= 0x8F:
+            opens, is_a_map, items = True, True, 2 * (b & 0x0F)
+        elif b in (0xCC, 0xD0):
+            skip = 1
+        elif b in (0xCD, 0xD1):
+            skip = 2
+        elif b in (0xCE, 0xD2):
+            skip = 4
+        elif b in (0xCF, 0xD3):
+            skip = 8
+        elif b == 0xCA:   # float32: the exponent all ones is NaN or an infinity
+            if left < 4 or _BE16.unpack_from(data, pos)[0] & 0x7F80 == 0x7F80:
+                return False
+            skip = 4
+        elif b == 0xCB:
+            if left < 8 or _BE16.unpack_from(data, pos)[0] & 0x7FF0 == 0x7FF0:
+                return False
+            skip = 8
+        elif b == 0xD9:
+            if left < 1:
+                return False
+            skip = 1 + data[pos]
+        elif b == 0xDA:
+            if left < 2:
+                return False
+            skip = 2 + _BE16.unpack_from(data, pos)[0]
+        elif b == 0xDB:
+            if left < 4:
+                return False
+            skip = 4 + _BE32.unpack_from(data, pos)[0]
+        elif b in (0xDC, 0xDE):
+            if left < 2:
+                return False
+            skip, opens, is_a_map = 2, True, b == 0xDE
+            items = _BE16.unpack_from(data, pos)[0] * (2 if is_a_map else 1)
+        elif b in (0xDD, 0xDF):
+            if left < 4:
+                return False
+            skip, opens, is_a_map = 4, True, b == 0xDF
+            items = _BE32.unpack_from(data, pos)[0] * (2 if is_a_map else 1)
+        else:   # bin, ext, 0xC1
+            return False
+        if skip > length - pos:
+            return False
+        pos += skip
+        if depth:
+            owed[depth] -= 1
+        if opens:
+            if depth >= depth_cap or items > length - pos:
+                return False
+            owed.append(items)
+            is_map.append(is_a_map)
+        while len(owed) > 1 and owed[-1] == 0:
+            owed.pop()
+            is_map.pop()
+        if len(owed) == 1:
+            return pos == length
+
+
+def encode_events(key: int, payloads: Sequence[Any], cursor: Cursor,
+                  json_depth: int) -> tuple[int, bytes, Cursor, int, int]:
+    """EVENT frames of ``payloads`` (flags 0), each first checked by
+    :func:`json_ok` when ``json_depth`` > 0, and the body check of the frames
+    as one uncompressed chunk row (XXH3-64 seeded with ``key + first seq``).
+
+    Returns ``(status, frames, cursor, body_check, failed)``: ``failed`` is the
+    index of the payload refused with ``NOT_JSON`` or ``TOO_LARGE`` (else 0);
+    on a failure the frames are ``b""``, the cursor unchanged, the check 0.
+    """
+    n = len(payloads)
+    if n == 0:
+        return Status.OK, b"", cursor, 0, 0
+    if not encode_args_ok(n, [FrameType.EVENT] * n, cursor, None, None) or not (
+            type(json_depth) is int and 0 <= json_depth <= 0xFFFFFFFF):
+        return Status.INVALID_ARG, b"", cursor, 0, 0
+    if cursor.next_seq > MAX_SEQ or n - 1 > MAX_SEQ - cursor.next_seq:
+        return Status.INVALID_ARG, b"", cursor, 0, 0
+    for i, payload in enumerate(payloads):   # same order as tl_encode_events
+        if len(payload) > MAX_STORED:
+            return Status.TOO_LARGE, b"", cursor, 0, i
+        if json_depth and not json_ok(payload, json_depth):
+            return Status.NOT_JSON, b"", cursor, 0, i
+    status, out, end = encode_batch(key, payloads, [FrameType.EVENT] * n, cursor)
+    if status != Status.OK:  # pragma: no cover - every refusal was found above
+        return status, b"", cursor, 0, 0
+    return status, out, end, _xxh3(out, seed=(key + cursor.next_seq) & 0xFFFFFFFFFFFFFFFF), 0
+
+
 def _check_fields(type_: int, flags: int, stored: int, raw: int, seq: int) -> Status:
     status = _type_status(type_)
     if status != Status.OK:
@@ -298,8 +420,10 @@ __all__ = [
     "checksum",
     "decode_header",
     "encode_batch",
+    "encode_events",
     "find_frame",
     "format_version",
+    "json_ok",
     "scan",
     "scan_table",
     "strerror",

@@ -394,6 +394,7 @@ _CLASSES: dict[Status, type[TrajlogError]] = {
     Status.TOO_LARGE: PayloadTooLargeError,
     Status.BUFFER_TOO_SMALL: InvalidArgumentError,
     Status.INVALID_ARG: InvalidArgumentError,
+    Status.NOT_JSON: SerializationError,
 }
 
 

@@ -55,7 +55,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from .._format import Cursor
+from .._format import EVENT_JSON_DEPTH, Cursor
 from ..codec.chunks import CAP, Chunk, ChunkCompressor
 from ..codec.records import encode_chunks, fresh_events
 from ..errors import (
@@ -64,7 +64,7 @@ from ..errors import (
     LogMovedError,
     ValidationError,
 )
-from ..events import Event, encode_event, with_seq
+from ..events import Event, check_json, encode_event, with_seq
 from ..lifecycle import Plan
 from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
 from ..storage import Reader
@@ -214,8 +214,16 @@ def frame(ref: LogRef, rows: Sequence[Row], first: int, chain: int,
           compressor: ChunkCompressor) -> tuple[list[Chunk], Cursor]:
     """The rows' payloads as frames from seq ``first``, chained from the head's
     ``chain``, cut into chunk rows; and the cursor after the last frame."""
+    def explain(i: int) -> None:
+        # the C core refused payload i on its bytes: the Python walk names
+        # where (it raises), as prepare would have
+        check_json(rows[i].event.data, "data")
+
+    # one kernel call: the JSON rules checked again on the very bytes framed
+    # (whatever made the row), the frames, and the row's body check
     return encode_chunks(ref.key, [r.payload for r in rows], Cursor(0, first, chain),
-                         compressor, session=ref.id)
+                         compressor, session=ref.id, json_depth=EVENT_JSON_DEPTH,
+                         explain=explain)
 
 
 # -- 11. index rows and marks ---------------------------------------------------------------

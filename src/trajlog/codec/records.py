@@ -11,20 +11,19 @@ stored header is found.
 
 from __future__ import annotations
 
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 import msgspec
 from msgspec.structs import force_setattr as _set
 
-from .._format import FLAG_ZSTD, Cursor, FrameType, Kernel, Status
+from .._format import FLAG_ZSTD, Cursor, Kernel, Status
 from ..errors import error_for
 from ..events import Event, SessionHeader, decode_event, decode_lazy
-from .chunks import Chunk, ChunkCompressor, cut, frame_sizes, pack
+from .chunks import RAW, Chunk, ChunkCompressor, cut, frame_sizes, pack
 from .compression import Compressor
 from .frames import _kernel, checksum, decode_header, payload_of
 
-_ONE_EVENT = (int(FrameType.EVENT),)
 COMPRESS_FROM = 4096   # a run this long is stored compressed (shorter ones wait for a repack)
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder()
@@ -32,25 +31,37 @@ _DECODER = msgspec.msgpack.Decoder()
 
 def encode_chunks(key: int, payloads: Sequence[bytes], cursor: Cursor,
                   compressor: ChunkCompressor, *, session: str | None = None,
-                  kernel: Kernel | None = None) -> tuple[list[Chunk], Cursor]:
+                  kernel: Kernel | None = None, json_depth: int = 0,
+                  explain: Callable[[int], None] | None = None,
+                  ) -> tuple[list[Chunk], Cursor]:
     """Frame a batch of event payloads continuing ``cursor`` -- one kernel call
-    -- and cut the frames into chunk rows (FORMAT.md 7): one lean, uncompressed
-    row for a single event; for a batch, rows of at most :data:`CAP` raw
-    bytes, each compressed as one zstd frame when it is large enough to pay.
+    that also checks each payload against the JSON rules (``json_depth`` > 0:
+    see ``tl_encode_events``) and hashes the frames as one row -- and cut the
+    frames into chunk rows (FORMAT.md 7): one lean, uncompressed row for a
+    single event; for a batch, rows of at most :data:`CAP` raw bytes, each
+    compressed as one zstd frame when it is large enough to pay.
 
-    All or nothing: a typed error (naming the first seq) and no rows."""
+    All or nothing: a typed error (naming the first seq) and no rows.  A
+    payload the JSON rules refuse is handed to ``explain`` (its index) first,
+    which may raise the precise error."""
     n = len(payloads)
-    status, blob, end = _kernel(kernel).encode_batch(
-        key, payloads, _ONE_EVENT if n == 1 else [FrameType.EVENT] * n, cursor)
+    status, blob, end, check, failed = _kernel(kernel).encode_events(
+        key, payloads, cursor, json_depth)
     if status != Status.OK:
-        raise error_for(status, seq=cursor.next_seq, session=session)
-    if n == 1:
-        return [pack(key, blob, cursor.next_seq, 1, cursor.chain, end.chain, kernel=kernel)], end
+        if status == Status.NOT_JSON and explain is not None:
+            explain(failed)
+        raise error_for(status, seq=cursor.next_seq + failed, session=session)
+    if n == 1:  # the body check came with the frame: no second kernel call
+        return [Chunk(cursor.next_seq, 1, len(blob), RAW, check, cursor.chain, end.chain,
+                      blob)], end
     runs = cut(blob, frame_sizes([len(p) for p in payloads]), cursor.next_seq, cursor.chain)
     big = [i for i, run in enumerate(runs) if len(run[0]) >= COMPRESS_FROM]
     stored: list[bytes | None] = [None] * len(runs)
     for i, packed in zip(big, compressor.compress([runs[i][0] for i in big]), strict=True):
         stored[i] = packed
+    if len(runs) == 1 and stored[0] is None:   # one raw row: its check is the blob's
+        body, first, count, seed, last = runs[0]
+        return [Chunk(first, count, len(body), RAW, check, seed, last, body)], end
     return [pack(key, body, first, count, seed, last, data, kernel=kernel)
             for (body, first, count, seed, last), data in zip(runs, stored, strict=True)], end
 
