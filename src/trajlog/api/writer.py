@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from ..codec import session_key
-from ..codec.chunks import ChunkCompressor
+from ..codec.chunks import WRITE_LEVEL, ChunkCompressor
 from ..codec.records import decode_metadata, encode_metadata, header_check
 from ..errors import (
     IdempotencyConflictError,
@@ -107,7 +107,7 @@ class WriteEngine:
                  on_small_rows: Callable[[LogRef], None] | None = None) -> None:
         self._backend = backend
         self._reading = reading
-        self._chunks = ChunkCompressor()
+        self._chunks = ChunkCompressor(WRITE_LEVEL)   # (read-mostly rows: the repack's level)
         self._options = options
         self.on_small_rows = on_small_rows   # the repacker's request, if it runs by itself
         self.redactor: Redactor | None = None  # trajlog.redaction: set by the store
