@@ -157,7 +157,7 @@ class ChunkCompressor:
     def _c(self) -> Any:
         c = getattr(self._local, "c", None)
         if c is None:
-            c = self._local.c = zstandard.ZstdCompressor(level=self.level,
+            c = self._local.c = zstandard.ZstdCompressor(level=self.level or LEVEL,
                                                          write_content_size=True)
         return c
 
