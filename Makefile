@@ -12,7 +12,7 @@ FUZZ_API_MODE ?= fast
 CSRC := $(wildcard csrc/tl_*.c)
 CWARN := -std=c11 -Wall -Wextra -Werror -Wpedantic -Wshadow -Wconversion -Wno-sign-conversion
 SAN := -fsanitize=address,undefined -fno-sanitize-recover=undefined -fno-omit-frame-pointer -g
-FUZZ_TARGETS := scan decode roundtrip
+FUZZ_TARGETS := scan decode roundtrip json
 SAN_ENV = LD_PRELOAD="$$($(CC) -print-file-name=libasan.so) $$($(CC) -print-file-name=libubsan.so)" \
 	ASAN_OPTIONS=detect_leaks=0 PYTHONMALLOC=malloc UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1
 BUILD := build

@@ -6,7 +6,8 @@ Every input is read as (key, cursor seq, capacity, log bytes); both kernels
 scan it, classify it with and without a watermark, decode its first header and
 search it for a frame.  Any difference, or any exception, is a finding.  The
 input is also cut into payloads and encoded by both kernels, which must agree
-byte for byte.
+byte for byte, and checked against the JSON rules (``json_ok``,
+``encode_events``) with the same verdicts.
 """
 
 from __future__ import annotations
@@ -43,6 +44,10 @@ def one_input(data: bytes) -> None:
     types = [(b % 9) or 2 for b in buf[: len(pieces)]] + [2] * (len(pieces) - len(buf))
     assert C.encode_batch(key, pieces, types, cursor) == PY.encode_batch(key, pieces, types,
                                                                          cursor)
+    depth = cap * 4   # 0..160: past the 128 the core honours
+    assert C.json_ok(buf, depth) == PY.json_ok(buf, depth)
+    assert C.encode_events(key, pieces, cursor, depth) == PY.encode_events(key, pieces, cursor,
+                                                                           depth)
 
 
 def main() -> None:
