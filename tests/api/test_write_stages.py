@@ -229,6 +229,18 @@ def test_frame_chains_from_the_head_and_cuts_chunk_rows(session):
     assert len(chunks) > 1
 
 
+def test_frame_refuses_a_payload_the_json_rules_refuse_with_the_path(session):
+    """Whatever made a row, the C core checks its bytes while it frames them;
+    a refusal names where, as prepare's check would (nothing is framed)."""
+    ref, compressor = session._ref, ChunkCompressor()
+    bad = _row("note/x", {"a": [1, {"b": float("nan")}]})
+    with pytest.raises(errors.SerializationError) as info:
+        ws.frame(ref, [_row("note/x", {"n": 1}), bad], 5, 1234, compressor)
+    assert info.value.path == "data.a[1].b" and "NaN" in str(info.value)
+    with pytest.raises(errors.SerializationError, match="not a str"):
+        ws.frame(ref, [_row("note/x", {7: "int key"})], 0, 1234, compressor)
+
+
 # -- 11. index rows and marks ----------------------------------------------------------------
 
 def test_index_entries_index_the_markers_and_list_the_requested_calls(session):

@@ -236,3 +236,24 @@ def test_chunks_refusal_is_explained_then_typed(kernel):
         encode_chunks(KEY, rows, Cursor(0, 0, KEY), ChunkCompressor(), kernel=kernel,
                       json_depth=EVENT_JSON_DEPTH, explain=explain)
     assert info.value.path == "data.b[1]"
+
+
+# --- the write path frames in one kernel call ---------------------------------------------
+
+def test_append_frames_in_one_kernel_call(store, monkeypatch):
+    """A single append asks the kernel once (frames, JSON rules and the row's
+    body check together); a batch whose frames make one raw row, once too."""
+    from trajlog._backend import get_kernel
+    kernel = get_kernel()
+    calls: list[str] = []
+    for name in ("encode_events", "encode_batch", "checksum", "json_ok"):
+        real = getattr(kernel, name)
+        monkeypatch.setattr(kernel, name, lambda *a, _r=real, _n=name, **k: (
+            calls.append(_n), _r(*a, **k))[1])
+    session = store.create_session(cwd="/one")
+    calls.clear()
+    session.append("note/x", {"n": 1})
+    assert calls == ["encode_events"]
+    calls.clear()
+    session.append_batch([("note/x", {"n": i}) for i in range(5)])
+    assert calls == ["encode_events"]
