@@ -105,11 +105,12 @@ def frame_sizes(stored_lens: Sequence[int]) -> list[int]:
     return [HEADER_SIZE + n + (-n & 7) for n in stored_lens]
 
 
-def cut(blob: bytes, sizes: Sequence[int], first_seq: int, seed_chain: int,
-        cap: int = CAP) -> list[tuple[bytes, int, int, int, int]]:
+def cut(blob: Any, sizes: Sequence[int], first_seq: int, seed_chain: int,
+        cap: int = CAP) -> list[tuple[Any, int, int, int, int]]:
     """Split a blob of consecutive frames just framed (so trusted) into runs
     of at most ``cap`` raw bytes, as even as the frames allow (a bigger frame
-    is a run of its own): ``(body, first_seq, n, seed_chain, last_chain)`` each."""
+    is a run of its own): ``(body, first_seq, n, seed_chain, last_chain)``
+    each, the body a slice of ``blob`` (a view of it, for a memoryview)."""
     runs = []
     start, begin, seq, count, size = 0, first_seq, first_seq, 0, 0
     chain = seed_chain
@@ -133,7 +134,7 @@ def cut(blob: bytes, sizes: Sequence[int], first_seq: int, seed_chain: int,
     return runs
 
 
-def pack(key: int, body: bytes, first_seq: int, n: int, seed_chain: int, last_chain: int,
+def pack(key: int, body: Any, first_seq: int, n: int, seed_chain: int, last_chain: int,
          stored: bytes | None = None, *, kernel: Kernel | None = None) -> Chunk:
     """The row of one run: ``stored`` is the body as stored (its zstd frame),
     None to store the raw body as is."""

@@ -54,16 +54,19 @@ def encode_chunks(key: int, payloads: Sequence[bytes], cursor: Cursor,
     if n == 1:  # the body check came with the frame: no second kernel call
         return [Chunk(cursor.next_seq, 1, len(blob), RAW, check, cursor.chain, end.chain,
                       blob)], end
-    runs = cut(blob, frame_sizes([len(p) for p in payloads]), cursor.next_seq, cursor.chain)
+    # runs as views of the blob: a run that is compressed is never copied
+    runs = cut(memoryview(blob), frame_sizes([len(p) for p in payloads]), cursor.next_seq,
+               cursor.chain)
     big = [i for i, run in enumerate(runs) if len(run[0]) >= COMPRESS_FROM]
     stored: list[bytes | None] = [None] * len(runs)
     for i, packed in zip(big, compressor.compress([runs[i][0] for i in big]), strict=True):
         stored[i] = packed
     if len(runs) == 1 and stored[0] is None:   # one raw row: its check is the blob's
-        body, first, count, seed, last = runs[0]
-        return [Chunk(first, count, len(body), RAW, check, seed, last, body)], end
-    return [pack(key, body, first, count, seed, last, data, kernel=kernel)
-            for (body, first, count, seed, last), data in zip(runs, stored, strict=True)], end
+        _, first, count, seed, last = runs[0]
+        return [Chunk(first, count, len(blob), RAW, check, seed, last, blob)], end
+    return [pack(key, bytes(view) if data is None else view, first, count, seed, last, data,
+                 kernel=kernel)
+            for (view, first, count, seed, last), data in zip(runs, stored, strict=True)], end
 
 
 def decode_frame(frame: Any, seq: int, compressor: Compressor, *, session: str | None = None,
