@@ -64,7 +64,7 @@ int tl_json_ok(const uint8_t *buf, size_t len, uint32_t max_depth) {
     if (max_depth > JSON_MAX_DEPTH) max_depth = JSON_MAX_DEPTH;
     for (;;) {
         uint8_t b;
-        size_t skip = 0;    /* bytes after the type byte this item takes */
+        uint64_t skip = 0;  /* bytes after the type byte this item takes (64 bits: no wrap) */
         uint64_t items = 0; /* for a container: its items (a map: 2 per entry) */
         int open = 0, map = 0;
         if (pos >= len) return 0; /* an item is owed but the bytes ended */
@@ -111,15 +111,15 @@ int tl_json_ok(const uint8_t *buf, size_t len, uint32_t max_depth) {
                 break;
             case 0xD9:
                 if (left < 1) return 0;
-                skip = 1 + (size_t)buf[pos];
+                skip = 1 + (uint64_t)buf[pos];
                 break;
             case 0xDA:
                 if (left < 2) return 0;
-                skip = 2 + (size_t)be16(buf + pos);
+                skip = 2 + (uint64_t)be16(buf + pos);
                 break;
             case 0xDB:
                 if (left < 4) return 0;
-                skip = 4 + (size_t)be32(buf + pos);
+                skip = 4 + (uint64_t)be32(buf + pos);
                 break;
             case 0xDC:
             case 0xDE:
@@ -136,14 +136,14 @@ int tl_json_ok(const uint8_t *buf, size_t len, uint32_t max_depth) {
             }
             if (map) items *= 2;
         }
-        if (skip > len - pos) return 0;
-        pos += skip;
+        if (skip > (uint64_t)(len - pos)) return 0;
+        pos += (size_t)skip;
         if (depth > 0) owed[depth] -= 1; /* this item is read (a container: begun) */
         if (open) {
             if (depth >= max_depth) return 0; /* this container sits at depth `depth` */
             /* Each item takes at least one byte: a count the bytes cannot
             ** hold is refused now (it also bounds every count below). */
-            if (items > len - pos) return 0;
+            if (items > (uint64_t)(len - pos)) return 0;
             depth += 1;
             owed[depth] = items;
             is_map[depth] = (uint8_t)map;
