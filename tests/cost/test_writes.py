@@ -2,11 +2,12 @@
 pages, statement compiles and authorizer callbacks per single append (FULL
 and NORMAL) and per batch of 1000 events, in steady state on a fresh store.
 
-Today a single append is four statements (BEGIN IMMEDIATE, PRAGMA
-data_version, the chunk INSERT, COMMIT) and three trigger programs; a leaner
-path aims at one statement per append.  A batch compiles its six statements anew
-every time (a statement-cache miss each, and the authorizer runs for every
-table and column they touch).  Each limit below is today's value: lower it
+Today a single append is three statements (BEGIN IMMEDIATE, the chunk
+INSERT, COMMIT: a foreign commit is seen by the connection's data version, a
+file-control call, not a ``PRAGMA data_version`` statement) and three trigger
+programs; a leaner path aims at one statement per append.  A batch compiles
+its five statements anew every time (a statement-cache miss each, and the
+authorizer runs for every table and column they touch).  Each limit below is today's value: lower it
 with the work that lowers the cost.
 """
 
@@ -52,21 +53,21 @@ def guarded(measure: Any, limits: dict[str, int], kind: str | None, per: int = 1
 
 
 # Per single append of a user/message in an open turn (measured over 100).
-SINGLE = {"statements": 4,      # BEGIN IMMEDIATE, PRAGMA data_version, INSERT chunks, COMMIT
+SINGLE = {"statements": 3,      # BEGIN IMMEDIATE, INSERT chunks, COMMIT
           "triggers": 3,        # chunks_append, chunks_advance_head, heads_forward_only
-          "vm_steps": 188,
+          "vm_steps": 181,
           "pages": 7,
           "prepares": 0,
           "authorizer": 0,
           "fullscan_steps": 0}
 # Over 309 single appends of whole turns (tool calls, turn markers, leases).
-TURNS = {"statements": 1419, "triggers": 987, "vm_steps": 69081, "pages": 2646,
+TURNS = {"statements": 1110, "triggers": 987, "vm_steps": 66918, "pages": 2646,
          "prepares": 0, "authorizer": 0, "fullscan_steps": 0}
 # Over three batches of 1000 events (whole turns of 100-1200 B texts).
-BATCHES = {"statements": 1224,  # 3 + a chunk INSERT a row + an index INSERT a marker or call
-           "triggers": 656, "vm_steps": 97603, "pages": 6806,
-           "prepares": 18,     # every statement of every batch compiled anew
-           "authorizer": 165,
+BATCHES = {"statements": 1221,  # 2 + a chunk INSERT a row + an index INSERT a marker or call
+           "triggers": 656, "vm_steps": 97582, "pages": 6806,
+           "prepares": 15,     # every statement of every batch compiled anew
+           "authorizer": 162,
            "fullscan_steps": 0}
 
 

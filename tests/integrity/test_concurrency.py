@@ -31,6 +31,13 @@ def test_concurrency_threads_group_commit(tmp_path):
         return original(batch)
 
     group.commit = counting  # type: ignore[method-assign]
+    alone = group._commit_one   # (the fast path: a lone request committed inline)
+
+    def counting_alone(apply):
+        batches.append(1)
+        return alone(apply)
+
+    group._commit_one = counting_alone  # type: ignore[method-assign]
     own = [st.create_session(cwd=f"/t{i}") for i in range(8)]
     shared = st.create_session(cwd="/shared")
     got: dict[str, list[int]] = {s.id: [] for s in [*own, shared]}
