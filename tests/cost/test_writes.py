@@ -13,12 +13,14 @@ with the work that lowers the cost.
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
 
 import trajlog
 from kits.costkit import T0, Cost, Meter, batch, fails, metered, tightest, timed, turns
+from trajlog._backend import get_kernel
 
 PLANTS = [None, "statement", "recompile"]
 
@@ -128,3 +130,48 @@ def test_a_batch_of_1000(tmp_path, kind):
                 plant(meter, kind)
             return meter.measure(op, 3)
     guarded(measure, BATCHES, kind)
+
+
+# Python frames entered per single append of a user/message in an open turn
+# (sys.setprofile "call" events of the calling thread: functions, generators and
+# comprehensions), per kernel.  Today's bookkeeping on the path: the session's
+# append, prepare (validation, serialization), the engine's stages, the inline
+# commit and the framing wrapper.
+FRAMES = {"trajlog._kernel_c": 68, "trajlog._kernel_py": 74}
+
+
+@pytest.mark.parametrize("kind", [None, "frame"])
+def test_python_frames_per_single_append(tmp_path, kind):
+    def measure(kind: str | None, name: str) -> float:
+        calls = [0]
+
+        def count(frame: Any, event: str, arg: Any) -> None:
+            if event == "call":
+                calls[0] += 1
+        with _fresh(tmp_path, "normal", name) as store:
+            writer = store._e.writer
+            if kind == "frame":   # one more layer of bookkeeping on the path
+                state = writer.state
+                writer.state = lambda tx, ref: state(tx, ref)  # type: ignore[method-assign]
+            s = store.create_session(cwd="/cost")
+            for t, d in turns(60, seed=1, tag="w"):
+                s.append(t, d, time=T0)
+            s.append("turn/start", {}, time=T0)
+            sys.setprofile(count)
+            try:
+                for i in range(100):
+                    s.append("user/message", {"content": f"hello {i}"}, time=T0)
+            finally:
+                sys.setprofile(None)
+        return calls[0] / 100
+
+    limit = FRAMES[get_kernel().__name__]
+    clean = measure(None, "a")
+    assert clean <= limit, f"{clean} Python frames per append; today's limit {limit}"
+    if kind is not None:
+        planted = min(limit, clean)
+        fails(lambda: _at_most(measure(kind, "b"), planted))
+
+
+def _at_most(value: float, limit: float) -> None:
+    assert value <= limit, (value, limit)

@@ -74,6 +74,32 @@ def test_concurrency_threads_group_commit(tmp_path):
     st.close()
 
 
+def test_a_lone_append_commits_inline_without_a_group_request(tmp_path):
+    """With no commit in progress an append commits in its caller's thread,
+    with no group-commit request or hand-off (``GroupCommit.call``); the
+    test above shows concurrent appends still share commits.  Fails if every
+    append goes through the queue."""
+    st = trajlog.open(str(tmp_path / "l.db"))
+    group = st._e.writer.commit
+    batches: list[int] = []
+    original = group.commit
+
+    def counting(batch):
+        batches.append(len(batch))
+        return original(batch)
+
+    group.commit = counting  # type: ignore[method-assign]
+    s = st.create_session(cwd="/l")
+    for i in range(20):
+        assert s.append("user/message", {"content": str(i)}).seq == i
+    with pytest.raises(errors.ValidationError):   # a refusal, inline too
+        s.append("tool/result", {"call_id": "none", "output": ""})
+    s.append("user/message", {"content": "after"})
+    assert batches == []
+    assert s.last_seq == 20 and s.verify().ok
+    st.close()
+
+
 def test_concurrency_failure_in_one_request_spares_the_others(tmp_path):
     st = trajlog.open(str(tmp_path / "f.db"))
     a, b = st.create_session(cwd="/a"), st.create_session(cwd="/b")
