@@ -56,7 +56,7 @@ from ..events import (
     now_ms,
     plain_str,
 )
-from ..lifecycle import Plan, Tracker
+from ..lifecycle import Tracker
 from ..redaction import Redactor, pause_state, prepare_payload
 from ..storage import Backend, GroupCommit, Request, SessionRow, Writer
 from . import checks, retries
@@ -324,7 +324,8 @@ class WriteEngine:
                      done: Callable[[list[Event] | None, BaseException | None], None]) -> None:
         """Queue ``rows`` for group commit without waiting; ``done(events,
         error)`` is called from the committing thread."""
-        op = self.leases.turn_op(ref.sid, turn_marker(rows))
+        marker = turn_marker(rows)
+        op = None if marker is None else self.leases.turn_op(ref.sid, marker)
         copies = owned(rows)   # (in the caller's thread, before any other task runs)
 
         def finished(req: Request) -> None:
@@ -388,7 +389,11 @@ class WriteEngine:
             rows, paused = hold_pause(ref, paused, first, rows)
             events = [r.event for r in rows]
         # 7. the turns, steps and tool calls the events open and close, in order
-        plan = self._lifecycle(tx, state, events, first)
+        self._tx = tx   # (where the tracker's prior looks tool calls up)
+        try:
+            plan = state.tracker.plan(events, first, check=True)
+        finally:
+            self._tx = None
         # 8. supersedes, compactions and status events, checked against the log
         added: list[tuple[int, int]] = []
         if checked(rows):
@@ -423,16 +428,6 @@ class WriteEngine:
         if self.redactor is not None:
             rows = route_private(self.redactor, ref, rows)
         return rows
-
-    def _lifecycle(self, tx: Writer, state: LogState, events: list[Event],
-                   first: int) -> Plan:
-        """The tracker's plan for ``events`` from seq ``first``, refused when
-        out of order; the tool calls it asks about are looked up in ``tx``."""
-        self._tx = tx
-        try:
-            return state.tracker.plan(events, first, check=True)
-        finally:
-            self._tx = None
 
     # -- sessions -------------------------------------------------------------------
 

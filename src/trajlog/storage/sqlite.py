@@ -357,10 +357,10 @@ class _Transaction:
     foreign commit) and again once the transaction ended, under the lock
     (no transaction of this connection starts in between)."""
 
-    __slots__ = ("_backend", "_conn")
+    __slots__ = ("_backend",)
 
     def __init__(self, backend: SQLiteBackend) -> None:
-        self._backend = backend
+        self._backend = backend   # (one per backend, reused: it keeps no state of its own)
 
     def __enter__(self) -> SQLiteWriter:
         backend = self._backend
@@ -368,7 +368,7 @@ class _Transaction:
         try:
             if backend._closed:
                 raise StoreClosedError("the store is closed")
-            self._conn = conn = backend._write
+            conn = backend._write
             try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
@@ -391,8 +391,8 @@ class _Transaction:
             raise
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        conn = self._conn
         backend = self._backend
+        conn = backend._write
         try:
             if exc is None:
                 try:
@@ -440,6 +440,7 @@ class SQLiteBackend:
             self._schema_version = int(_pragma(self._write, "schema_version"))
         self._data_version = self._write.data_version()   # (see _Transaction)
         self._writer = SQLiteWriter(self._write, False)   # (reused by every transaction)
+        self._transaction = _Transaction(self)
         self._lock = threading.Lock()  # owns the write connection
         self._local = threading.local()
         # thread -> its reader connection; a thread that ended gives its
@@ -530,7 +531,7 @@ class SQLiteBackend:
                     conn.execute("COMMIT")
 
     def transaction(self) -> _Transaction:
-        return _Transaction(self)
+        return self._transaction
 
     def checkpoint(self) -> bool:
         """Copy the WAL into the database file and truncate it (an erasure's
