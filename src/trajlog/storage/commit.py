@@ -196,9 +196,9 @@ class GroupCommit:
 
     def _pass_lead(self, sync: bool) -> bool:
         """(mutex held, queue not empty.)  Promote the oldest waiting thread to
-        lead the next commit, or -- only asynchronous requests queued -- hand
-        the lead to the worker (``sync``: our caller returns) or keep it
-        (False: the lead was passed on)."""
+        lead the next commit, or -- an asynchronous request first -- hand the
+        lead to the worker (``sync``: the caller is a thread that returns).
+        True when the caller keeps the lead (it is the worker)."""
         head = self._queue[0]
         if head.callback is None:
             self._queue.pop(0)
