@@ -292,6 +292,28 @@ def test_returned_hands_back_fresh_copies_or_the_originals():
     assert ws.returned(rows[:1], originals) == originals[:1]    # (not a pause it added)
 
 
+def test_returned_hands_back_copies_taken_when_queued_without_decoding():
+    """A flat dict (str keys, immutable scalars) is copied when the rows are
+    queued (``owned``), in the caller's thread: the event handed back holds
+    that copy -- no second decode of the payload -- so it is what was
+    serialized even if the caller changes its dict while the append commits.
+    Other data is decoded afresh.  Fails if the copy is taken later or the
+    payload decoded again."""
+    rows = [_row("note/x", {"a": "b", "n": 1, "f": 0.5, "t": True, "z": None}),
+            _row("note/y", {"n": [1]}), _row("note/z", {"k": ("t",)})]
+    copies = ws.owned(rows)
+    assert copies is not None and copies[1] is None and copies[2] is None
+    assert copies[0] == rows[0].event.data and copies[0] is not rows[0].event.data
+    rows[0].event.data["a"] = "changed"        # the caller's dict, changed after queueing
+    written = ws.with_seqs([r.event for r in rows], 3)
+    out = ws.returned(rows, written, copies)
+    assert [e.seq for e in out] == [3, 4, 5]
+    assert out[0].data is copies[0] and out[0].data["a"] == "b"   # the copy: no decode
+    assert out[1].data == {"n": [1]} and out[1].data is not rows[1].event.data
+    assert out[2].data == {"k": ["t"]}         # decoded: what is stored (a tuple is a list)
+    assert ws.owned([_row("note/y", {"n": [1]})]) is None
+
+
 def test_a_store_append_walks_the_stages(store):
     """The stages together, as the engine runs them: a turn with a call."""
     s = store.create_session(cwd="/walk")

@@ -2,22 +2,25 @@
 pages, statement compiles and authorizer callbacks per single append (FULL
 and NORMAL) and per batch of 1000 events, in steady state on a fresh store.
 
-Today a single append is four statements (BEGIN IMMEDIATE, PRAGMA
-data_version, the chunk INSERT, COMMIT) and three trigger programs; a leaner
-path aims at one statement per append.  A batch compiles its six statements anew
-every time (a statement-cache miss each, and the authorizer runs for every
-table and column they touch).  Each limit below is today's value: lower it
+Today a single append is three statements (BEGIN IMMEDIATE, the chunk
+INSERT, COMMIT: a foreign commit is seen by the connection's data version, a
+file-control call, not a ``PRAGMA data_version`` statement) and three trigger
+programs; a leaner path aims at one statement per append.  A batch compiles
+its five statements anew every time (a statement-cache miss each, and the
+authorizer runs for every table and column they touch).  Each limit below is today's value: lower it
 with the work that lowers the cost.
 """
 
 from __future__ import annotations
 
+import sys
 from typing import Any
 
 import pytest
 
 import trajlog
 from kits.costkit import T0, Cost, Meter, batch, fails, metered, tightest, timed, turns
+from trajlog._backend import get_kernel
 
 PLANTS = [None, "statement", "recompile"]
 
@@ -52,21 +55,21 @@ def guarded(measure: Any, limits: dict[str, int], kind: str | None, per: int = 1
 
 
 # Per single append of a user/message in an open turn (measured over 100).
-SINGLE = {"statements": 4,      # BEGIN IMMEDIATE, PRAGMA data_version, INSERT chunks, COMMIT
+SINGLE = {"statements": 3,      # BEGIN IMMEDIATE, INSERT chunks, COMMIT
           "triggers": 3,        # chunks_append, chunks_advance_head, heads_forward_only
-          "vm_steps": 188,
+          "vm_steps": 181,
           "pages": 7,
           "prepares": 0,
           "authorizer": 0,
           "fullscan_steps": 0}
 # Over 309 single appends of whole turns (tool calls, turn markers, leases).
-TURNS = {"statements": 1419, "triggers": 987, "vm_steps": 69081, "pages": 2646,
+TURNS = {"statements": 1110, "triggers": 987, "vm_steps": 66918, "pages": 2646,
          "prepares": 0, "authorizer": 0, "fullscan_steps": 0}
 # Over three batches of 1000 events (whole turns of 100-1200 B texts).
-BATCHES = {"statements": 1224,  # 3 + a chunk INSERT a row + an index INSERT a marker or call
-           "triggers": 656, "vm_steps": 97603, "pages": 6806,
-           "prepares": 18,     # every statement of every batch compiled anew
-           "authorizer": 165,
+BATCHES = {"statements": 1221,  # 2 + a chunk INSERT a row + an index INSERT a marker or call
+           "triggers": 656, "vm_steps": 97582, "pages": 6806,
+           "prepares": 15,     # every statement of every batch compiled anew
+           "authorizer": 162,
            "fullscan_steps": 0}
 
 
@@ -127,3 +130,48 @@ def test_a_batch_of_1000(tmp_path, kind):
                 plant(meter, kind)
             return meter.measure(op, 3)
     guarded(measure, BATCHES, kind)
+
+
+# Python frames entered per single append of a user/message in an open turn
+# (sys.setprofile "call" events of the calling thread: functions, generators and
+# comprehensions), per kernel.  Today's bookkeeping on the path: the session's
+# append, prepare (validation, serialization), the engine's stages, the inline
+# commit and the framing wrapper.
+FRAMES = {"trajlog._kernel_c": 66, "trajlog._kernel_py": 72}
+
+
+@pytest.mark.parametrize("kind", [None, "frame"])
+def test_python_frames_per_single_append(tmp_path, kind):
+    def measure(kind: str | None, name: str) -> float:
+        calls = [0]
+
+        def count(frame: Any, event: str, arg: Any) -> None:
+            if event == "call":
+                calls[0] += 1
+        with _fresh(tmp_path, "normal", name) as store:
+            writer = store._e.writer
+            if kind == "frame":   # one more layer of bookkeeping on the path
+                state = writer.state
+                writer.state = lambda tx, ref: state(tx, ref)  # type: ignore[method-assign]
+            s = store.create_session(cwd="/cost")
+            for t, d in turns(60, seed=1, tag="w"):
+                s.append(t, d, time=T0)
+            s.append("turn/start", {}, time=T0)
+            sys.setprofile(count)
+            try:
+                for i in range(100):
+                    s.append("user/message", {"content": f"hello {i}"}, time=T0)
+            finally:
+                sys.setprofile(None)
+        return calls[0] / 100
+
+    limit = FRAMES[get_kernel().__name__]
+    clean = measure(None, "a")
+    assert clean <= limit, f"{clean} Python frames per append; today's limit {limit}"
+    if kind is not None:
+        planted = min(limit, clean)
+        fails(lambda: _at_most(measure(kind, "b"), planted))
+
+
+def _at_most(value: float, limit: float) -> None:
+    assert value <= limit, (value, limit)

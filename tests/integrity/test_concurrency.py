@@ -31,6 +31,13 @@ def test_concurrency_threads_group_commit(tmp_path):
         return original(batch)
 
     group.commit = counting  # type: ignore[method-assign]
+    alone = group._commit_one   # (the fast path: a lone request committed inline)
+
+    def counting_alone(apply):
+        batches.append(1)
+        return alone(apply)
+
+    group._commit_one = counting_alone  # type: ignore[method-assign]
     own = [st.create_session(cwd=f"/t{i}") for i in range(8)]
     shared = st.create_session(cwd="/shared")
     got: dict[str, list[int]] = {s.id: [] for s in [*own, shared]}
@@ -64,6 +71,32 @@ def test_concurrency_threads_group_commit(tmp_path):
     assert max(batches) > 1, "concurrent appends were never coalesced"
     assert len(batches) < 8 * 60 + 240
     reader.close()
+    st.close()
+
+
+def test_a_lone_append_commits_inline_without_a_group_request(tmp_path):
+    """With no commit in progress an append commits in its caller's thread,
+    with no group-commit request or hand-off (``GroupCommit.call``); the
+    test above shows concurrent appends still share commits.  Fails if every
+    append goes through the queue."""
+    st = trajlog.open(str(tmp_path / "l.db"))
+    group = st._e.writer.commit
+    batches: list[int] = []
+    original = group.commit
+
+    def counting(batch):
+        batches.append(len(batch))
+        return original(batch)
+
+    group.commit = counting  # type: ignore[method-assign]
+    s = st.create_session(cwd="/l")
+    for i in range(20):
+        assert s.append("user/message", {"content": str(i)}).seq == i
+    with pytest.raises(errors.ValidationError):   # a refusal, inline too
+        s.append("tool/result", {"call_id": "none", "output": ""})
+    s.append("user/message", {"content": "after"})
+    assert batches == []
+    assert s.last_seq == 20 and s.verify().ok
     st.close()
 
 

@@ -98,17 +98,23 @@ class Session:
         ``branch_id``: the branch (approach) the event belongs to -- the
         context builder keeps other branches' facts out.
         """
-        envelope = {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
-                                      ("workspace_revision", workspace_revision),
-                                      ("data_class", data_class),
-                                      ("idempotency_key", idempotency_key),
-                                      ("supersedes", supersedes), ("branch_id", branch_id))
-                    if v is not None}
+        if (source is None and causal_parent is None and workspace_revision is None
+                and data_class is None and idempotency_key is None and supersedes is None
+                and branch_id is None):   # (most appends: no envelope built)
+            envelope: dict[str, Any] = {}
+        else:
+            envelope = {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
+                                          ("workspace_revision", workspace_revision),
+                                          ("data_class", data_class),
+                                          ("idempotency_key", idempotency_key),
+                                          ("supersedes", supersedes), ("branch_id", branch_id))
+                        if v is not None}
         writer = self._e.writer
-        checks.check_append_type(self.header, type)
+        header = self.header
+        checks.check_append_type(header, type)
         rows = [writer.prepare(type, data, time, envelope)]
         events = writer.submit(self._ref, rows)
-        run_scope.observe(self.id, events)
+        run_scope.observe(header.id, events)
         return events[0]
 
     def append_batch(self, items: Iterable[Any]) -> list[Event]:
@@ -122,9 +128,10 @@ class Session:
         refused (:class:`IdempotencyConflictError`).
         """
         writer = self._e.writer
-        rows = writer.prepare_items(self.header, items)
+        header = self.header
+        rows = writer.prepare_items(header, items)
         events = writer.submit(self._ref, rows)
-        run_scope.observe(self.id, events)
+        run_scope.observe(header.id, events)
         return events
 
     # -- the writer lease, turns and steps -------------------------------------

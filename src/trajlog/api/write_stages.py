@@ -54,6 +54,9 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import Any
+
+from msgspec.structs import replace
 
 from .._format import EVENT_JSON_DEPTH, Cursor
 from ..codec.chunks import CAP, Chunk, ChunkCompressor
@@ -64,11 +67,20 @@ from ..errors import (
     LogMovedError,
     ValidationError,
 )
-from ..events import Event, check_json, encode_event, with_seq
+from ..events import Event, check_json, decode_event, encode_event, with_seq
 from ..lifecycle import Plan
 from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
 from ..storage import Reader
-from ..storage.event_index import IndexRow, entry, marks_of, pack_marks, requested, split_marks
+from ..storage.event_index import (
+    IndexRow,
+    Mark,
+    entry,
+    event_marks,
+    marks_of,
+    pack_marks,
+    requested,
+    split_marks,
+)
 from . import checks, retries
 from .handles import LogRef
 from .logstate import LogState
@@ -155,6 +167,8 @@ def pauses(paused: bool, rows: Sequence[Row], events: Sequence[Event], private: 
     """Has :func:`hold_pause` anything to do: a pause in force, an event that
     moves it, or (``private``: a redactor runs) a finding that pauses?  (One
     set test of the types: no call per event.)"""
+    if len(events) == 1:   # (the common case: no list built)
+        return paused or events[0].type in PAUSE_TYPES or (private and bool(rows[0].pause))
     return paused or not PAUSE_TYPES.isdisjoint([e.type for e in events]) or (
         private and any(r.pause for r in rows))
 
@@ -232,8 +246,16 @@ def index_entries(events: Sequence[Event], first: int, chunks: Sequence[Chunk],
                   ) -> tuple[list[IndexRow], list[bytes | None], Sequence[tuple[str, int]]]:
     """The events' index rows, their marks packed per chunk row, and the
     ``(call id, seq)`` of each tool call they request (the call index)."""
-    index = [row for i, ev in enumerate(events) if (row := entry(ev, first + i)) is not None]
-    dense = marks_of(events, first)
+    dense: list[Mark] = []
+    if len(events) == 1:   # (a single append: most have no index row and no mark)
+        row = entry(events[0], first)
+        index = [] if row is None else [row]
+        event_marks(events[0], first, dense)
+        if not dense:
+            return index, [None] * len(chunks), ()
+    else:
+        index = [row for i, ev in enumerate(events) if (row := entry(ev, first + i)) is not None]
+        dense = marks_of(events, first)
     if len(chunks) == 1:
         marks = [pack_marks(dense)]
     else:
@@ -273,19 +295,56 @@ def count_small_rows(state: LogState, chunks: Sequence[Chunk], plan: Plan,
 
 def with_seqs(events: Sequence[Event], first: int) -> list[Event]:
     """The events as written, with their seqs from ``first``."""
+    if len(events) == 1:
+        return [with_seq(events[0], first)]
     return [with_seq(ev, first + i) for i, ev in enumerate(events)]
 
 
-def returned(rows: Sequence[Row], events: list[Event]) -> list[Event]:
+def owned(rows: Sequence[Row]) -> list[Any] | None:
+    """Copies of the rows' data that :func:`returned` hands back instead of
+    decoding the payloads again: taken in the caller's thread as soon as the
+    rows are prepared (so they are what was serialized -- the caller has not
+    run since), for data that a one-level copy makes the caller's own and
+    equal to what is stored: a dict of ``str`` keys and immutable plain
+    scalars (``str``, ``int``, ``float``, ``bool``, ``None``), the common
+    message.  ``None`` for a row whose payload is decoded instead (nested or
+    other data), and for the whole list when no row has such data."""
+    out: list[Any] | None = None
+    for i, r in enumerate(rows):
+        data = r.event.data
+        if type(data) is not dict:
+            continue
+        for k, v in data.items():
+            t = type(v)
+            if type(k) is not str or (t is not str and t is not int and t is not float
+                                      and t is not bool and v is not None):
+                break
+        else:
+            if out is None:
+                out = [None] * len(rows)
+            out[i] = dict(data)
+    return out
+
+
+def returned(rows: Sequence[Row], events: list[Event],
+             copies: Sequence[Any] | None = None) -> list[Event]:
     """What an append hands back once committed: fresh copies of what it
-    wrote (the caller's data is never shared), or -- a retry -- the stored
-    originals, decoded afresh."""
+    wrote (the caller's data is never shared: ``copies`` from :func:`owned`,
+    or the payload decoded afresh), or -- a retry -- the stored originals,
+    decoded afresh."""
     if events and events[0] is rows[0].event:
-        return fresh_events([r.payload for r in rows], events[0].seq)
+        if copies is None:
+            return fresh_events([r.payload for r in rows], events[0].seq)
+        out, seq = [], events[0].seq
+        for r, data in zip(rows, copies, strict=True):
+            out.append(decode_event(r.payload, seq) if data is None
+                       else replace(r.event, data=data, seq=seq))
+            seq += 1
+        return out
     return events[:len(rows)]   # (not a redaction/paused the write added)
 
 
 __all__ = ["SMALL_ROW", "Row", "advance", "check_expected_head", "check_room", "check_rules",
            "check_supersedes", "checked", "count_small_rows", "find_retry", "frame", "hold_pause",
-           "index_entries", "keyed", "pauses", "remake", "returned", "route_private",
+           "index_entries", "keyed", "owned", "pauses", "remake", "returned", "route_private",
            "turn_marker", "with_seqs"]

@@ -56,7 +56,7 @@ from ..events import (
     now_ms,
     plain_str,
 )
-from ..lifecycle import Plan, Tracker
+from ..lifecycle import Tracker
 from ..redaction import Redactor, pause_state, prepare_payload
 from ..storage import Backend, GroupCommit, Request, SessionRow, Writer
 from . import checks, retries
@@ -77,6 +77,7 @@ from .write_stages import (
     frame,
     hold_pause,
     index_entries,
+    owned,
     pauses,
     returned,
     route_private,
@@ -112,6 +113,7 @@ class WriteEngine:
         self.on_small_rows = on_small_rows   # the repacker's request, if it runs by itself
         self.redactor: Redactor | None = None  # trajlog.redaction: set by the store
         self._states: dict[int, LogState] = {}
+        self._recent = 0   # the sid last moved to the end of _states (see state())
         self._foreign_seen = backend.foreign_commits   # (see state())
         self._tx: Writer | None = None   # the transaction apply() runs in (a prior's look-ups)
         self._index = StateIndex(reading, lambda: self._tx)
@@ -161,10 +163,12 @@ class WriteEngine:
             # another connection committed, seen by a transaction of any kind
             self._foreign_seen = self._backend.foreign_commits
             self._foreign()
-        states = self._states
-        state = states.pop(ref.sid, None)
+        states, sid = self._states, ref.sid
+        state = states.get(sid)
         if state is not None:
-            states[ref.sid] = state  # the most recently used last
+            if sid != self._recent:   # the most recently used last
+                states[sid] = states.pop(sid)
+                self._recent = sid
             if not state.stale:
                 return state
         last_seq, chain, lease = tx.head(ref.sid)
@@ -184,7 +188,9 @@ class WriteEngine:
         recently written one is forgotten (rebuilt from its log if written
         again), so that a host writing to many sessions stays bounded."""
         states = self._states
+        states.pop(sid, None)
         states[sid] = state
+        self._recent = sid
         while len(states) > _STATES:
             states.pop(next(iter(states)))
 
@@ -304,24 +310,29 @@ class WriteEngine:
         """Append ``rows`` through group commit; the events once durable."""
         if not rows:
             return []
-        op = self.leases.turn_op(ref.sid, turn_marker(rows))
-        result: list[Event] = self.commit.submit(self.request(ref, rows, expect_last, op))
+        marker = turn_marker(rows)
+        op = None if marker is None else self.leases.turn_op(ref.sid, marker)
+        copies = owned(rows)   # (now: the caller's data as it was serialized)
+        result: list[Event] = self.commit.call(
+            lambda tx: self.apply(tx, ref, rows, expect_last, op), ref.sid)
         if op is not None:
             self.leases.after_turn_op(ref.sid, op, True)
         self.after_commit(ref)
-        return returned(rows, result)
+        return returned(rows, result, copies)
 
     def submit_async(self, ref: LogRef, rows: list[Row],
                      done: Callable[[list[Event] | None, BaseException | None], None]) -> None:
         """Queue ``rows`` for group commit without waiting; ``done(events,
         error)`` is called from the committing thread."""
-        op = self.leases.turn_op(ref.sid, turn_marker(rows))
+        marker = turn_marker(rows)
+        op = None if marker is None else self.leases.turn_op(ref.sid, marker)
+        copies = owned(rows)   # (in the caller's thread, before any other task runs)
 
         def finished(req: Request) -> None:
             self.leases.after_turn_op(ref.sid, op, req.error is None)
             if req.error is None:
                 self.after_commit(ref)
-                done(returned(rows, req.result), None)
+                done(returned(rows, req.result, copies), None)
                 return
             done(req.result, req.error)
         request = self.request(ref, rows, None, op)
@@ -371,20 +382,27 @@ class WriteEngine:
                     return retried
                 rows = self._retry_record(tx, ref, retried, found[1])
         first = state.synced_seq + 1
-        paused, events = state.paused, [r.event for r in rows]
+        paused = state.paused
+        events = [rows[0].event] if len(rows) == 1 else [r.event for r in rows]
         # 6. a pause refuses content; a finding that pauses adds redaction/paused
         if pauses(paused, rows, events, redactor is not None):
             rows, paused = hold_pause(ref, paused, first, rows)
             events = [r.event for r in rows]
         # 7. the turns, steps and tool calls the events open and close, in order
-        plan = self._lifecycle(tx, state, events, first)
+        self._tx = tx   # (where the tracker's prior looks tool calls up)
+        try:
+            plan = state.tracker.plan(events, first, check=True)
+        finally:
+            self._tx = None
         # 8. supersedes, compactions and status events, checked against the log
         added: list[tuple[int, int]] = []
         if checked(rows):
             added = check_rules(self._reading, tx, ref, events, first,
                                 self._index.compactions(tx, ref, state, events))
         # 9. a full log refuses more events
-        check_room(ref, first, len(rows), self._backend.max_session_seq)
+        max_seq = self._backend.max_session_seq
+        if first + len(rows) - 1 > max_seq:
+            check_room(ref, first, len(rows), max_seq)
         # 10. the payloads framed, chained from the head, cut into chunk rows
         chunks, end = frame(ref, rows, first, state.chain, self._chunks)
         # 11. the index rows and call marks that reads and checks look up
@@ -410,16 +428,6 @@ class WriteEngine:
         if self.redactor is not None:
             rows = route_private(self.redactor, ref, rows)
         return rows
-
-    def _lifecycle(self, tx: Writer, state: LogState, events: list[Event],
-                   first: int) -> Plan:
-        """The tracker's plan for ``events`` from seq ``first``, refused when
-        out of order; the tool calls it asks about are looked up in ``tx``."""
-        self._tx = tx
-        try:
-            return state.tracker.plan(events, first, check=True)
-        finally:
-            self._tx = None
 
     # -- sessions -------------------------------------------------------------------
 

@@ -7,7 +7,9 @@ transaction, commits it (durable when COMMIT returns, under
 ``synchronous=FULL``) and wakes exactly the callers it committed.  If more
 requests arrived meanwhile it promotes the oldest waiting caller to lead the
 next commit, so nobody waits on a commit that does not carry its request.  A
-lone thread pays no hand-off; concurrent threads share one fsync.
+lone thread pays no hand-off (:meth:`GroupCommit.call` commits inline, with no
+request object, when no commit is in progress); concurrent threads share one
+fsync.
 
 With several requests in one transaction, each runs in a savepoint: one that
 fails (a refusal, a constraint, an unexpected error) is rolled back alone and
@@ -91,6 +93,40 @@ class GroupCommit:
                 self._queue.append(request)
             else:
                 self._leader = True
+        return self._settle(request, follower)
+
+    def call(self, apply: Callable[[Writer], Any], key: Any = None) -> Any:
+        """``submit(Request(apply, key))``, with a fast path: when no commit is
+        in progress (so nobody is queued) the caller commits ``apply`` alone,
+        inline -- no request object, no hand-off, no callback -- and then
+        passes the lead to whoever queued meanwhile."""
+        mutex = self._mutex
+        with mutex:
+            if self._backend.closed:
+                raise StoreClosedError("the store is closed")
+            if self._leader:
+                request = Request(apply, key)
+                self._queue.append(request)
+            else:
+                self._leader = True
+                request = None
+        if request is not None:
+            return self._settle(request, True)
+        try:
+            result, error = self._commit_one(apply)
+        finally:
+            with mutex:
+                if self._queue:
+                    self._pass_lead(sync=True)
+                else:
+                    self._leader = False
+        if error is not None:
+            raise error
+        return result
+
+    def _settle(self, request: Request, follower: bool) -> Any:
+        """(``request`` submitted.)  Wait for the commit that carries it, or
+        lead it; its result, or its error raised."""
         if follower:
             request.wake.acquire()  # released when done, or when promoted to lead
         if not request.done:
@@ -154,15 +190,24 @@ class GroupCommit:
                 if not self._queue:
                     self._leader = False
                     return
-                head = self._queue[0]
-                if head.callback is None:
-                    self._queue.pop(0)
-                    head.wake.release()  # it leads the next commit
-                    return
-                if sync:
-                    self._start_worker()  # our caller returns; the worker goes on
+                if not self._pass_lead(sync):
                     return
             pending, first = [], []
+
+    def _pass_lead(self, sync: bool) -> bool:
+        """(mutex held, queue not empty.)  Promote the oldest waiting thread to
+        lead the next commit, or -- an asynchronous request first -- hand the
+        lead to the worker (``sync``: the caller is a thread that returns).
+        True when the caller keeps the lead (it is the worker)."""
+        head = self._queue[0]
+        if head.callback is None:
+            self._queue.pop(0)
+            head.wake.release()  # it leads the next commit
+            return False
+        if sync:
+            self._start_worker()  # our caller returns; the worker goes on
+            return False
+        return True
 
     def stop(self) -> None:
         """Stop the worker thread (the store is closing)."""
@@ -172,6 +217,27 @@ class GroupCommit:
             worker = self._worker
         if worker is not None:
             worker.join(10)
+
+    def _commit_one(self, apply: Callable[[Writer], Any]) -> tuple[Any, BaseException | None]:
+        """:meth:`commit` of one request, without its object: ``(result,
+        error)``, nothing raised.  A refusal leaves the transaction to commit
+        (it wrote nothing but, maybe, its own lease's heartbeat)."""
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            with self._backend.transaction() as tx:
+                if tx.foreign_commit:
+                    self._on_foreign()
+                try:
+                    result = apply(tx)
+                except self._refusals as exc:
+                    error = exc
+        except BaseException as exc:
+            self._on_failure(None)  # the transaction failed: caches may be ahead of the log
+            if error is None:
+                error = unexpected(exc) if isinstance(exc, Exception) else exc
+            result = None
+        return result, error
 
     def commit(self, batch: list[Request]) -> None:
         """Run ``batch`` in one transaction; every request ends with a result

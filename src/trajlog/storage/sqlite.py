@@ -174,11 +174,6 @@ def migrate(path: str, *, durability: str = "full", busy_timeout_ms: int = 10_00
         conn.close()
 
 
-def _data_version(conn: apsw.Connection) -> int:
-    """Changes whenever another connection commits to the database."""
-    return int(_pragma(conn, "data_version"))
-
-
 # ---------------------------------------------------------------------------
 # The Backend protocol over those statements.
 
@@ -352,12 +347,20 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
 class _Transaction:
     """``BEGIN IMMEDIATE`` .. ``COMMIT`` on the write connection, under the
     backend's write lock; ``ROLLBACK`` if the block raises.  A class rather
-    than a generator: it runs on every append."""
+    than a generator: it runs on every append.
 
-    __slots__ = ("_backend", "_conn")
+    Another connection's commit is seen by the write connection's data
+    version (``sqlite3_file_control(SQLITE_FCNTL_DATA_VERSION)``: a call, not
+    a statement).  It moves when a transaction of this connection starts
+    after another connection committed, and when this connection commits; so
+    it is read after ``BEGIN IMMEDIATE`` (moved since the last one ended: a
+    foreign commit) and again once the transaction ended, under the lock
+    (no transaction of this connection starts in between)."""
+
+    __slots__ = ("_backend",)
 
     def __init__(self, backend: SQLiteBackend) -> None:
-        self._backend = backend
+        self._backend = backend   # (one per backend, reused: it keeps no state of its own)
 
     def __enter__(self) -> SQLiteWriter:
         backend = self._backend
@@ -365,12 +368,11 @@ class _Transaction:
         try:
             if backend._closed:
                 raise StoreClosedError("the store is closed")
-            self._conn = conn = backend._write
-            with translate():
+            conn = backend._write
+            try:
                 conn.execute("BEGIN IMMEDIATE")
                 try:
-                    version = _data_version(conn)
-                    foreign = version != backend._data_version
+                    foreign = conn.data_version() != backend._data_version
                     if foreign:
                         backend._check_schema(conn)
                         backend.foreign_commits += 1
@@ -378,27 +380,35 @@ class _Transaction:
                     if not conn.getautocommit():
                         conn.execute("ROLLBACK")
                     raise
-            backend._data_version = version
-            return SQLiteWriter(conn, foreign)
+            except apsw.Error as exc:
+                with translate():
+                    raise exc
+            writer = backend._writer
+            writer.foreign_commit = foreign
+            return writer
         except BaseException:
             backend._lock.release()
             raise
 
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
-        conn = self._conn
+        backend = self._backend
+        conn = backend._write
         try:
+            if exc is None:
+                try:
+                    conn.execute("COMMIT")
+                except BaseException:
+                    if not conn.getautocommit():
+                        conn.execute("ROLLBACK")
+                    raise
+            elif not conn.getautocommit():
+                conn.execute("ROLLBACK")
+        except apsw.Error as error:
             with translate():
-                if exc is None:
-                    try:
-                        conn.execute("COMMIT")
-                    except BaseException:
-                        if not conn.getautocommit():
-                            conn.execute("ROLLBACK")
-                        raise
-                elif not conn.getautocommit():
-                    conn.execute("ROLLBACK")
+                raise error
         finally:
-            self._backend._lock.release()
+            backend._data_version = conn.data_version()   # (this commit's own move)
+            backend._lock.release()
         if exc is not None and isinstance(exc, apsw.Error):
             with translate():
                 raise exc
@@ -427,8 +437,10 @@ class SQLiteBackend:
         self._write = self._connect()
         self.foreign_commits = 0
         with translate():
-            self._data_version = _data_version(self._write)
             self._schema_version = int(_pragma(self._write, "schema_version"))
+        self._data_version = self._write.data_version()   # (see _Transaction)
+        self._writer = SQLiteWriter(self._write, False)   # (reused by every transaction)
+        self._transaction = _Transaction(self)
         self._lock = threading.Lock()  # owns the write connection
         self._local = threading.local()
         # thread -> its reader connection; a thread that ended gives its
@@ -519,7 +531,7 @@ class SQLiteBackend:
                     conn.execute("COMMIT")
 
     def transaction(self) -> _Transaction:
-        return _Transaction(self)
+        return self._transaction
 
     def checkpoint(self) -> bool:
         """Copy the WAL into the database file and truncate it (an erasure's
