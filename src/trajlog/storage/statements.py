@@ -398,6 +398,25 @@ def max_seq(conn: apsw.Connection, sid: int) -> int:
     return -1 if not rows else int(rows[0][0])
 
 
+@_readable("chunks")
+def repack_run(conn: apsw.Connection, sid: int, first: int,
+               last: int) -> tuple[list[Chunk], list[Mark]]:
+    """The rows a repack merges -- those starting at seqs ``first`` ..
+    ``last`` -- and their marks, in order: one statement."""
+    rows: list[Any] = conn.execute(
+        f"SELECT {CHUNK_COLUMNS}, marks FROM chunks WHERE cid BETWEEN ? AND ? ORDER BY cid",
+        (rid(sid, first), rid(sid, last))).fetchall()
+    chunks, marks = [], []
+    for r in rows:
+        chunks.append(_chunk(conn, r[:-1]))
+        if r[-1] is not None:
+            try:
+                marks += unpack_marks(r[-1])
+            except (msgspec.DecodeError, msgspec.ValidationError, TypeError) as exc:
+                raise _damaged(conn, "chunks", sid, f"its marks do not decode ({exc})") from None
+    return chunks, marks
+
+
 def repack(conn: apsw.Connection, sid: int, merged: Chunk, marks: bytes | None) -> int:
     """Grow the row at ``merged.first_seq`` into ``merged`` and delete the rows
     it now holds; returns how many went."""
