@@ -15,6 +15,8 @@ fresh databases -- with the range of the rounds.
   tail(50) at N                              raw SELECT of the last 50 rows + orjson
   get(seq) at random: cold / warm cache      raw SELECT of one row + orjson
   bytes per event                            JSONL of the same events (orjson)
+  repack: merge per row of single appends    raw apsw autocommit INSERT, NORMAL
+  repack: raw bytes rewritten per appended   --
   WAL pages per commit (64 threads)          --
   peak RSS growth of a streaming pass        --
 
@@ -291,6 +293,46 @@ def round_single(tmp: Path, events: list[Any], single_n: int, durability: str,
         out["ceiling_single_full"] = t_raw / t_head
 
 
+def round_repack(tmp: Path, events: list[Any], n: int, out: dict[str, float]) -> None:
+    """The repack of ``n`` single appends.  ``repack_rewritten``: raw bytes
+    the background repack rewrites per raw byte appended, for a host that
+    pauses after each turn (the worker drained at every ``turn/end``; the rows
+    the repack merged away over the rows stored at the end: 1.0 when every
+    frame is merged once and none is left).  ``ratio_repack_row``: a raw
+    NORMAL autocommit insert (this round's) against ``Store.repack`` of the
+    same rows, per row merged away."""
+    path = fresh(tmp, "repack_bg.db")
+    with trajlog.open(path, durability="normal") as store:
+        conn = store._e.backend.write_connection
+        auth, conn.authorizer = conn.authorizer, None   # (it refuses DDL)
+        try:
+            conn.execute("CREATE TEMP TABLE written(raw INTEGER)")
+            for op in ("INSERT", "UPDATE"):
+                conn.execute(f"CREATE TEMP TRIGGER written_{op.lower()} AFTER {op} ON "
+                             "main.chunks BEGIN INSERT INTO written VALUES (NEW.raw_len); END")
+        finally:
+            conn.authorizer = auth
+        s = store.create_session(cwd="/bench")
+        for i in range(n):
+            s.append(events[i][0], events[i][1], time=T0 + i)
+            if events[i][0] == "turn/end":
+                store._e.repacker.drain()
+        store._e.repacker.drain()
+        written = conn.execute("SELECT total(raw) FROM temp.written").fetchall()[0][0]
+        final = conn.execute("SELECT total(raw_len) FROM chunks").fetchall()[0][0]
+    out["repack_rewritten"] = (written - final) / final
+    path = fresh(tmp, "repack_now.db")
+    with trajlog.open(path, durability="normal", repack=False) as store:
+        s = store.create_session(cwd="/bench")
+        for i in range(n):
+            s.append(events[i][0], events[i][1], time=T0 + i)
+        t = time.perf_counter()
+        gone = store.repack(s.id)
+        per_row = (time.perf_counter() - t) / max(gone, 1)
+    out["repack_us_per_row"] = per_row * 1e6
+    out["ratio_repack_row"] = (1 / out["raw_single_normal"]) / per_row
+
+
 def _wal_pages(conn: apsw.Connection, pages: list[int]) -> None:
     """Record the WAL frames each commit of ``conn`` adds (and checkpoint now
     and then: the hook replaces SQLite's autocheckpoint)."""
@@ -446,6 +488,7 @@ def main() -> None:
             out["ratio_bytes"] = out["bytes_per_event"] / jsonl
             round_single(tmp, events, single_n, "full", out)
             round_single(tmp, events, single_n * 2, "normal", out)
+            round_repack(tmp, events, single_n * 2, out)
             round_threads(tmp, events, 8, per8, out)
             round_threads(tmp, events, 64, per64, out)
             round_asyncio(tmp, events, 64, per64, out)

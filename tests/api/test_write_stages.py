@@ -19,7 +19,7 @@ from trajlog._format import Cursor
 from trajlog.api import write_stages as ws
 from trajlog.api.logstate import LogState
 from trajlog.api.writer import WriteEngine
-from trajlog.codec.chunks import CAP, ChunkCompressor
+from trajlog.codec.chunks import CAP, Chunk, ChunkCompressor
 from trajlog.codec.records import encode_chunks, fresh_events
 from trajlog.events import Event, encode_event
 from trajlog.lifecycle import Tracker
@@ -277,6 +277,22 @@ def test_count_small_rows_counts_rows_a_repack_merges_and_notes_a_turns_end(sess
     assert state.small_rows == 1 and not state.turn_ended   # one row: nothing to merge
     ws.count_small_rows(state, chunks, plan, events)
     assert state.small_rows == 2 and state.turn_ended
+
+
+def test_count_small_rows_counts_the_runs_raw_bytes_and_a_big_row_completes_it(session):
+    """A run asks for a repack by its raw bytes (at the cap: full size), or
+    when a big row ends it (it can grow no more)."""
+    state = LogState(-1, 0)
+    plan = Tracker().plan([], 0, check=False)
+    small = [Event("note/x", 1, {"t": "x" * 100})]
+    rows, _ = encode_chunks(session._ref.key, [encode_event(e) for e in small],
+                            Cursor(0, 0, 0), ChunkCompressor())
+    ws.count_small_rows(state, rows, plan, small)
+    ws.count_small_rows(state, rows, plan, small)
+    assert state.small_bytes == 2 * rows[0].raw_len < CAP
+    big = Chunk(2, 1, CAP // 2, 0, 0, 0, 0, b"")
+    ws.count_small_rows(state, [big], plan, small)
+    assert state.small_bytes >= CAP and state.small_rows == 2
 
 
 # -- 16. what the caller gets ----------------------------------------------------------------

@@ -58,6 +58,7 @@ class LogState:
     compactions: list[tuple[int, int]] = field(default_factory=list)
     stale: bool = False
     small_rows: int = 0   # rows appended since the last repack request that a repack would merge
+    small_bytes: int = 0  # their raw bytes (a run at full size asks for a repack)
     turn_ended: bool = False
     paused: bool = False  # a redaction/paused with no redaction/resumed after it
     # the compactions of seqs up to ``base`` are not in ``compactions`` (the

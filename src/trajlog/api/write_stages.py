@@ -280,11 +280,16 @@ def advance(state: LogState, plan: Plan, added: list[tuple[int, int]], end: Curs
 
 def count_small_rows(state: LogState, chunks: Sequence[Chunk], plan: Plan,
                      events: Sequence[Event]) -> None:
-    """Count the rows a repack would merge; note a turn's end that closes
-    several small rows (the engine asks for a repack after the commit)."""
+    """Count the rows and raw bytes of the run of small rows a repack would
+    merge (a big row ends the run: it is complete, ready to merge); note a
+    turn's end after several small rows (the engine asks for a repack, or
+    tells the repacker of the turn's end, after the commit)."""
     for c in chunks:
         if c.raw_len < SMALL_ROW:
             state.small_rows += 1
+            state.small_bytes += c.raw_len
+        elif state.small_rows > 1:
+            state.small_bytes = max(state.small_bytes, CAP)
     # (a turn/end among the last two events: a redaction/paused may follow it)
     if state.small_rows > 1 and plan.turn_start is None and "turn/end" in [
             ev.type for ev in events[-2:]]:

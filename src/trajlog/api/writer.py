@@ -31,7 +31,7 @@ from typing import Any
 import msgspec
 
 from ..codec import session_key
-from ..codec.chunks import WRITE_LEVEL, ChunkCompressor
+from ..codec.chunks import CAP, WRITE_LEVEL, ChunkCompressor
 from ..codec.records import decode_metadata, encode_metadata, header_check
 from ..errors import (
     IdempotencyConflictError,
@@ -86,7 +86,9 @@ from .write_stages import (
 )
 
 MAX_PAYLOAD = 16 * 1024 * 1024
-REPACK_ROWS = 32            # small rows that ask for a repack (a turn's end does too)
+# Raw bytes of a session's run of small rows that ask for a repack: a run at
+# full size, merged once (a turn's end only tells the repacker it may run now).
+REPACK_BYTES = CAP
 _STATES = 1024              # sessions whose write state is kept
 # The events the write path's state follows (lifecycle) besides compactions.
 _STATE_TYPES = WRITE_STATE   # (trajlog.event_types: lifecycle and pause types)
@@ -105,12 +107,13 @@ class WriteEngine:
     """Appends and session creation for one store."""
 
     def __init__(self, backend: Backend, reading: LogReader, options: Options,
-                 on_small_rows: Callable[[LogRef], None] | None = None) -> None:
+                 on_small_rows: Callable[[LogRef, bool], None] | None = None) -> None:
         self._backend = backend
         self._reading = reading
         self._chunks = ChunkCompressor(WRITE_LEVEL)   # (read-mostly rows: the repack's level)
         self._options = options
         self.on_small_rows = on_small_rows   # the repacker's request, if it runs by itself
+        self.appends = 0   # commits of appends (the repacker waits until this stops moving)
         self.redactor: Redactor | None = None  # trajlog.redaction: set by the store
         self._states: dict[int, LogState] = {}
         self._recent = 0   # the sid last moved to the end of _states (see state())
@@ -340,12 +343,19 @@ class WriteEngine:
         self.commit.submit_async(request)
 
     def after_commit(self, ref: LogRef) -> None:
-        """Ask for a repack when the session gathered enough small rows."""
+        """Ask for a repack when the session's run of small rows reached full
+        size; tell the repacker when a turn ended (a moment to run)."""
+        self.appends += 1
         state = self._states.get(ref.sid)
-        if state is not None and self.on_small_rows is not None and (
-                state.small_rows >= REPACK_ROWS or state.turn_ended):
-            state.small_rows, state.turn_ended = 0, False
-            self.on_small_rows(ref)
+        if state is None or self.on_small_rows is None:
+            return
+        if state.small_bytes >= REPACK_BYTES:
+            state.small_rows = state.small_bytes = 0
+            state.turn_ended = False
+            self.on_small_rows(ref, False)
+        elif state.turn_ended:
+            state.turn_ended = False
+            self.on_small_rows(ref, True)
 
     def request(self, ref: LogRef, rows: list[Row], expect_last: int | None = None,
                 lease_op: str | None = None) -> Request:

@@ -281,6 +281,11 @@ class Writer(Reader, Protocol):
         and advance the head to the last one's end and chain."""
         ...
 
+    def repack_run(self, sid: int, first: int, last: int) -> tuple[list[Chunk], list[Mark]]:
+        """The rows starting at seqs ``first`` .. ``last`` (what a repack
+        merges) and their marks, in order, read at once."""
+        ...
+
     def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
         """Replace the rows ``merged`` covers (the first starts at its first
         seq) by ``merged``, which holds the same frames; returns how many rows

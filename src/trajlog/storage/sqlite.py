@@ -304,6 +304,10 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
             if calls:   # (after every chunk row: a call row's seq is at most the head's)
                 st.insert_calls(self.conn, sid, calls)
 
+    def repack_run(self, sid: int, first: int, last: int) -> tuple[list[Chunk], list[Mark]]:
+        with translate():
+            return st.repack_run(self.conn, sid, first, last)
+
     def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
         with translate():
             return st.repack(self.conn, sid, merged, marks)
