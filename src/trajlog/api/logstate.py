@@ -111,33 +111,42 @@ class StateIndex:
 
     def _marker_le(self, tx: Writer, ref: LogRef, type_: str, upto: int) -> int | None:
         """The last ``type_`` marker at or before ``upto`` in ``ref``'s log or
-        the prefix it inherits (checked against its frame)."""
+        the prefix it inherits, as the index has it (the caller checks the
+        frame its answer rests on)."""
         for level, hi in self._levels(ref, upto):
             found = tx.marker_at_or_before(level.sid, type_, hi)
             if found is not None and found >= level.seed:
-                self._indexed(tx, ref, found, type_)
                 return found
         return None
 
     def _turn_at(self, tx: Writer, ref: LogRef, upto: int) -> tuple[int | None, int | None]:
         """The turn and the step open at ``upto`` (their start seqs).  A step
         lives inside a turn (the write path refuses one outside), so only an
-        open turn's own events are read, for its step."""
+        open turn's own events are read, for its step.  Only the frames the
+        answer rests on are read: the turn/end that closed the last turn, or
+        the open turn from its turn/start on."""
         start = self._marker_le(tx, ref, "turn/start", upto)
         if start is None:
             return None, None
         end = self._marker_le(tx, ref, "turn/end", upto)
         if end is not None and end > start:
+            self._indexed(tx, ref, end, "turn/end")
             return None, None
-        step = None
+        step, opened = None, False
         for ev in self._reading.events(ref, start, upto, want=_STEP_MARKERS.__contains__,
                                        reader=tx):
             t = ev.type
-            if t in _TURN_MARKERS and ev.seq != start:
+            if ev.seq == start:
+                if t != "turn/start":
+                    break   # (named below)
+                opened = True
+            elif t in _TURN_MARKERS:
                 # a turn marker the index lost: the frames, not the copy, decide
                 raise index_mismatch(ref.id, ev.seq, f"the log holds {t!r} there, the "
                                      "index no turn marker")
             step = ev.seq if t == "step/start" else None if t != "turn/start" else step
+        if not opened:   # (raises, naming the frame's type)
+            self._indexed(tx, ref, start, "turn/start")
         return start, step
 
     def _pause_at(self, tx: Writer, ref: LogRef, upto: int) -> int | None:
