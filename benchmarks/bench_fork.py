@@ -262,6 +262,9 @@ def cold_round(parents: list[Parent], flip: bool, r: int, out: dict[str, float],
         out[f"first_fork_append_ms_{p.n}"] = statistics.median(first_both[p.n]) * 1000
     out["raw_first_commit_ms"] = statistics.median(raw) * 1000
     small, big = parents[0].n, parents[-1].n
+    # what a cold fork costs beyond the per-open floor (robust to a busy disk)
+    out[f"ratio_cold_fork_{big}_over_raw_first_commit"] = (out[f"cold_fork_ms_{big}"]
+                                                          / out["raw_first_commit_ms"])
     sizes = {p.n for p in parents}
     if {2_000, 200_000} <= sizes:   # the cost guard's sizes (tests/cost/test_scaling.py)
         for what in ("cold_fork", "cold_fork_append", "first_fork"):

@@ -121,16 +121,19 @@ def test_cost_does_not_grow_with_the_log(logs, case, planted):
 # turn with one tool call), counted from a store just reopened: nothing of the
 # parent cached, no statement compiled.  The fork reads the turn it cuts after
 # once, in its own write transaction (the index finds the cut; one read of the
-# turn's frames confirms every marker it rests on); the first append finds
-# the turn closed from the index and confirms the turn/end alone.
+# turn's frames confirms every marker it rests on), and keeps the child's
+# state: the first append reads no frame and looks no marker up (only the
+# call index, for the id it requests).
 FORK = {"statements": 13,   # head x2, chunk row x2 (the turn, the seed chain), turn
                             # markers x2, pause markers x2, BEGIN, data_version,
                             # INSERT sessions, INSERT session_heads, COMMIT
         "rows": 9, "prepares": 10, "authorizer": 93, "vm_steps": 521, "pages": 60,
         "bytes": 26_000}   # (two fetches of the row holding the cut: 12.4 KB)
-FIRST_APPEND = {"statements": 13, "rows": 6, "prepares": 5, "authorizer": 68,
-                "vm_steps": 706, "pages": 70, "bytes": 13_000}
-FORK_PLANTS = [None, "frame", "outside"]
+FIRST_APPEND = {"statements": 8,   # BEGIN, data_version, call_index look-up, INSERT
+                                   # chunks, event_index x2, call_index, COMMIT
+                "rows": 1, "prepares": 4, "authorizer": 59, "vm_steps": 512, "pages": 45,
+                "bytes": 100}
+FORK_PLANTS = [None, "frame", "outside", "state"]
 
 
 def fork_and_append(logs: Any, plant: str | None) -> tuple[Cost, Cost]:
@@ -139,7 +142,9 @@ def fork_and_append(logs: Any, plant: str | None) -> tuple[Cost, Cost]:
     Plants: ``frame`` -- the frame at the cut read once more after the fork
     (a confirmation by a frame read of its own, as each index hit had);
     ``outside`` -- the cut looked up on the reader connection before the
-    write transaction (its statements compiled on both connections)."""
+    write transaction (its statements compiled on both connections);
+    ``state`` -- the child's state forgotten before its first append (begun
+    again from the index and the frames)."""
     path, sid, ends = logs[200_000]
     cut = ends[len(ends) // 2]
 
@@ -150,6 +155,8 @@ def fork_and_append(logs: Any, plant: str | None) -> tuple[Cost, Cost]:
             child = parent.fork(cut)
             if plant == "frame":
                 parent.get(cut)
+        if plant == "state":
+            parent._e.writer.forget(child._sid)
         with meter.window() as append:
             child.append_batch([("turn/start", {}), *(e for e in _first_call()),
                                 ("turn/end", {})])
@@ -173,12 +180,14 @@ def within(cost: Cost, limits: dict[str, int]) -> None:
     assert not over, f"over today's limit (measured, limit): {over}; all: {got}"
 
 
-@pytest.mark.parametrize("plant", FORK_PLANTS, ids=["today", "frame", "outside"])
-def test_a_cold_fork_reads_its_turn_once_in_its_transaction(logs, plant):
+@pytest.mark.parametrize("plant", FORK_PLANTS, ids=["today", "frame", "outside", "state"])
+def test_a_cold_fork_reads_its_turn_once_and_keeps_the_childs_state(logs, plant):
     fork, append = fork_and_append(logs, None)
     within(fork, FORK)
     within(append, FIRST_APPEND)
     if plant is not None:
-        planted, _ = fork_and_append(logs, plant)
-        tight = {k: min(v, fork.counts()[k]) for k, v in FORK.items()}
-        fails(lambda: within(planted, tight))
+        planted = fork_and_append(logs, plant)
+        which, limits = (1, FIRST_APPEND) if plant == "state" else (0, FORK)
+        clean = (fork, append)[which].counts()
+        tight = {k: min(v, clean[k]) for k, v in limits.items()}
+        fails(lambda: within(planted[which], tight))

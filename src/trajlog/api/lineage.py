@@ -223,11 +223,14 @@ class Lineage:
         # the write connection.
         with self._writer.transaction() as tx:
             cut = self.turn_end_of(parent, at_seq, tx)
-            return self._writer.create(
+            paused = self._pause_copy(tx, parent, cut)
+            child = self._writer.create(
                 cwd=parent.header.cwd, agent_preset=parent.header.agent_preset, metadata=meta,
                 session_id=session_id, parent=parent, seed_length=cut + 1, origin=None,
-                delegation_depth=parent.header.delegation_depth,
-                initial=self._pause_copy(tx, parent, cut), tx=tx)
+                delegation_depth=parent.header.delegation_depth, initial=paused, tx=tx)
+            if not paused:   # (no turn open at the cut: just confirmed)
+                self._writer.begin_at_cut(child)
+            return child
 
     def _paused_at(self, tx: Writer, ref: LogRef, upto: int) -> tuple[LogRef, Event] | None:
         """The ``redaction/paused`` in force in ``ref``'s log at seq ``upto``

@@ -4,7 +4,8 @@ The write engine keeps a :class:`LogState` per session in step with its log.
 A state begins where the log stands when it is first needed -- after the
 store is reopened, or at a fork's cut -- and :class:`StateIndex` makes it
 without reading the log before that point, so that the first write costs
-the same whatever the log's length:
+the same whatever the log's length (a fork, which has just confirmed its
+cut, hands its child the state there: :meth:`StateIndex.at_cut`):
 
 * the open turn from the turn markers' index, and its step from the events
   of that one turn (a step lives inside a turn: the write path refuses one
@@ -78,17 +79,25 @@ class StateIndex:
         """The state of ``ref``'s log (its inherited prefix included) at seq
         ``upto``, from the indexes: O(log n) look-ups and the events of the
         turn open there, whatever the log's length."""
-        level: LogRef | None = ref
-        while level is not None:   # (the logs whose events it takes on)
-            if level.header.damage is not None:
-                raise header_mismatch(level.id, level.header.damage)
-            level = level.parent if level.seed else None
+        _check_headers(ref)
         if upto < 0:
             return LogState(upto, chain, lease)   # an empty log: nothing before
         turn, step = self._turn_at(tx, ref, upto)
         tracker = Tracker(turn, step, prior=self._prior(ref, upto))
         paused = self._pause_at(tx, ref, upto) is not None
         return LogState(upto, chain, lease, tracker, paused=paused, base=upto)
+
+    def at_cut(self, child: LogRef) -> LogState:
+        """The state of a child just made with no events of its own, whose
+        cut its maker has confirmed against the frames in the creating
+        transaction: no turn and no step open there (a fork cuts at a turn
+        end, or outside any turn), no redaction pause (a child made paused
+        starts with its own copy: its state is begun as any log's).  The
+        calls of the prefix are looked up as at any state's beginning."""
+        _check_headers(child)
+        cut = child.seed - 1
+        tracker = Tracker(None, None, prior=self._prior(child, cut)) if cut >= 0 else Tracker()
+        return LogState(cut, child.seed_chain, Lease(), tracker, base=cut)
 
     def _levels(self, ref: LogRef, upto: int) -> list[tuple[LogRef, int]]:
         """``(log, its last seq that counts)`` for ``ref``'s log up to ``upto``
@@ -270,6 +279,16 @@ class StateIndex:
                     if earlier is not None:
                         found.append(earlier)
         return found + state.compactions
+
+
+def _check_headers(ref: LogRef) -> None:
+    """A damaged header of the log or of any log whose events it takes on is
+    corruption, before any state is begun from them."""
+    level: LogRef | None = ref
+    while level is not None:
+        if level.header.damage is not None:
+            raise header_mismatch(level.id, level.header.damage)
+        level = level.parent if level.seed else None
 
 
 __all__ = ["LogState", "StateIndex"]
