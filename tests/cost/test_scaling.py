@@ -8,6 +8,10 @@ sizes, the bytes of a row of the same size, and the pages of b-trees one level
 deeper (fork: 82 pages against 59-65).  A cost that reads the prefix, scans an
 index or walks the log is ~100x at the large size; the planted regression
 (reading the whole log inside the measured operation) shows it.
+
+A fork and its child's first append are also counted on their own, against
+today's values: the frames each reads (the turn at the cut, once) and the
+statements each compiles (the cut looked up in the fork's transaction).
 """
 
 from __future__ import annotations
@@ -109,3 +113,81 @@ def test_cost_does_not_grow_with_the_log(logs, case, planted):
     if planted:
         at_small, at_large = cost(logs, small, True), cost(logs, large, True)
         fails(lambda: same_shape(at_small, at_large))
+
+
+# -- what one fork and its child's first append run, on a store just reopened ------------
+
+# Per fork at a turn end of the 200k log, and per first append of the child (a
+# turn with one tool call), counted from a store just reopened: nothing of the
+# parent cached, no statement compiled.  The fork reads the turn it cuts after
+# once, in its own write transaction (the index finds the cut; one read of the
+# turn's frames confirms every marker it rests on), and keeps the child's
+# state: the first append reads no frame and looks no marker up (only the
+# call index, for the id it requests).
+FORK = {"statements": 13,   # head x2, chunk row x2 (the turn, the seed chain), turn
+                            # markers x2, pause markers x2, BEGIN, data_version,
+                            # INSERT sessions, INSERT session_heads, COMMIT
+        "rows": 9, "prepares": 10, "authorizer": 93, "vm_steps": 521, "pages": 60,
+        "bytes": 26_000}   # (two fetches of the row holding the cut: 12.4 KB)
+FIRST_APPEND = {"statements": 8,   # BEGIN, data_version, call_index look-up, INSERT
+                                   # chunks, event_index x2, call_index, COMMIT
+                "rows": 1, "prepares": 4, "authorizer": 59, "vm_steps": 512, "pages": 45,
+                "bytes": 100}
+FORK_PLANTS = [None, "frame", "outside", "state"]
+
+
+def fork_and_append(logs: Any, plant: str | None) -> tuple[Cost, Cost]:
+    """The costs of one fork at the middle of the 200k log and of its child's
+    first append, each in its own window (deterministic: one measurement).
+    Plants: ``frame`` -- the frame at the cut read once more after the fork
+    (a confirmation by a frame read of its own, as each index hit had);
+    ``outside`` -- the cut looked up on the reader connection before the
+    write transaction (its statements compiled on both connections);
+    ``state`` -- the child's state forgotten before its first append (begun
+    again from the index and the frames)."""
+    path, sid, ends = logs[200_000]
+    cut = ends[len(ends) // 2]
+
+    def op(parent: Any, meter: Meter) -> Cost:
+        with meter.window() as fork:
+            if plant == "outside":
+                parent._e.lineage.turn_end_of(parent._ref, cut)
+            child = parent.fork(cut)
+            if plant == "frame":
+                parent.get(cut)
+        if plant == "state":
+            parent._e.writer.forget(child._sid)
+        with meter.window() as append:
+            child.append_batch([("turn/start", {}), *(e for e in _first_call()),
+                                ("turn/end", {})])
+        assert child.header.seed_length == cut + 1
+        return fork, append
+    copy = path.with_name(f"fork-first-{plant}.db")
+    copy.write_bytes(path.read_bytes())
+    with trajlog.open(str(copy), repack=False) as store, metered(store) as meter:
+        return op(store.session(sid), meter)
+
+
+def _first_call() -> list[tuple[str, dict[str, Any]]]:
+    return [("assistant/message", {"content": "", "tool_calls": [{"id": "new", "name": "t"}]}),
+            ("tool/call", {"call_id": "new", "name": "t"}),
+            ("tool/result", {"call_id": "new", "output": "ok"})]
+
+
+def within(cost: Cost, limits: dict[str, int]) -> None:
+    got = cost.counts()
+    over = {k: (got[k], v) for k, v in limits.items() if got[k] > v}
+    assert not over, f"over today's limit (measured, limit): {over}; all: {got}"
+
+
+@pytest.mark.parametrize("plant", FORK_PLANTS, ids=["today", "frame", "outside", "state"])
+def test_a_cold_fork_reads_its_turn_once_and_keeps_the_childs_state(logs, plant):
+    fork, append = fork_and_append(logs, None)
+    within(fork, FORK)
+    within(append, FIRST_APPEND)
+    if plant is not None:
+        planted = fork_and_append(logs, plant)
+        which, limits = (1, FIRST_APPEND) if plant == "state" else (0, FORK)
+        clean = (fork, append)[which].counts()
+        tight = {k: min(v, clean[k]) for k, v in limits.items()}
+        fails(lambda: within(planted[which], tight))

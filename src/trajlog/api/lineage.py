@@ -64,7 +64,7 @@ from ..errors import (
 from ..event_types import CLOSES_TURN, OPENS_TURN
 from ..events import Event, SessionHeader
 from ..redaction import PAUSED
-from ..storage import Backend, Writer
+from ..storage import Backend, Reader, Writer
 from .handles import LogRef, Options
 from .reading import LogReader
 from .writer import WriteEngine
@@ -103,96 +103,111 @@ class Lineage:
         self._options = options
 
     # -- turn boundaries across a lineage (indexed look-ups only) ------------------
+    # The look-ups return the index's copy; each caller then reads the frames
+    # the decision rests on once (:meth:`_check_markers`), which confirms every
+    # hit and every marker in between in one read.
 
-    def _marker_le(self, ref: LogRef, type_: str, seq: int) -> int | None:
-        """The last ``type_`` marker at or before ``seq``, looking into ancestors."""
+    def _marker_le(self, ref: LogRef, type_: str, seq: int, reader: Reader) -> int | None:
+        """The last ``type_`` marker at or before ``seq``, looking into
+        ancestors, as the index has it (the caller confirms it)."""
         seed = ref.seed
         if seq >= seed:
-            found = self._backend.reader().marker_at_or_before(ref.sid, type_, seq)
+            found = reader.marker_at_or_before(ref.sid, type_, seq)
             if found is not None and found >= seed:
-                self._reading.indexed(ref, found, type_)
                 return found
             seq = seed - 1
         if seq < 0 or ref.parent is None:
             return None
-        return self._marker_le(ref.parent, type_, seq)
+        return self._marker_le(ref.parent, type_, seq, reader)
 
-    def _marker_gt(self, ref: LogRef, type_: str, seq: int, last_seq: int) -> int | None:
-        """The first ``type_`` marker after ``seq`` and at most ``last_seq``."""
+    def _marker_gt(self, ref: LogRef, type_: str, seq: int, last_seq: int,
+                   reader: Reader) -> int | None:
+        """The first ``type_`` marker after ``seq`` and at most ``last_seq``,
+        as the index has it (the caller confirms it)."""
         seed = ref.seed
         if seq < seed - 1 and ref.parent is not None:
-            found = self._marker_gt(ref.parent, type_, seq, seed - 1)
+            found = self._marker_gt(ref.parent, type_, seq, seed - 1, reader)
             if found is not None:
                 return found
             seq = seed - 1
-        found = self._backend.reader().marker_after(ref.sid, type_, seq)
+        found = reader.marker_after(ref.sid, type_, seq)
         if found is None or found > last_seq:
             return None
-        self._reading.indexed(ref, found, type_)
         return found
 
-    def turn_end_of(self, ref: LogRef, at_seq: int) -> int:
+    def turn_end_of(self, ref: LogRef, at_seq: int, reader: Reader | None = None) -> int:
         """The seq to cut after: the ``turn/end`` of the turn containing
-        ``at_seq``, or ``at_seq`` itself when it lies outside any turn."""
-        last_seq = self._reading.head(ref).last_seq
+        ``at_seq``, or ``at_seq`` itself when it lies outside any turn.
+        ``reader``: the transaction that creates the child (the cut and the
+        child are then one snapshot)."""
+        reader = reader or self._backend.reader()
+        last_seq = self._reading.head(ref, reader).last_seq
         if not isinstance(at_seq, int) or isinstance(at_seq, bool):
             raise TypeError(f"at_seq must be int, not {type(at_seq).__name__}")
         if not 0 <= at_seq <= last_seq:
             raise InvalidArgumentError(f"session {ref.id} has no event {at_seq} "
                                        f"(last seq {last_seq})")
-        start = self._marker_le(ref, "turn/start", at_seq)
-        end = self._marker_le(ref, "turn/end", at_seq)
+        start = self._marker_le(ref, "turn/start", at_seq, reader)
+        end = self._marker_le(ref, "turn/end", at_seq, reader)
         if start is None or (end is not None and end > start):
-            # outside any turn (or exactly at a turn/end)
-            self._check_markers(ref, -1 if end is None else end, at_seq, {})
+            # outside any turn (or exactly at a turn/end): the turn/end the cut
+            # rests on, and no marker after it up to the cut
+            self._check_markers(ref, -1 if end is None else end, at_seq,
+                                {} if end is None else {end: "turn/end"}, reader)
             return at_seq
-        closing = self._marker_gt(ref, "turn/end", at_seq, last_seq)
+        closing = self._marker_gt(ref, "turn/end", at_seq, last_seq, reader)
         if closing is None:
-            self._check_markers(ref, start, last_seq, {start: "turn/start"})
+            self._check_markers(ref, start, last_seq, {start: "turn/start"}, reader)
             raise ForkUnavailableError(
                 f"the turn of session {ref.id} that contains seq {at_seq} (started at seq "
                 f"{start}) is still open: fork after it ends, or at an earlier completed turn")
-        self._check_markers(ref, start, closing, {start: "turn/start", closing: "turn/end"})
+        self._check_markers(ref, start, closing, {start: "turn/start", closing: "turn/end"},
+                            reader)
         return closing
 
     def _check_markers(self, ref: LogRef, after: int, upto: int,
-                       expected: dict[int, str]) -> None:
+                       expected: dict[int, str], reader: Reader) -> None:
         """The turn markers the frames ``after .. upto`` really hold (``after``
         itself excluded unless expected) must be exactly ``expected``: a cut
         is decided by the index, then confirmed by the log -- a marker
-        relabelled away or dropped from the index is corruption, not a cut in
-        the middle of a turn.  Reads one turn (or the events since the last
-        marker); only the markers are decoded."""
+        relabelled away, dropped from the index or forged into it is
+        corruption, not a cut in the middle of a turn.  Reads one turn (or
+        the events since the last marker); only the markers are decoded."""
         first = min([after + 1, *expected])
         found = {ev.seq: ev.type for ev in self._reading.events(
-            ref, max(first, 0), upto, want=_TURN_MARKERS.__contains__)}
+            ref, max(first, 0), upto, want=_TURN_MARKERS.__contains__, reader=reader)}
         if found != expected:
             seq = min(set(found.items()) ^ set(expected.items()))[0]
             raise index_mismatch(ref.id, seq, f"the log holds {found.get(seq)!r} there, the "
                                  f"index {expected.get(seq)!r}")
 
-    def last_completed_turn(self, ref: LogRef) -> int:
+    def last_completed_turn(self, ref: LogRef, reader: Reader | None = None) -> int:
         """Seq of the last ``turn/end`` of the session (ancestors included), or -1."""
-        last_seq = self._reading.head(ref).last_seq
-        found = self._marker_le(ref, "turn/end", last_seq)
+        reader = reader or self._backend.reader()
+        last_seq = self._reading.head(ref, reader).last_seq
+        found = self._marker_le(ref, "turn/end", last_seq, reader)
         end = -1 if found is None else found
         # no later turn/end the index lost (a turn/start after it is fine: the open turn)
-        start = self._marker_gt(ref, "turn/start", end, last_seq)
+        start = self._marker_gt(ref, "turn/start", end, last_seq, reader)
         self._check_markers(ref, end, last_seq,
                             {**({end: "turn/end"} if found is not None else {}),
-                             **({start: "turn/start"} if start is not None else {})})
+                             **({start: "turn/start"} if start is not None else {})}, reader)
         return end
 
     # -- creating children ------------------------------------------------------------
 
-    def _sandbox_snapshot(self, parent: LogRef, upto: int,
-                          sandbox: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    def _sandbox_snapshot(self, parent: LogRef, upto: int, sandbox: Mapping[str, Any] | None,
+                          reader: Reader) -> dict[str, Any] | None:
         if sandbox is not None:
             return {**dict(sandbox), "snapshot_of": {"session": parent.id, "explicit": True}}
-        seq = self._marker_le(parent, "sandbox/mode", upto) if upto >= 0 else None
+        seq = self._marker_le(parent, "sandbox/mode", upto, reader) if upto >= 0 else None
         if seq is None:
             return None
-        settings = next(iter(self._reading.events(parent, seq, seq))).data
+        ev = next(iter(self._reading.events(parent, seq, seq, reader=reader)), None)
+        if ev is None or ev.type != "sandbox/mode":   # (the index hit, checked by its frame)
+            raise index_mismatch(parent.id, seq, "indexed as 'sandbox/mode', the frame is "
+                                 f"{None if ev is None else ev.type!r}")
+        settings = ev.data
         if not isinstance(settings, Mapping):
             # any JSON value is valid data for an unshaped type: kept whole under "value"
             settings = {"value": settings}
@@ -203,13 +218,19 @@ class Lineage:
              session_id: str | None = None) -> LogRef:
         meta = _inherited_metadata(parent, {**_caller_metadata(metadata, _FORK_KEYS),
                                             "forked_at": at_seq})
-        cut = self.turn_end_of(parent, at_seq)
-        with self._writer.transaction() as tx:   # (the pause read where the child is made)
-            return self._writer.create(
+        # The cut, the pause and the child in one transaction: one snapshot, and
+        # the statements the child's first append runs are compiled once, on
+        # the write connection.
+        with self._writer.transaction() as tx:
+            cut = self.turn_end_of(parent, at_seq, tx)
+            paused = self._pause_copy(tx, parent, cut)
+            child = self._writer.create(
                 cwd=parent.header.cwd, agent_preset=parent.header.agent_preset, metadata=meta,
                 session_id=session_id, parent=parent, seed_length=cut + 1, origin=None,
-                delegation_depth=parent.header.delegation_depth,
-                initial=self._pause_copy(tx, parent, cut), tx=tx)
+                delegation_depth=parent.header.delegation_depth, initial=paused, tx=tx)
+            if not paused:   # (no turn open at the cut: just confirmed)
+                self._writer.begin_at_cut(child)
+            return child
 
     def _paused_at(self, tx: Writer, ref: LogRef, upto: int) -> tuple[LogRef, Event] | None:
         """The ``redaction/paused`` in force in ``ref``'s log at seq ``upto``
@@ -257,31 +278,33 @@ class Lineage:
             extra["parent_call_id"] = call_id
         if seeded:
             extra["approval_policy"] = "never"
-        last = self._reading.head(parent).last_seq
-        seed = self.last_completed_turn(parent) + 1 if seeded else 0
-        if not seeded:   # where it joins its parent's history (the retention policy it is under)
-            extra["spawned_at"] = last
-        initial: list[tuple[str, dict[str, Any]]] = []
-        if seeded:
-            initial.append(("approval/policy", {"policy": "never", "fixed": True}))
-        snapshot = self._sandbox_snapshot(parent, last, sandbox)
-        if snapshot is not None:
-            initial.append(("sandbox/mode", snapshot))
-        initial.append(("user/message", {"content": task}))
-        # The header points at the task; a copy of its text there would escape
-        # redaction (headers are not scanned) and erasure (headers are immutable).
-        extra["task_seq"] = seed + len(initial) - 1
         child_id = str(uuid.uuid4())
-        answer: list[tuple[str, Any, Mapping[str, Any]]] = []
-        if background and call_id is not None:
-            # The job result answers the parent's call in the child's creating
-            # transaction: if the parent refuses it, no child is left behind.
-            answer.append(("tool/result", {
-                "call_id": call_id, "job_id": child_id, "child_session": child_id,
-                "status": "running", "output": f"subagent {child_id} started in the background",
-                "is_error": False}, {"source": f"session:{child_id}",
-                                     "idempotency_key": _key(child_id, "job")}))
+        # the parent read where the child is made: one snapshot, one transaction
         with self._writer.transaction() as tx:
+            last = self._reading.head(parent, tx).last_seq
+            seed = self.last_completed_turn(parent, tx) + 1 if seeded else 0
+            if not seeded:  # where it joins its parent's history (the retention policy it is under)
+                extra["spawned_at"] = last
+            initial: list[tuple[str, dict[str, Any]]] = []
+            if seeded:
+                initial.append(("approval/policy", {"policy": "never", "fixed": True}))
+            snapshot = self._sandbox_snapshot(parent, last, sandbox, tx)
+            if snapshot is not None:
+                initial.append(("sandbox/mode", snapshot))
+            initial.append(("user/message", {"content": task}))
+            # The header points at the task; a copy of its text there would escape
+            # redaction (headers are not scanned) and erasure (headers are immutable).
+            extra["task_seq"] = seed + len(initial) - 1
+            answer: list[tuple[str, Any, Mapping[str, Any]]] = []
+            if background and call_id is not None:
+                # The job result answers the parent's call in the child's creating
+                # transaction: if the parent refuses it, no child is left behind.
+                answer.append(("tool/result", {
+                    "call_id": call_id, "job_id": child_id, "child_session": child_id,
+                    "status": "running",
+                    "output": f"subagent {child_id} started in the background",
+                    "is_error": False}, {"source": f"session:{child_id}",
+                                         "idempotency_key": _key(child_id, "job")}))
             # a subagent of a paused session starts paused (after its task)
             return self._writer.create(
                 cwd=parent.header.cwd, agent_preset=agent_preset or parent.header.agent_preset,

@@ -4,7 +4,8 @@ The write engine keeps a :class:`LogState` per session in step with its log.
 A state begins where the log stands when it is first needed -- after the
 store is reopened, or at a fork's cut -- and :class:`StateIndex` makes it
 without reading the log before that point, so that the first write costs
-the same whatever the log's length:
+the same whatever the log's length (a fork, which has just confirmed its
+cut, hands its child the state there: :meth:`StateIndex.at_cut`):
 
 * the open turn from the turn markers' index, and its step from the events
   of that one turn (a step lives inside a turn: the write path refuses one
@@ -79,17 +80,25 @@ class StateIndex:
         """The state of ``ref``'s log (its inherited prefix included) at seq
         ``upto``, from the indexes: O(log n) look-ups and the events of the
         turn open there, whatever the log's length."""
-        level: LogRef | None = ref
-        while level is not None:   # (the logs whose events it takes on)
-            if level.header.damage is not None:
-                raise header_mismatch(level.id, level.header.damage)
-            level = level.parent if level.seed else None
+        _check_headers(ref)
         if upto < 0:
             return LogState(upto, chain, lease)   # an empty log: nothing before
         turn, step = self._turn_at(tx, ref, upto)
         tracker = Tracker(turn, step, prior=self._prior(ref, upto))
         paused = self._pause_at(tx, ref, upto) is not None
         return LogState(upto, chain, lease, tracker, paused=paused, base=upto)
+
+    def at_cut(self, child: LogRef) -> LogState:
+        """The state of a child just made with no events of its own, whose
+        cut its maker has confirmed against the frames in the creating
+        transaction: no turn and no step open there (a fork cuts at a turn
+        end, or outside any turn), no redaction pause (a child made paused
+        starts with its own copy: its state is begun as any log's).  The
+        calls of the prefix are looked up as at any state's beginning."""
+        _check_headers(child)
+        cut = child.seed - 1
+        tracker = Tracker(None, None, prior=self._prior(child, cut)) if cut >= 0 else Tracker()
+        return LogState(cut, child.seed_chain, Lease(), tracker, base=cut)
 
     def _levels(self, ref: LogRef, upto: int) -> list[tuple[LogRef, int]]:
         """``(log, its last seq that counts)`` for ``ref``'s log up to ``upto``
@@ -112,33 +121,42 @@ class StateIndex:
 
     def _marker_le(self, tx: Writer, ref: LogRef, type_: str, upto: int) -> int | None:
         """The last ``type_`` marker at or before ``upto`` in ``ref``'s log or
-        the prefix it inherits (checked against its frame)."""
+        the prefix it inherits, as the index has it (the caller checks the
+        frame its answer rests on)."""
         for level, hi in self._levels(ref, upto):
             found = tx.marker_at_or_before(level.sid, type_, hi)
             if found is not None and found >= level.seed:
-                self._indexed(tx, ref, found, type_)
                 return found
         return None
 
     def _turn_at(self, tx: Writer, ref: LogRef, upto: int) -> tuple[int | None, int | None]:
         """The turn and the step open at ``upto`` (their start seqs).  A step
         lives inside a turn (the write path refuses one outside), so only an
-        open turn's own events are read, for its step."""
+        open turn's own events are read, for its step.  Only the frames the
+        answer rests on are read: the turn/end that closed the last turn, or
+        the open turn from its turn/start on."""
         start = self._marker_le(tx, ref, "turn/start", upto)
         if start is None:
             return None, None
         end = self._marker_le(tx, ref, "turn/end", upto)
         if end is not None and end > start:
+            self._indexed(tx, ref, end, "turn/end")
             return None, None
-        step = None
+        step, opened = None, False
         for ev in self._reading.events(ref, start, upto, want=_STEP_MARKERS.__contains__,
                                        reader=tx):
             t = ev.type
-            if t in _TURN_MARKERS and ev.seq != start:
+            if ev.seq == start:
+                if t != "turn/start":
+                    break   # (named below)
+                opened = True
+            elif t in _TURN_MARKERS:
                 # a turn marker the index lost: the frames, not the copy, decide
                 raise index_mismatch(ref.id, ev.seq, f"the log holds {t!r} there, the "
                                      "index no turn marker")
             step = ev.seq if t == "step/start" else None if t != "turn/start" else step
+        if not opened:   # (raises, naming the frame's type)
+            self._indexed(tx, ref, start, "turn/start")
         return start, step
 
     def _pause_at(self, tx: Writer, ref: LogRef, upto: int) -> int | None:
@@ -262,6 +280,16 @@ class StateIndex:
                     if earlier is not None:
                         found.append(earlier)
         return found + state.compactions
+
+
+def _check_headers(ref: LogRef) -> None:
+    """A damaged header of the log or of any log whose events it takes on is
+    corruption, before any state is begun from them."""
+    level: LogRef | None = ref
+    while level is not None:
+        if level.header.damage is not None:
+            raise header_mismatch(level.id, level.header.damage)
+        level = level.parent if level.seed else None
 
 
 __all__ = ["LogState", "StateIndex"]

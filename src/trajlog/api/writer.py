@@ -217,6 +217,12 @@ class WriteEngine:
         the log that holds that seq, and the pause's seq -- or None."""
         return self._index.pause_in_force(tx, parent, upto)
 
+    def begin_at_cut(self, child: LogRef) -> None:
+        """Keep the state of ``child``, just made (in the open transaction)
+        with no events of its own at a cut its maker confirmed: its first
+        append does not look the cut up again (see ``StateIndex.at_cut``)."""
+        self._keep(child.sid, self._index.at_cut(child))
+
     def seed(self, ref: LogRef, tracker: Tracker, compactions: list[tuple[int, int]],
              last_seq: int) -> None:
         """Take the state recovery just computed for a log ending at
