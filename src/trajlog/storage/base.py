@@ -125,6 +125,10 @@ class MemoryReader(Protocol):
         """Every version of one item, oldest first."""
         ...
 
+    def memory_latest_of(self, item_id: str) -> MemoryRow | None:
+        """The latest version of one item (None: no such item)."""
+        ...
+
     def memory_version(self, mid: int) -> MemoryRow | None: ...
 
     def memory_current(self, tenant: str, scopes: Sequence[Scope],
@@ -151,6 +155,13 @@ class MemoryReader(Protocol):
     def memory_search(self, match: str, tenant: str, scopes: Sequence[Scope],
                       types: Sequence[str] | None, limit: int) -> list[MemoryRow]:
         """Full-text search of active versions; scope filters before the rank."""
+        ...
+
+    def memory_recent(self, match: str, tenant: str, scopes: Sequence[Scope],
+                      types: Sequence[str] | None, before: tuple[int, int],
+                      limit: int) -> list[MemoryRow]:
+        """Full-text matches (active latest versions), the latest written
+        first, from just before ``before`` = (created_ms, mid)."""
         ...
 
     def memory_indexed(self, mids: Sequence[int]) -> list[int]:

@@ -86,6 +86,13 @@ def versions(conn: apsw.Connection, item_id: str) -> list[MemoryRow]:
         (item_id,))]
 
 
+def latest_of(conn: apsw.Connection, item_id: str) -> MemoryRow | None:
+    """The latest version of one item (None: no such item)."""
+    rows = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE item_id = ? "
+                        "ORDER BY version DESC LIMIT 1", (item_id,)).fetchall()
+    return _memory(rows[0]) if rows else None
+
+
 def version_at(conn: apsw.Connection, mid: int) -> MemoryRow | None:
     rows = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE mid = ?",
                         (mid,)).fetchall()
@@ -172,11 +179,32 @@ def search(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scop
     scope and type filters are in the same WHERE, applied before the rank."""
     where, args = scope_sql(tenant, scopes, "f")
     t_sql, t_args = _in("f.type", types)
+    # only an item's active latest version: a stale index row (the index is
+    # derived) is left out before the LIMIT
     return [_memory(r) for r in conn.execute(
         f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} "
         f"FROM memory_fts f JOIN memories m ON m.mid = f.rowid "
-        f"WHERE memory_fts MATCH ? AND {where}{t_sql} ORDER BY f.rank LIMIT ?",
+        f"WHERE memory_fts MATCH ? AND {where}{t_sql} AND m.state = 'active' AND {_LATEST} "
+        f"ORDER BY f.rank LIMIT ?",
         (match, *args, *t_args, limit))]
+
+
+def recent(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scope],
+           types: Sequence[str] | None, before: tuple[int, int],
+           limit: int) -> list[MemoryRow]:
+    """Active latest versions matching ``match``, the latest written first
+    (``created_ms``, then ``mid``, descending), from just before ``before``
+    = (created_ms, mid): one page of a walk that stops when it has enough.
+    The FTS5 match without ``ORDER BY rank`` compiles nothing of its own."""
+    where, args = scope_sql(tenant, scopes, "f")
+    t_sql, t_args = _in("f.type", types)
+    return [_memory(r) for r in conn.execute(
+        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} "
+        f"FROM memory_fts f JOIN memories m ON m.mid = f.rowid "
+        f"WHERE memory_fts MATCH ? AND {where}{t_sql} AND m.state = 'active' AND {_LATEST} "
+        f"AND (m.created_ms < ? OR (m.created_ms = ? AND m.mid < ?)) "
+        f"ORDER BY m.created_ms DESC, m.mid DESC LIMIT ?",
+        (match, *args, *t_args, before[0], before[0], before[1], limit))]
 
 
 def fts_indexed(conn: apsw.Connection, mids: Sequence[int]) -> list[int]:

@@ -25,6 +25,10 @@ class MemoryReads:
         with translate():
             return mr.versions(self.conn, item_id)
 
+    def memory_latest_of(self, item_id: str) -> MemoryRow | None:
+        with translate():
+            return mr.latest_of(self.conn, item_id)
+
     def memory_version(self, mid: int) -> MemoryRow | None:
         with translate():
             return mr.version_at(self.conn, mid)
@@ -64,6 +68,12 @@ class MemoryReads:
                       types: Sequence[str] | None, limit: int) -> list[MemoryRow]:
         with translate():
             return mr.search(self.conn, match, tenant, scopes, types, limit)
+
+    def memory_recent(self, match: str, tenant: str, scopes: Sequence[Scope],
+                      types: Sequence[str] | None, before: tuple[int, int],
+                      limit: int) -> list[MemoryRow]:
+        with translate():
+            return mr.recent(self.conn, match, tenant, scopes, types, before, limit)
 
     def memory_indexed(self, mids: Sequence[int]) -> list[int]:
         with translate():
