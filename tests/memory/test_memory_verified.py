@@ -1,8 +1,8 @@
 """Each memory version is verified once and kept by its whole row (every
 column, every byte of its frame): a steady-state read is one statement and
 a payload decode; a row that differs in any byte -- tampered with after it
-was read -- is verified in full and refused.  A revocation empties the
-store's verified rows.  A LangGraph search walks the items newest first and
+was read -- is verified in full and refused.  A revocation drops the
+item's verified rows.  A LangGraph search walks the items newest first and
 stops when no unread item can rank (LIMIT in SQL, not every candidate
 opened).  Deterministic counts, no timing."""
 
@@ -106,7 +106,7 @@ def test_memory_verified_a_row_tampered_after_it_was_read_is_refused(store, tamp
     assert not store.verify_memory().ok
 
 
-def test_memory_verified_a_revocation_empties_them(store):
+def test_memory_verified_a_revocation_drops_the_items_rows(store):
     mem = store.memory(IDENT)
     item = mem.remember("user", "fact", {"text": "SECRETVERIFIED"})
     other = mem.remember("user", "fact", {"text": "other"})
@@ -115,7 +115,7 @@ def test_memory_verified_a_revocation_empties_them(store):
     rows = verified_rows(store._e.backend)
     assert len(rows) == 2
     mem.revoke(item.id, reason="forget")
-    assert len(rows) == 0
+    assert len(rows) == 1 and all(r.item_id == other.id for r in rows._ends)
     assert mem.get(item.id).content is None and mem.get(other.id).content == {"text": "other"}
     assert all(b"SECRETVERIFIED" not in r.frame for r in rows._ends)
 
@@ -128,6 +128,8 @@ def test_memory_verified_rows_are_bounded():
     for r in made:
         rows.add(r, 40)
     assert len(rows) == 3 and list(rows._ends) == made[2:]
+    rows.discard("x")
+    assert len(rows) == 0
 
 
 def _filled(path: str, n: int) -> TrajlogStore:

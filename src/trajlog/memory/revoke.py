@@ -16,12 +16,12 @@ from .versions import read_item, verified_rows, write_tombstone, write_version
 def revoke_item(backend: Backend, item_id: str, *, reason: str, actor: str | None,
                 now_ms: int, check: Callable[[MemoryItem], None]) -> PurgeReport:
     """Revoke ``item_id`` in one transaction, then checkpoint the WAL.  The
-    store's verified rows go too (they may hold the item's content)."""
+    item's verified rows go too (they hold its content)."""
     try:
         return _revoke(backend, item_id, reason=reason, actor=actor, now_ms=now_ms,
                        check=check)
     finally:
-        verified_rows(backend).clear()
+        verified_rows(backend).discard(item_id)
 
 
 def _revoke(backend: Backend, item_id: str, *, reason: str, actor: str | None,

@@ -151,12 +151,14 @@ class VerifiedRows:
     tombstone read again (a version is immutable but for the blanking of a
     revoked item's payload, which changes its frame).  A row that differs in
     any byte -- a version tampered with, a column edited -- is not found, and
-    is verified in full.  Bounded: the oldest entries go first.  Emptied by
-    every revocation of this store (no erased content stays here)."""
+    is verified in full.  Bounded: the oldest entries go first.  A
+    revocation in this store drops the item's rows (no erased content stays
+    here)."""
 
     def __init__(self, size: int = 8192) -> None:
         self.size = size
         self._ends: dict[MemoryRow, int] = {}
+        self._items: dict[str, list[MemoryRow]] = {}
         self._lock = threading.Lock()
 
     def __len__(self) -> int:
@@ -170,13 +172,28 @@ class VerifiedRows:
     def add(self, row: MemoryRow, end: int) -> None:
         with self._lock:
             ends = self._ends
-            if row not in ends and len(ends) >= self.size:
-                del ends[next(iter(ends))]
+            if row in ends:
+                return
+            if len(ends) >= self.size:
+                old = next(iter(ends))
+                del ends[old]
+                rows = self._items[old.item_id]
+                rows.remove(old)
+                if not rows:
+                    del self._items[old.item_id]
             ends[row] = end
+            self._items.setdefault(row.item_id, []).append(row)
+
+    def discard(self, item_id: str) -> None:
+        """Forget every row of one item."""
+        with self._lock:
+            for row in self._items.pop(item_id, ()):
+                del self._ends[row]
 
     def clear(self) -> None:
         with self._lock:
             self._ends.clear()
+            self._items.clear()
 
 
 _VERIFIED: weakref.WeakKeyDictionary[Any, VerifiedRows] = weakref.WeakKeyDictionary()

@@ -355,10 +355,19 @@ class MemoryView:
         if self.identity.privacy == "none":
             return [None] * len(prepared)
         out: builtins.list[MemoryItem | None] = []
+        keys = [(bytes.fromhex(i.digest), i.tenant, i.scope, i.scope_key, i.type, i.key)
+                for i, _ in prepared]
         with self._backend.transaction() as w:
             writer = VersionWriter(w)
-            for item, source_sid in prepared:
-                out.append(self._write_new(w, writer, item, source_sid))
+            # merges found at once; an item the batch repeats merges into its first
+            merged: dict[Any, MemoryItem] = {
+                k: current_item(w, row, self._verified)
+                for k, row in w.memory_merge_matches(keys).items()}
+            for (item, source_sid), k in zip(prepared, keys, strict=True):
+                got = merged.get(k)
+                if got is None:
+                    got = merged[k] = self._write_new(w, writer, item, source_sid)
+                out.append(got)
             writer.flush()
         return out
 
@@ -395,12 +404,8 @@ class MemoryView:
 
     def _write_new(self, w: Writer, writer: VersionWriter, item: MemoryItem,
                    source_sid: int | None) -> MemoryItem:
-        """Merge (return the first item of the same digest, scope, type and key) or
-        write version 1 -- quarantined when it contradicts an active item."""
-        same = w.memory_merge_match(bytes.fromhex(item.digest), item.tenant, item.scope,
-                                    item.scope_key, item.type, item.key)
-        if same is not None:
-            return current_item(w, same, self._verified)
+        """Write version 1 of an item no stored item merges (same digest,
+        scope, type and key) -- quarantined when it contradicts an active item."""
         if item.key is not None:
             rivals = [r for r in w.memory_current(item.tenant, [(item.scope, item.scope_key)],
                                                   [item.type], ["active"], item.key, 100)

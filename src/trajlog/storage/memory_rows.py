@@ -139,6 +139,38 @@ def merge_match(conn: apsw.Connection, digest: bytes, tenant: str, scope: str, s
     return None
 
 
+# merge_matches binds this many digests per statement (padded with repeats):
+# a few statement texts, each prepared once
+_MERGE_BUCKETS = (1, 8, 64, 500)
+MergeKey = tuple[bytes, str, str, str, str, "str | None"]
+
+
+def merge_matches(conn: apsw.Connection,
+                  wanted: Sequence[MergeKey]) -> dict[MergeKey, MemoryRow]:
+    """:func:`merge_match` of many (digest, tenant, scope, scope_key, type,
+    key) at once: one look-up of the digests per up to 500, then the latest
+    version of each candidate whose whole key is wanted."""
+    want = set(wanted)
+    digests = sorted({w[0] for w in want})
+    found: list[Any] = []
+    while digests:
+        size = next((b for b in _MERGE_BUCKETS if b >= len(digests)), _MERGE_BUCKETS[-1])
+        part, digests = digests[:size], digests[size:]
+        part += [part[-1]] * (size - len(part))
+        found += conn.execute(
+            "SELECT mid, item_id, digest, tenant, scope, scope_key, type, key FROM memories "
+            f"WHERE digest IN ({', '.join('?' * size)})", part).fetchall()
+    out: dict[MergeKey, MemoryRow] = {}
+    for _mid, item_id, digest, tenant, scope, scope_key, type_, key in sorted(found):
+        k = (bytes(digest), tenant, scope, scope_key, type_, key)
+        if k not in want or k in out:
+            continue
+        latest = latest_of(conn, item_id)
+        if latest is not None and latest.state != "revoked" and latest.digest == k[0]:
+            out[k] = latest
+    return out
+
+
 def expired(conn: apsw.Connection, now_ms: int, limit: int) -> list[MemoryRow]:
     """Latest versions past their expiry that are not revoked."""
     return [_memory(r) for r in conn.execute(
@@ -330,4 +362,4 @@ def checkpoint(conn: apsw.Connection) -> bool:
     return not busy
 
 
-__all__ = ["MEMORY_COLUMNS", "TOMBSTONE_COLUMNS", "scope_sql"]
+__all__ = ["MEMORY_COLUMNS", "TOMBSTONE_COLUMNS", "MergeKey", "scope_sql"]

@@ -44,6 +44,11 @@ class MemoryReads:
         with translate():
             return mr.merge_match(self.conn, digest, tenant, scope, scope_key, type_, key)
 
+    def memory_merge_matches(self, wanted: Sequence[mr.MergeKey]) -> dict[mr.MergeKey,
+                                                                          MemoryRow]:
+        with translate():
+            return mr.merge_matches(self.conn, wanted)
+
     def memory_expired(self, now_ms: int, limit: int) -> list[MemoryRow]:
         with translate():
             return mr.expired(self.conn, now_ms, limit)
