@@ -70,6 +70,19 @@ def test_memory_verified_a_steady_get_is_one_statement(store):
     assert mem.get(item.id).content == {"text": "v5"} and mem.history(item.id)[0].version == 1
 
 
+def test_memory_verified_a_version_written_here_is_not_verified_again(store):
+    """A version this store wrote (framed here, chained to a verified one)
+    is kept as verified once its transaction commits: the first read of it
+    is one statement too."""
+    mem = store.memory(IDENT)
+    item = _versions(mem, 3)
+    sql = _statements(store, lambda: mem.get(item.id))
+    assert len(sql) == 1, sql
+    assert mem.get(item.id).content == {"text": "v3"}
+    [many] = mem.remember_many([{"scope": "user", "type": "fact", "content": {"text": "m"}}])
+    assert len(_statements(store, lambda: mem.get(many.id))) == 1
+
+
 def test_memory_verified_rows_are_fresh_copies(store):
     mem = store.memory(IDENT)
     item = mem.remember("user", "fact", {"text": "mine"})

@@ -51,8 +51,17 @@ def encode_record(record: dict[str, Any], key: int, seq: int, prev_chain: int,
                   kind: FrameType) -> tuple[bytes, int]:
     """One MEMORY or TOMBSTONE frame of ``record`` at ``seq`` continuing
     ``prev_chain``; returns the frame and its chain."""
-    frame, cursor = encode([_ENC.encode(record)], key, Cursor(0, seq, prev_chain), types=kind)
-    return frame, cursor.chain
+    frame, chain, _ = encode_record_end(record, key, seq, prev_chain, kind)
+    return frame, chain
+
+
+def encode_record_end(record: dict[str, Any], key: int, seq: int, prev_chain: int,
+                      kind: FrameType) -> tuple[bytes, int, int]:
+    """:func:`encode_record`, and where the frame's payload ends (as
+    :attr:`Opened.end` gives it: :func:`record_at` decodes it)."""
+    payload = _ENC.encode(record)
+    frame, cursor = encode([payload], key, Cursor(0, seq, prev_chain), types=kind)
+    return frame, cursor.chain, HEADER_SIZE + len(payload)
 
 
 def payload_bytes(record: dict[str, Any]) -> bytes:
@@ -107,5 +116,6 @@ def chain_of_record(frame: bytes) -> int:
     return decode_header(frame).chain
 
 
-__all__ = ["TOMBSTONE_KEY", "Opened", "blank", "chain_of_record", "encode_record", "item_key",
+__all__ = ["TOMBSTONE_KEY", "Opened", "blank", "chain_of_record", "encode_record",
+           "encode_record_end", "item_key",
            "open_record", "payload_bytes", "record_at"]

@@ -20,6 +20,7 @@ from ..codec.memory_frames import (
     TOMBSTONE_KEY,
     chain_of_record,
     encode_record,
+    encode_record_end,
     item_key,
     open_record,
     record_at,
@@ -63,6 +64,7 @@ class VersionWriter:
         self._indexed = w.memory_index_exists()
         self._unindex: list[int] = []
         self._index: list[tuple[MemoryRow, str]] = []
+        self.written: list[tuple[MemoryRow, int]] = []   # (row, where its payload ends)
 
     def write(self, item: MemoryItem, source_sid: int | None, text: str | None,
               prev: Sequence[MemoryRow] | None = None,
@@ -84,8 +86,8 @@ class VersionWriter:
                                      f"version {item.version} cannot follow")
         key = item_key(item.id)
         chain = chain_of_record(prev[-1].frame) if prev else key
-        frame, _ = encode_record(record_of(item, source_sid), key, item.version - 1, chain,
-                                 FrameType.MEMORY)
+        frame, _, end = encode_record_end(record_of(item, source_sid), key, item.version - 1,
+                                          chain, FrameType.MEMORY)
         row = MemoryRow(self._next_mid, item.id, item.version, item.tenant, item.scope,
                         item.scope_key, item.type, item.state, item.key,
                         bytes.fromhex(item.digest), source_sid,
@@ -93,6 +95,7 @@ class VersionWriter:
                         None if item.retention is None else item.retention.get("until_event"),
                         item.sensitivity, item.created_ms, frame)
         w.insert_memory(row)
+        self.written.append((row, end))
         self._next_mid += 1
         if self._indexed:
             if prev:
@@ -100,6 +103,14 @@ class VersionWriter:
             if item.state == "active" and text:
                 self._index.append((row, text))
         return row
+
+    def publish(self, verified: VerifiedRows) -> None:
+        """(After the transaction committed.)  The versions written, as
+        verified: each frame was made here, chained to a verified version
+        (a read that meets these exact bytes again has nothing to check)."""
+        for row, end in self.written:
+            verified.add(row, end)
+        self.written = []
 
     def flush(self) -> None:
         if not (self._unindex or self._index):

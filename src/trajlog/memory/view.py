@@ -369,6 +369,7 @@ class MemoryView:
                     got = merged[k] = self._write_new(w, writer, item, source_sid)
                 out.append(got)
             writer.flush()
+        writer.publish(self._verified)
         return out
 
     def _prepare(self, scope: str, type: str, content: Any, *, key: str | None = None,
@@ -465,8 +466,11 @@ class MemoryView:
                                   stored="full" if stored else "metadata", conflicts_with=())
             if cur.version != last.version:   # (read whole: a newer version was there)
                 last = w.memory_versions(item_id)[-1]
-            write_version(w, changed, last.source_sid, _index_text(changed), last)
-            return changed
+            writer = VersionWriter(w)
+            writer.write(changed, last.source_sid, _index_text(changed), last=last)
+            writer.flush()
+        writer.publish(self._verified)
+        return changed
 
     def activate(self, item_id: str, *, reason: str = "verified",
                  actor: str | None = None) -> MemoryItem:
