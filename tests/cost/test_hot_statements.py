@@ -44,10 +44,10 @@ LIMITS: dict[str, dict[str, float]] = {
                    "fullscan_steps": 0, "statements": 60},
     "memory_get_again": {"auth_per_execute": 0, "authorizer": 0, "prepares": 0,
                          "vm_steps": 640, "fullscan_steps": 0, "statements": 20},
-    "find": {"auth_per_execute": 0, "authorizer": 0, "prepares": 0, "vm_steps": 4420,
+    "find": {"auth_per_execute": 0, "authorizer": 0, "prepares": 0, "vm_steps": 2399,
              "fullscan_steps": 0, "statements": 60},
     "find_again": {"auth_per_execute": 0, "authorizer": 0, "prepares": 0,
-                   "vm_steps": 3160, "fullscan_steps": 0, "statements": 20},
+                   "vm_steps": 1140, "fullscan_steps": 0, "statements": 20},
     "search": {"auth_per_execute": 5, "authorizer": 100, "prepares": 0,
                "vm_steps": 22344890, "fullscan_steps": 1120, "statements": 40},
 }

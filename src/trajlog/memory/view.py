@@ -187,7 +187,15 @@ class MemoryView:
         (not revoked), or None: a key-value look-up (LangGraph's
         ``BaseStore.get`` maps onto it, a namespace path being a key prefix)."""
         scope_key = self.identity.scope_key(scope)
-        rows = self._backend.reader().memory_current(
+        reader = self._backend.reader()
+        if scope != "global" and isinstance(key, str):
+            # the newest item under the key, unless revoked (then an older one may hold it)
+            last = reader.memory_latest_keyed(self.identity.tenant, scope, scope_key, key)
+            if last is None:
+                return None
+            if last.state != "revoked":
+                return self._current(last)
+        rows = reader.memory_current(
             self.identity.tenant, [(scope, scope_key)], None,
             ["provisional", "active", "quarantined"], key, 2)
         return self._current(rows[-1]) if rows else None

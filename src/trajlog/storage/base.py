@@ -137,6 +137,11 @@ class MemoryReader(Protocol):
         """The latest version of each item in ``scopes`` (scope filters in the query)."""
         ...
 
+    def memory_latest_keyed(self, tenant: str, scope: str, scope_key: str,
+                            key: str) -> MemoryRow | None:
+        """The last version written under ``key`` in one non-global scope."""
+        ...
+
     def memory_merge_match(self, digest: bytes, tenant: str, scope: str, scope_key: str,
                            type_: str, key: str | None) -> MemoryRow | None: ...
 

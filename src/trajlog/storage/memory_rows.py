@@ -21,6 +21,7 @@ from .base import MemoryRow, Scope, TombstoneRow
 
 MEMORY_COLUMNS = ("mid, item_id, version, tenant, scope, scope_key, type, state, key, digest, "
                   "source_sid, source_seq, expires_ms, until_event, sensitivity, created_ms, frame")
+_M_COLUMNS = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))   # (aliased m)
 TOMBSTONE_COLUMNS = ("tid, target_kind, target_sid, target_seq, target_item, reason, actor, "
                      "created_ms, frame")
 
@@ -114,9 +115,23 @@ def current(conn: apsw.Connection, tenant: str, scopes: Sequence[Scope],
     k_sql, k_args = ((" AND m.key = ? AND m.tenant IN ('', ?)", [key, tenant])
                      if key is not None else ("", []))
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
+        f"SELECT {_M_COLUMNS} FROM memories m "
         f"WHERE {_LATEST} AND {where}{t_sql}{s_sql}{k_sql} ORDER BY m.mid LIMIT ?",
         (*args, *t_args, *s_args, *k_args, limit))]
+
+
+def latest_keyed(conn: apsw.Connection, tenant: str, scope: str, scope_key: str,
+                 key: str) -> MemoryRow | None:
+    """The newest item holding ``key`` in one (non-global) scope, as its
+    latest version: a seek of ``memories_key``, pinned (unpinned, the
+    planner walks the whole scope through ``memories_scope``).  A row that
+    is not its item's latest version is never returned (an item whose
+    latest version left the scope is not in it)."""
+    rows = conn.execute(
+        f"SELECT {_M_COLUMNS} FROM memories m INDEXED BY memories_key "
+        f"WHERE m.tenant = ? AND m.key = ? AND m.scope = ? AND m.scope_key = ? AND {_LATEST} "
+        "ORDER BY m.mid DESC LIMIT 1", (tenant, key, scope, scope_key)).fetchall()
+    return _memory(rows[0]) if rows else None
 
 
 def merge_match(conn: apsw.Connection, digest: bytes, tenant: str, scope: str, scope_key: str,
@@ -174,7 +189,7 @@ def merge_matches(conn: apsw.Connection,
 def expired(conn: apsw.Connection, now_ms: int, limit: int) -> list[MemoryRow]:
     """Latest versions past their expiry that are not revoked."""
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
+        f"SELECT {_M_COLUMNS} FROM memories m "
         f"WHERE m.expires_ms IS NOT NULL AND m.expires_ms <= ? AND {_LATEST} "
         f"AND m.state != 'revoked' ORDER BY m.mid LIMIT ?", (now_ms, limit))]
 
@@ -182,7 +197,7 @@ def expired(conn: apsw.Connection, now_ms: int, limit: int) -> list[MemoryRow]:
 def until_event(conn: apsw.Connection, limit: int) -> list[MemoryRow]:
     """Latest versions kept until an event, not revoked."""
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
+        f"SELECT {_M_COLUMNS} FROM memories m "
         f"WHERE m.until_event IS NOT NULL AND {_LATEST} AND m.state != 'revoked' "
         f"ORDER BY m.mid LIMIT ?", (limit,))]
 
@@ -190,7 +205,7 @@ def until_event(conn: apsw.Connection, limit: int) -> list[MemoryRow]:
 def latest(conn: apsw.Connection, after_mid: int, limit: int) -> list[MemoryRow]:
     """The latest version of every item, in mid order."""
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
+        f"SELECT {_M_COLUMNS} FROM memories m "
         f"WHERE m.mid > ? AND {_LATEST} ORDER BY m.mid LIMIT ?", (after_mid, limit))]
 
 
@@ -214,7 +229,7 @@ def search(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scop
     # only an item's active latest version: a stale index row (the index is
     # derived) is left out before the LIMIT
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} "
+        f"SELECT {_M_COLUMNS} "
         f"FROM memory_fts f JOIN memories m ON m.mid = f.rowid "
         f"WHERE memory_fts MATCH ? AND {where}{t_sql} AND m.state = 'active' AND {_LATEST} "
         f"ORDER BY f.rank LIMIT ?",
@@ -231,7 +246,7 @@ def recent(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scop
     where, args = scope_sql(tenant, scopes, "f")
     t_sql, t_args = _in("f.type", types)
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} "
+        f"SELECT {_M_COLUMNS} "
         f"FROM memory_fts f JOIN memories m ON m.mid = f.rowid "
         f"WHERE memory_fts MATCH ? AND {where}{t_sql} AND m.state = 'active' AND {_LATEST} "
         f"AND (m.created_ms < ? OR (m.created_ms = ? AND m.mid < ?)) "

@@ -39,6 +39,11 @@ class MemoryReads:
         with translate():
             return mr.current(self.conn, tenant, scopes, types, states, key, limit)
 
+    def memory_latest_keyed(self, tenant: str, scope: str, scope_key: str,
+                            key: str) -> MemoryRow | None:
+        with translate():
+            return mr.latest_keyed(self.conn, tenant, scope, scope_key, key)
+
     def memory_merge_match(self, digest: bytes, tenant: str, scope: str, scope_key: str,
                            type_: str, key: str | None) -> MemoryRow | None:
         with translate():
