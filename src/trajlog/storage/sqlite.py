@@ -9,7 +9,8 @@ WAL, ``synchronous=FULL`` (``NORMAL`` only when asked), a busy timeout,
 foreign keys, recursive triggers (so that the implicit delete of ``INSERT OR
 REPLACE`` fires the delete guard), defensive mode, untrusted schema, triggers
 enabled, and an authorizer that refuses schema changes and dangerous pragmas
-outside migrations.
+outside migrations (reader connections refuse every write instead: read-only
+open mode, ``query_only``, no ATTACH -- no Python callback at each compile).
 
 What the triggers stop and what they cannot is written next to the DDL in
 :mod:`.schema` and tested in ``tests/storage/test_storage.py``.  The statements are
