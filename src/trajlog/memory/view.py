@@ -268,9 +268,10 @@ class MemoryView:
             return None
         return item
 
-    def recent(self, query: str, *, types: Any = None, scopes: Any = None,
-               page: int = 32) -> Iterator[MemoryItem]:
-        """Active items matching every word of ``query``, the latest written
+    def _recent(self, query: str, *, types: Any = None, scopes: Any = None,
+                page: int = 32) -> Iterator[MemoryItem]:
+        """(For the LangGraph store's search: a lazy, sync-only iterator, so
+        not on the async face.)  Active items matching every word of ``query``, the latest written
         first (by their latest version's ``created_ms``, then its order of
         writing), read a page at a time as the caller iterates: a caller that
         stops early reads and opens only what it took.  Scoped as

@@ -346,7 +346,7 @@ class TrajlogStore(BaseStore):
         stop = max(op.offset, 0) + max(op.limit, 0)
         best: list[tuple[tuple[int, list[str], str], int, MemoryItem, dict[str, Any]]] = []
         if stop:
-            for i, mi in enumerate(self._mem.recent(" ".join(words), types=[TYPE],
+            for i, mi in enumerate(self._mem._recent(" ".join(words), types=[TYPE],
                                                     scopes=[SCOPE], page=stop + 2)):
                 if len(best) >= stop and (
                         (mi.created_ms + _STAMP_SLACK_MS) * 1000 < best[0][0][0]):
