@@ -9,7 +9,9 @@ values of ~200 bytes (a text, an int, a tag).  Each round, on fresh databases:
 * search: 100 ``store.search(("users", "u<i>"), limit=10)`` and 100 with a filter
   (``{"tag": "t3"}``) over the same namespaces;
 * delete: 100 ``store.delete`` (trajlog: a revocation with its purge -- tombstone, blanked
-  versions, free-page scrub, WAL checkpoint; SqliteStore: a ``DELETE``).
+  versions, free-page scrub, WAL checkpoint; SqliteStore: a ``DELETE``); and, as the floor of
+  a purge, 100 more SqliteStore deletes each followed by ``PRAGMA wal_checkpoint(TRUNCATE)``
+  (the WAL emptied, as a purge must: ``delete_purging``, trajlog's delete against those).
 
 Both stores are durable in the same way: trajlog ``durability="full"``; SqliteStore on a WAL
 connection with ``synchronous=FULL`` (its default journal would be slower).  Ratios
@@ -102,6 +104,12 @@ def one_round(tmp: Path, r: int, n: int, first: str) -> dict[str, tuple[float, f
             b = timed(partial(fn, theirs))
             a = timed(partial(fn, ours))
         out[name] = (a, b)
+
+    def purging(s: SqliteStore) -> None:
+        for i in range(DELETES, 2 * DELETES):
+            s.delete(("users", f"u{i % NAMESPACES}", "memories"), f"m{i}")
+            conn.execute("PRAGMA wal_checkpoint(TRUNCATE)").fetchall()
+    out["delete_purging"] = (out["delete"][0], timed(partial(purging, theirs)))
     ours.close()
     conn.close()
     return out
@@ -121,7 +129,7 @@ def main() -> None:
                    f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}",
         "rounds": rounds, "items": n, "kernel": trajlog.backend}
     counts = {"put": n, "update": n, "get": n, "search": QUERIES, "search_filter": QUERIES,
-              "delete": DELETES}
+              "delete": DELETES, "delete_purging": DELETES}
     for name, count in counts.items():
         result[name] = {
             "ratio_vs_sqlitestore": stat([x[name][0] / x[name][1] for x in runs]),

@@ -5,7 +5,10 @@ cascade -- each against a plain SQLite FTS5 table in the same run.
    transaction: gate, merge check, framed version, index row) against one
    autocommit ``INSERT`` into a plain FTS5 table holding the same text and
    filter columns, same durability (FULL).  ``remember_many`` of 1,000 items
-   per transaction against 1,000 INSERTs in one transaction.
+   per transaction against 1,000 INSERTs in one transaction; and its floor
+   in today's schema: the very statements it ran (merge look-up, version
+   rows with their triggers and indexes, full-text rows), replayed on a fresh
+   store by a plain connection in one transaction -- SQLite's share alone.
 2. search.  Stores of 10k and 1M items (--quick: 10k and 100k) spread over
    100 tenants x 10 users (user scope) plus tenant-scope items; texts of 8
    words from a 5,000-word vocabulary (Zipf-like), so a query word matches
@@ -131,6 +134,35 @@ def search_round(store: trajlog.Store, plain: apsw.Connection, queries: list[tup
     return a, b, hits[0], hits[1]
 
 
+def sql_of(store: trajlog.Store, act: Any) -> list[tuple[str, Any]]:
+    """Every statement ``act`` runs on the store's write connection, with its bindings."""
+    conn = store._e.backend.write_connection
+    seen: list[tuple[str, Any]] = []
+
+    def trace(_cursor: Any, sql: str, bindings: Any) -> bool:
+        seen.append((sql, bindings))
+        return True
+
+    conn.exec_trace = trace
+    try:
+        act()
+    finally:
+        conn.exec_trace = None
+    return seen
+
+
+def replay(path: str, statements: list[tuple[str, Any]]) -> float:
+    """Time of ``statements`` run again, as they were, by a plain connection."""
+    conn = apsw.Connection(path)
+    conn.execute("PRAGMA synchronous=FULL").fetchall()
+    t0 = time.perf_counter()
+    for sql, bindings in statements:
+        conn.execute(sql, bindings).fetchall()
+    elapsed = time.perf_counter() - t0
+    conn.close()
+    return elapsed
+
+
 def remember_round(tmp: Path, n: int, r: int, first: str) -> dict[str, float]:
     store = trajlog.open(str(tmp / f"rem{r}.db"))
     plain = plain_db(str(tmp / f"rplain{r}.db"))
@@ -158,6 +190,15 @@ def remember_round(tmp: Path, n: int, r: int, first: str) -> dict[str, float]:
                 plain.execute("INSERT INTO plain(text, tenant, scope, scope_key, type) "
                               "VALUES (?, 'acme', 'user', 'alice', 'fact')", (x,))
 
+    # the floor: remember_many's statements on a fresh store, replayed on another
+    fresh, twin = str(tmp / f"floor{r}a.db"), str(tmp / f"floor{r}b.db")
+    for p in (fresh, twin):
+        trajlog.open(p).close()
+    with trajlog.open(fresh) as st:
+        ran = sql_of(st, lambda: st.memory(Identity("acme", user="alice")).remember_many(
+            [{"scope": "user", "type": "fact", "content": {"text": x}} for x in batch]))
+    floor = replay(twin, ran)
+
     pairs = [(ours, theirs), (ours_many, theirs_many)]
     out = []
     for a_fn, b_fn in pairs:
@@ -168,7 +209,8 @@ def remember_round(tmp: Path, n: int, r: int, first: str) -> dict[str, float]:
         out.append((a, b))
     store.close()
     plain.close()
-    return {"single_s": out[0][0], "single_plain_s": out[0][1], "many_s": out[1][0],
+    return {"floor_s": floor, "statements": len(ran),
+            "single_s": out[0][0], "single_plain_s": out[0][1], "many_s": out[1][0],
             "many_plain_s": out[1][1]}
 
 
@@ -254,7 +296,9 @@ def main() -> None:
     result["remember_many_1000"] = {
         "ratio_vs_plain": stat([x["many_s"] / x["many_plain_s"] for x in rem]),
         "items_per_s": stat([1000 / x["many_s"] for x in rem]),
-        "plain_per_s": stat([1000 / x["many_plain_s"] for x in rem])}
+        "plain_per_s": stat([1000 / x["many_plain_s"] for x in rem]),
+        "floor_ratio_vs_plain": stat([x["floor_s"] / x["many_plain_s"] for x in rem]),
+        "statements": rem[0]["statements"]}
     er = [erase_round(tmp, r, "ours" if r % 2 else "plain", built[sizes[0]][0])
           for r in range(rounds)]
     result["erase"] = {"erase_ms": stat([x["erase_s"] * 1000 for x in er]),

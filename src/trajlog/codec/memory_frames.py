@@ -37,20 +37,31 @@ def item_key(item_id: str) -> int:
 @dataclass(frozen=True, slots=True)
 class Opened:
     """A verified record frame: its payload (None when blanked), its chain,
-    and the defect that stopped it (None when it verified)."""
+    the defect that stopped it (None when it verified), and where its
+    payload ends (:func:`record_at` decodes it again)."""
 
     record: dict[str, Any] | None
     chain: int
     defect: str | None = None
     status: Status | None = None
+    end: int = 0
 
 
 def encode_record(record: dict[str, Any], key: int, seq: int, prev_chain: int,
                   kind: FrameType) -> tuple[bytes, int]:
     """One MEMORY or TOMBSTONE frame of ``record`` at ``seq`` continuing
     ``prev_chain``; returns the frame and its chain."""
-    frame, cursor = encode([_ENC.encode(record)], key, Cursor(0, seq, prev_chain), types=kind)
-    return frame, cursor.chain
+    frame, chain, _ = encode_record_end(record, key, seq, prev_chain, kind)
+    return frame, chain
+
+
+def encode_record_end(record: dict[str, Any], key: int, seq: int, prev_chain: int,
+                      kind: FrameType) -> tuple[bytes, int, int]:
+    """:func:`encode_record`, and where the frame's payload ends (as
+    :attr:`Opened.end` gives it: :func:`record_at` decodes it)."""
+    payload = _ENC.encode(record)
+    frame, cursor = encode([payload], key, Cursor(0, seq, prev_chain), types=kind)
+    return frame, cursor.chain, HEADER_SIZE + len(payload)
 
 
 def payload_bytes(record: dict[str, Any]) -> bytes:
@@ -85,13 +96,19 @@ def open_record(frame: bytes, key: int, seq: int, prev_chain: int, kind: FrameTy
     header = headers[0]
     if header.type != kind:
         return Opened(None, header.chain, "a record frame of the wrong type", Status.BAD_FIELD)
-    payload = memoryview(frame)[HEADER_SIZE:HEADER_SIZE + header.stored_len]
+    end_ = HEADER_SIZE + header.stored_len
     try:
-        record = _DEC.decode(payload)
+        record = _DEC.decode(memoryview(frame)[HEADER_SIZE:end_])
     except msgspec.DecodeError as exc:
         return Opened(None, header.chain, f"undecodable record payload: {exc}",
                       Status.BAD_FIELD)
-    return Opened(record, header.chain)
+    return Opened(record, header.chain, end=end_)
+
+
+def record_at(frame: bytes, end: int) -> dict[str, Any]:
+    """The payload of a record frame :func:`open_record` verified, decoded
+    again (a fresh dict: callers may change what they get)."""
+    return _DEC.decode(memoryview(frame)[HEADER_SIZE:end])
 
 
 def chain_of_record(frame: bytes) -> int:
@@ -99,5 +116,6 @@ def chain_of_record(frame: bytes) -> int:
     return decode_header(frame).chain
 
 
-__all__ = ["TOMBSTONE_KEY", "Opened", "blank", "chain_of_record", "encode_record", "item_key",
-           "open_record", "payload_bytes"]
+__all__ = ["TOMBSTONE_KEY", "Opened", "blank", "chain_of_record", "encode_record",
+           "encode_record_end", "item_key",
+           "open_record", "payload_bytes", "record_at"]

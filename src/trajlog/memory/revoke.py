@@ -10,12 +10,22 @@ from ..codec.memory_frames import blank
 from ..errors import MemoryNotFoundError, StoreError
 from ..storage.base import Backend
 from .model import MemoryItem, PurgeReport
-from .versions import read_item, write_tombstone, write_version
+from .versions import read_item, verified_rows, write_tombstone, write_version
 
 
 def revoke_item(backend: Backend, item_id: str, *, reason: str, actor: str | None,
                 now_ms: int, check: Callable[[MemoryItem], None]) -> PurgeReport:
-    """Revoke ``item_id`` in one transaction, then checkpoint the WAL."""
+    """Revoke ``item_id`` in one transaction, then checkpoint the WAL.  The
+    item's verified rows go too (they hold its content)."""
+    try:
+        return _revoke(backend, item_id, reason=reason, actor=actor, now_ms=now_ms,
+                       check=check)
+    finally:
+        verified_rows(backend).discard(item_id)
+
+
+def _revoke(backend: Backend, item_id: str, *, reason: str, actor: str | None,
+            now_ms: int, check: Callable[[MemoryItem], None]) -> PurgeReport:
     with backend.transaction() as w:
         versions = read_item(w, item_id)
         if not versions:

@@ -10,6 +10,8 @@ a :class:`CorruptionError`, never a silently different memory.
 
 from __future__ import annotations
 
+import threading
+import weakref
 from collections.abc import Callable, Sequence
 from typing import Any
 
@@ -18,8 +20,10 @@ from ..codec.memory_frames import (
     TOMBSTONE_KEY,
     chain_of_record,
     encode_record,
+    encode_record_end,
     item_key,
     open_record,
+    record_at,
 )
 from ..errors import StoreError, record_damaged
 from ..events import decode_event
@@ -60,21 +64,30 @@ class VersionWriter:
         self._indexed = w.memory_index_exists()
         self._unindex: list[int] = []
         self._index: list[tuple[MemoryRow, str]] = []
+        self.written: list[tuple[MemoryRow, int]] = []   # (row, where its payload ends)
 
     def write(self, item: MemoryItem, source_sid: int | None, text: str | None,
-              prev: Sequence[MemoryRow] | None = None) -> MemoryRow:
+              prev: Sequence[MemoryRow] | None = None,
+              last: MemoryRow | None = None) -> MemoryRow:
         """Version ``item.version`` of ``item``; ``prev`` = the item's stored
-        versions (read here when not given; none for a new item)."""
+        versions (read here when neither they nor ``last``, the latest of
+        them, are given; none for a new item)."""
         w = self._w
-        if prev is None:
-            prev = w.memory_versions(item.id) if item.version > 1 else []
-        if len(prev) != item.version - 1:
-            raise record_damaged(f"memory item {item.id} has {len(prev)} version(s); version "
-                                 f"{item.version} cannot follow")
+        if last is not None:
+            if last.item_id != item.id or last.version != item.version - 1:
+                raise record_damaged(f"memory item {item.id}: version {item.version} cannot "
+                                     f"follow version {last.version}")
+            prev = [last]
+        else:
+            if prev is None:
+                prev = w.memory_versions(item.id) if item.version > 1 else []
+            if len(prev) != item.version - 1:
+                raise record_damaged(f"memory item {item.id} has {len(prev)} version(s); "
+                                     f"version {item.version} cannot follow")
         key = item_key(item.id)
         chain = chain_of_record(prev[-1].frame) if prev else key
-        frame, _ = encode_record(record_of(item, source_sid), key, item.version - 1, chain,
-                                 FrameType.MEMORY)
+        frame, _, end = encode_record_end(record_of(item, source_sid), key, item.version - 1,
+                                          chain, FrameType.MEMORY)
         row = MemoryRow(self._next_mid, item.id, item.version, item.tenant, item.scope,
                         item.scope_key, item.type, item.state, item.key,
                         bytes.fromhex(item.digest), source_sid,
@@ -82,6 +95,7 @@ class VersionWriter:
                         None if item.retention is None else item.retention.get("until_event"),
                         item.sensitivity, item.created_ms, frame)
         w.insert_memory(row)
+        self.written.append((row, end))
         self._next_mid += 1
         if self._indexed:
             if prev:
@@ -89,6 +103,14 @@ class VersionWriter:
             if item.state == "active" and text:
                 self._index.append((row, text))
         return row
+
+    def publish(self, verified: VerifiedRows) -> None:
+        """(After the transaction committed.)  The versions written, as
+        verified: each frame was made here, chained to a verified version
+        (a read that meets these exact bytes again has nothing to check)."""
+        for row, end in self.written:
+            verified.add(row, end)
+        self.written = []
 
     def flush(self) -> None:
         if not (self._unindex or self._index):
@@ -105,10 +127,11 @@ class VersionWriter:
 
 
 def write_version(w: Writer, item: MemoryItem, source_sid: int | None,
-                  text: str | None) -> MemoryRow:
-    """One version, with its index change (see :class:`VersionWriter`)."""
+                  text: str | None, last: MemoryRow | None = None) -> MemoryRow:
+    """One version, with its index change (see :class:`VersionWriter`);
+    ``last``: the item's latest stored version, when the caller has it."""
     writer = VersionWriter(w)
-    row = writer.write(item, source_sid, text)
+    row = writer.write(item, source_sid, text, last=last)
     writer.flush()
     return row
 
@@ -131,11 +154,78 @@ def item_of(row: MemoryRow, record: dict[str, Any] | None) -> MemoryItem:
         str(record.get("stored", "full")))
 
 
-def open_versions(rows: Sequence[MemoryRow], revoked: bool) -> list[MemoryItem]:
+class VerifiedRows:
+    """The version rows one store has verified, each whole (every column
+    and every byte of its frame) with where its payload ends: a row read
+    again byte for byte equal to one verified is opened by decoding its
+    payload, without its checks, its earlier versions, its chain or its
+    tombstone read again (a version is immutable but for the blanking of a
+    revoked item's payload, which changes its frame).  A row that differs in
+    any byte -- a version tampered with, a column edited -- is not found, and
+    is verified in full.  Bounded: the oldest entries go first.  A
+    revocation in this store drops the item's rows (no erased content stays
+    here)."""
+
+    def __init__(self, size: int = 8192) -> None:
+        self.size = size
+        self._ends: dict[MemoryRow, int] = {}
+        self._items: dict[str, list[MemoryRow]] = {}
+        self._lock = threading.Lock()
+
+    def __len__(self) -> int:
+        return len(self._ends)
+
+    def record(self, row: MemoryRow) -> dict[str, Any] | None:
+        """The record of ``row`` if this exact row was verified, else None."""
+        end = self._ends.get(row)
+        return None if end is None else record_at(row.frame, end)
+
+    def add(self, row: MemoryRow, end: int) -> None:
+        with self._lock:
+            ends = self._ends
+            if row in ends:
+                return
+            if len(ends) >= self.size:
+                old = next(iter(ends))
+                del ends[old]
+                rows = self._items[old.item_id]
+                rows.remove(old)
+                if not rows:
+                    del self._items[old.item_id]
+            ends[row] = end
+            self._items.setdefault(row.item_id, []).append(row)
+
+    def discard(self, item_id: str) -> None:
+        """Forget every row of one item."""
+        with self._lock:
+            for row in self._items.pop(item_id, ()):
+                del self._ends[row]
+
+    def clear(self) -> None:
+        with self._lock:
+            self._ends.clear()
+            self._items.clear()
+
+
+_VERIFIED: weakref.WeakKeyDictionary[Any, VerifiedRows] = weakref.WeakKeyDictionary()
+_VERIFIED_LOCK = threading.Lock()
+
+
+def verified_rows(backend: Any) -> VerifiedRows:
+    """The :class:`VerifiedRows` of a store's backend (one per backend)."""
+    found = _VERIFIED.get(backend)
+    if found is None:
+        with _VERIFIED_LOCK:
+            found = _VERIFIED.setdefault(backend, VerifiedRows())
+    return found
+
+
+def open_versions(rows: Sequence[MemoryRow], revoked: bool,
+                  verified: VerifiedRows | None = None) -> list[MemoryItem]:
     """Verify an item's version rows (contiguous, chained, each frame's
     checks, columns equal to the frame) and return them as items.  Blank
     frames are accepted only for a revoked item (``revoked``: its tombstone
-    exists)."""
+    exists).  Each version that holds its payload goes into ``verified``."""
     if not rows:
         return []
     item_id = rows[0].item_id
@@ -156,18 +246,34 @@ def open_versions(rows: Sequence[MemoryRow], revoked: bool) -> list[MemoryItem]:
             if tuple(record.get(k) for k in _COPIED) != copied or record.get(
                     "digest") != row.digest.hex() or record.get("expires_ms") != row.expires_ms:
                 raise record_damaged(f"{where}: the row's columns differ from its frame")
+            if verified is not None:
+                verified.add(row, opened.end)
         chain = opened.chain
         out.append(item_of(row, record))
     return out
 
 
-def read_item(reader: MemoryReader, item_id: str) -> list[MemoryItem]:
+def read_item(reader: MemoryReader, item_id: str,
+              verified: VerifiedRows | None = None) -> list[MemoryItem]:
     """Every version of an item, verified (an unknown id gives [])."""
     rows = reader.memory_versions(item_id)
     if not rows:
         return []
     revoked = reader.tombstone_for_item(item_id) is not None
-    return open_versions(rows, revoked)
+    return open_versions(rows, revoked, verified)
+
+
+def current_item(reader: MemoryReader, row: MemoryRow, verified: VerifiedRows) -> MemoryItem:
+    """The item whose latest version ``row`` is: opened from ``verified``
+    when this exact row was verified before, else read and verified whole
+    (every version; the latest one read then is returned)."""
+    record = verified.record(row)
+    if record is not None:
+        return item_of(row, record)
+    versions = read_item(reader, row.item_id, verified)
+    if not versions:
+        raise record_damaged(f"memory item {row.item_id} has no versions any more")
+    return versions[-1]
 
 
 # -- tombstones ---------------------------------------------------------------
@@ -246,8 +352,10 @@ def erased_lookup(reader: Reader, sid: int) -> Callable[[int], bytes | None]:
 
 
 __all__ = [
+    "VerifiedRows",
     "VersionWriter",
     "checked_replacement",
+    "current_item",
     "erased_lookup",
     "item_of",
     "open_tombstone",
@@ -255,6 +363,7 @@ __all__ = [
     "read_item",
     "record_of",
     "tombstone_record",
+    "verified_rows",
     "write_tombstone",
     "write_version",
 ]

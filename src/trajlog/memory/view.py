@@ -13,7 +13,7 @@ import builtins
 import re
 import time
 import uuid
-from collections.abc import Callable, Iterable, Mapping
+from collections.abc import Callable, Iterable, Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any, Protocol
 
@@ -23,18 +23,23 @@ from ..errors import (
     MemoryAccessError,
     MemoryNotFoundError,
     MemoryStateError,
-    SessionNotFoundError,
     StoreError,
 )
 from ..redaction import Redactor
 from ..storage.base import Backend, MemoryRow, Writer
+from .arguments import MAX_LIMIT, check_owner, limit_of, names, retention_of
 from .gates import check_evidence, check_promotion, check_write
 from .model import SCOPES, SENSITIVITY, TYPES, Identity, MemoryItem, PurgeReport, digest_of
 from .model import text_of as _text_of
 from .revoke import revoke_item
-from .versions import VersionWriter, open_versions, read_item, write_version
+from .versions import (
+    VersionWriter,
+    current_item,
+    read_item,
+    verified_rows,
+    write_version,
+)
 
-MAX_LIMIT = 10_000
 _WORD = re.compile(r"\w+", re.UNICODE)
 # Who wins when several scopes speak for one setting (first wins): policy is
 # authoritative (global, then tenant); preferences overlay from the nearest
@@ -102,9 +107,10 @@ class MemoryView:
             raise TypeError(f"identity must be a trajlog.Identity, not "
                             f"{type(identity).__name__}")
         if identity.session is not None:
-            _check_owner(identity, session_metadata)
+            check_owner(identity, session_metadata)
         self._host = host
         self._backend = host.backend
+        self._verified = verified_rows(host.backend)   # the store's verify-once rows
         self.identity = identity
         self._redactor = redactor   # scans content before it is written (trajlog.redaction)
 
@@ -136,13 +142,13 @@ class MemoryView:
 
     def _scopes(self, scopes: Any) -> builtins.list[tuple[str, str]]:
         mine = self.identity.scopes()
-        wanted = _names(scopes, SCOPES, "scope")
+        wanted = names(scopes, SCOPES, "scope")
         return mine if wanted is None else [(s, k) for s, k in mine if s in wanted]
 
     def _versions(self, item_id: str) -> builtins.list[MemoryItem]:
         if not isinstance(item_id, str):
             raise TypeError(f"item id must be str, not {type(item_id).__name__}")
-        versions = read_item(self._backend.reader(), item_id)
+        versions = read_item(self._backend.reader(), item_id, self._verified)
         if not versions:
             raise MemoryNotFoundError(f"no memory item {item_id!r}")
         self._check_visible(versions[-1])
@@ -152,7 +158,15 @@ class MemoryView:
 
     def get(self, item_id: str) -> MemoryItem:
         """The item's current version (MemoryAccessError outside the identity's scopes)."""
-        return self._versions(item_id)[-1]
+        if not isinstance(item_id, str):
+            raise TypeError(f"item id must be str, not {type(item_id).__name__}")
+        reader = self._backend.reader()
+        row = reader.memory_latest_of(item_id)
+        if row is None:
+            raise MemoryNotFoundError(f"no memory item {item_id!r}")
+        item = current_item(reader, row, self._verified)
+        self._check_visible(item)
+        return item
 
     def history(self, item_id: str) -> builtins.list[MemoryItem]:
         """Every version of the item, oldest first (a revoked item's content is gone)."""
@@ -163,9 +177,9 @@ class MemoryView:
              key: str | None = None, limit: int = 1000) -> builtins.list[MemoryItem]:
         """Current versions in the identity's scopes, oldest first."""
         rows = self._backend.reader().memory_current(
-            self.identity.tenant, self._scopes(scopes), _names(types, TYPES, "type"),
-            _names(states, ("provisional", "active", "quarantined", "revoked"), "state"), key,
-            _limit(limit))
+            self.identity.tenant, self._scopes(scopes), names(types, TYPES, "type"),
+            names(states, ("provisional", "active", "quarantined", "revoked"), "state"), key,
+            limit_of(limit))
         return [self._current(row) for row in rows]
 
     def find(self, scope: str, key: str) -> MemoryItem | None:
@@ -173,7 +187,15 @@ class MemoryView:
         (not revoked), or None: a key-value look-up (LangGraph's
         ``BaseStore.get`` maps onto it, a namespace path being a key prefix)."""
         scope_key = self.identity.scope_key(scope)
-        rows = self._backend.reader().memory_current(
+        reader = self._backend.reader()
+        if scope != "global" and isinstance(key, str):
+            # the newest item under the key, unless revoked (then an older one may hold it)
+            last = reader.memory_latest_keyed(self.identity.tenant, scope, scope_key, key)
+            if last is None:
+                return None
+            if last.state != "revoked":
+                return self._current(last)
+        rows = reader.memory_current(
             self.identity.tenant, [(scope, scope_key)], None,
             ["provisional", "active", "quarantined"], key, 2)
         return self._current(rows[-1]) if rows else None
@@ -181,7 +203,7 @@ class MemoryView:
     def keys(self, scope: str, prefix: str = "", *, limit: int = 1000) -> builtins.list[str]:
         """The keys held in one scope, starting with ``prefix``, sorted (the
         namespaces of a key-value store are the prefixes of its keys)."""
-        items = self.list(scopes=[scope], limit=_limit(limit))
+        items = self.list(scopes=[scope], limit=limit_of(limit))
         return sorted({i.key for i in items if i.key is not None and i.key.startswith(prefix)})
 
     def put(self, scope: str, type: str, key: str, content: Any, *,
@@ -204,7 +226,7 @@ class MemoryView:
         return self.list(states=("quarantined",))
 
     def _current(self, row: MemoryRow) -> MemoryItem:
-        item = read_item(self._backend.reader(), row.item_id)[-1]
+        item = current_item(self._backend.reader(), row, self._verified)
         self._check_visible(item)
         return item
 
@@ -216,8 +238,8 @@ class MemoryView:
         are searched instead -- recall may change, scoping never does."""
         if not isinstance(query, str):
             raise TypeError(f"query must be str, not {type(query).__name__}")
-        limit = _limit(limit)
-        tys = _names(types, TYPES, "type")
+        limit = limit_of(limit)
+        tys = names(types, TYPES, "type")
         scopes_ = self._scopes(scopes)
         reader = self._backend.reader()
         match = _fts_query(query)
@@ -235,7 +257,7 @@ class MemoryView:
         """A search hit, from its canonical versions: one the index holds
         wrongly (not the item's active version, outside the scopes asked
         for) is dropped -- the index is a copy, never the authority."""
-        item = read_item(self._backend.reader(), row.item_id)[-1]
+        item = current_item(self._backend.reader(), row, self._verified)
         if item.version != row.version or item.state != "active" or (
                 types is not None and item.type not in types):
             return None
@@ -245,6 +267,44 @@ class MemoryView:
         if item.scope == "global" and ("global", "") not in scopes:
             return None
         return item
+
+    def _recent(self, query: str, *, types: Any = None, scopes: Any = None,
+                page: int = 32) -> Iterator[MemoryItem]:
+        """(For the LangGraph store's search: a lazy, sync-only iterator, so
+        not on the async face.)  Active items matching every word of ``query``, the latest written
+        first (by their latest version's ``created_ms``, then its order of
+        writing), read a page at a time as the caller iterates: a caller that
+        stops early reads and opens only what it took.  Scoped as
+        :meth:`search`; without the full-text index, the canonical rows are
+        searched and sorted."""
+        if not isinstance(query, str):
+            raise TypeError(f"query must be str, not {type(query).__name__}")
+        tys = names(types, TYPES, "type")
+        scopes_ = self._scopes(scopes)
+        match = _fts_query(query)
+        reader = self._backend.reader()
+        if not reader.memory_index_exists():
+            yield from sorted(self._scan(query, scopes_, tys, 2**62),
+                              key=lambda i: i.created_ms, reverse=True)
+            return
+        before = (2**62, 2**62)
+        while True:
+            try:
+                rows = reader.memory_recent(match, self.identity.tenant, scopes_, tys, before,
+                                            page)
+            except StoreError:
+                # a damaged derived index degrades recall, never correctness
+                yield from sorted(self._scan(query, scopes_, tys, 2**62),
+                                  key=lambda i: i.created_ms, reverse=True)
+                return
+            for row in rows:
+                item = self._hit(row, scopes_, tys)
+                if item is not None:
+                    yield item
+            if len(rows) < page:
+                return
+            before = (rows[-1].created_ms, rows[-1].mid)
+            page = min(page * 2, MAX_LIMIT)
 
     def _scan(self, query: str, scopes: builtins.list[tuple[str, str]],
               types: builtins.list[str] | None, limit: int) -> builtins.list[MemoryItem]:
@@ -304,11 +364,21 @@ class MemoryView:
         if self.identity.privacy == "none":
             return [None] * len(prepared)
         out: builtins.list[MemoryItem | None] = []
+        keys = [(bytes.fromhex(i.digest), i.tenant, i.scope, i.scope_key, i.type, i.key)
+                for i, _ in prepared]
         with self._backend.transaction() as w:
             writer = VersionWriter(w)
-            for item, source_sid in prepared:
-                out.append(self._write_new(w, writer, item, source_sid))
+            # merges found at once; an item the batch repeats merges into its first
+            merged: dict[Any, MemoryItem] = {
+                k: current_item(w, row, self._verified)
+                for k, row in w.memory_merge_matches(keys).items()}
+            for (item, source_sid), k in zip(prepared, keys, strict=True):
+                got = merged.get(k)
+                if got is None:
+                    got = merged[k] = self._write_new(w, writer, item, source_sid)
+                out.append(got)
             writer.flush()
+        writer.publish(self._verified)
         return out
 
     def _prepare(self, scope: str, type: str, content: Any, *, key: str | None = None,
@@ -333,7 +403,7 @@ class MemoryView:
         source_sid, source_type = self._source(source)
         check_write(scope, type, ev, source_type)
         now = _now()
-        ret, expires = _retention(retention, now)
+        ret, expires = retention_of(retention, now)
         stored = "full" if self.identity.privacy == "full" else "metadata"
         return MemoryItem(str(uuid.uuid4()), 1, scope, type, state,
                           content if stored == "full" else None, self.identity.tenant,
@@ -344,12 +414,8 @@ class MemoryView:
 
     def _write_new(self, w: Writer, writer: VersionWriter, item: MemoryItem,
                    source_sid: int | None) -> MemoryItem:
-        """Merge (return the first item of the same digest, scope, type and key) or
-        write version 1 -- quarantined when it contradicts an active item."""
-        same = w.memory_merge_match(bytes.fromhex(item.digest), item.tenant, item.scope,
-                                    item.scope_key, item.type, item.key)
-        if same is not None:
-            return open_versions(w.memory_versions(same.item_id), False)[-1]
+        """Write version 1 of an item no stored item merges (same digest,
+        scope, type and key) -- quarantined when it contradicts an active item."""
         if item.key is not None:
             rivals = [r for r in w.memory_current(item.tenant, [(item.scope, item.scope_key)],
                                                   [item.type], ["active"], item.key, 100)
@@ -379,10 +445,10 @@ class MemoryView:
         if not isinstance(reason, str) or not reason:
             raise InvalidArgumentError("a state change says why (reason=...)")
         with self._backend.transaction() as w:
-            versions = read_item(w, item_id)
-            if not versions:
+            last = w.memory_latest_of(item_id)
+            if last is None:
                 raise MemoryNotFoundError(f"no memory item {item_id!r}")
-            cur = versions[-1]
+            cur = current_item(w, last, self._verified)
             self._check_visible(cur)
             if cur.scope == "global":
                 raise GlobalScopeReadOnlyError(f"memory item {item_id} is global: read-only "
@@ -396,7 +462,7 @@ class MemoryView:
             if renew:   # the same retention, counted again from now
                 retention = cur.retention
             if retention is not _KEEP:
-                ret, expires = _retention(retention, now)
+                ret, expires = retention_of(retention, now)
                 changed = replace(changed, retention=ret, expires_ms=expires)
             if new_content:
                 if self.identity.privacy == "none":
@@ -407,9 +473,13 @@ class MemoryView:
                                   sensitivity=sens, content=content if stored else None,
                                   digest=digest_of(content).hex(),
                                   stored="full" if stored else "metadata", conflicts_with=())
-            sid = w.memory_versions(item_id)[-1].source_sid
-            write_version(w, changed, sid, _index_text(changed))
-            return changed
+            if cur.version != last.version:   # (read whole: a newer version was there)
+                last = w.memory_versions(item_id)[-1]
+            writer = VersionWriter(w)
+            writer.write(changed, last.source_sid, _index_text(changed), last=last)
+            writer.flush()
+        writer.publish(self._verified)
+        return changed
 
     def activate(self, item_id: str, *, reason: str = "verified",
                  actor: str | None = None) -> MemoryItem:
@@ -497,7 +567,7 @@ class MemoryView:
             same = w.memory_merge_match(bytes.fromhex(cur.digest), cur.tenant, to, scope_key,
                                         cur.type, cur.key)
             if same is not None:
-                return open_versions(w.memory_versions(same.item_id), False)[-1]
+                return current_item(w, same, self._verified)
             sid = w.memory_versions(cur.id)[-1].source_sid
             write_version(w, promoted, sid, _index_text(promoted))
         return promoted
@@ -515,60 +585,10 @@ class MemoryView:
         return report
 
 
-def _check_owner(identity: Identity,
-                 session_metadata: Callable[[str], Mapping[str, Any]]) -> None:
-    """The identity may use its session's scope: the session exists, and the
-    tenant and user its header names (metadata, inherited by forks and
-    subagents) are the identity's.  A header naming neither claims nobody."""
-    sid = identity.session
-    assert sid is not None
-    try:
-        meta = session_metadata(sid)
-    except SessionNotFoundError:
-        raise MemoryAccessError(f"identity {identity} names session {sid!r}, which this "
-                                "store does not hold: no session scope without its "
-                                "session") from None
-    for field in ("tenant", "user"):
-        if field in meta and meta[field] != getattr(identity, field):
-            raise MemoryAccessError(f"session {sid} belongs to {field} {meta[field]!r}; "
-                                    f"identity {identity} cannot use its session scope")
-
-
 def _index_text(item: MemoryItem) -> str | None:
     if item.state != "active" or item.stored != "full":
         return None
     return _text_of(item.content, item.key) or None
-
-
-def _names(values: Any, allowed: tuple[str, ...], what: str) -> builtins.list[str] | None:
-    if values is None:
-        return None
-    out = [values] if isinstance(values, str) else list(values)
-    for v in out:
-        if v not in allowed:
-            raise InvalidArgumentError(f"{what} must be one of {allowed}, not {v!r}")
-    return out
-
-
-def _limit(limit: Any) -> int:
-    if type(limit) is not int or not 1 <= limit <= MAX_LIMIT:
-        raise InvalidArgumentError(f"limit must be an int from 1 to {MAX_LIMIT}, not {limit!r}")
-    return limit
-
-
-def _retention(retention: Any, now: int) -> tuple[dict[str, Any] | None, int | None]:
-    if retention is None:
-        return None, None
-    if not isinstance(retention, Mapping) or len(retention) != 1:
-        raise InvalidArgumentError("retention is {'ttl_ms': n} or {'until_event': type}")
-    if "ttl_ms" in retention:
-        ttl = retention["ttl_ms"]
-        if type(ttl) is not int or ttl < 0:
-            raise InvalidArgumentError(f"ttl_ms must be a non-negative int, not {ttl!r}")
-        return {"ttl_ms": ttl}, now + ttl
-    if "until_event" in retention and isinstance(retention["until_event"], str):
-        return {"until_event": retention["until_event"]}, None
-    raise InvalidArgumentError("retention is {'ttl_ms': n} or {'until_event': type}")
 
 
 __all__ = ["PRECEDENCE", "MemoryHost", "MemoryView", "Resolution"]

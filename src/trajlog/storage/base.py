@@ -125,6 +125,10 @@ class MemoryReader(Protocol):
         """Every version of one item, oldest first."""
         ...
 
+    def memory_latest_of(self, item_id: str) -> MemoryRow | None:
+        """The latest version of one item (None: no such item)."""
+        ...
+
     def memory_version(self, mid: int) -> MemoryRow | None: ...
 
     def memory_current(self, tenant: str, scopes: Sequence[Scope],
@@ -133,8 +137,19 @@ class MemoryReader(Protocol):
         """The latest version of each item in ``scopes`` (scope filters in the query)."""
         ...
 
+    def memory_latest_keyed(self, tenant: str, scope: str, scope_key: str,
+                            key: str) -> MemoryRow | None:
+        """The last version written under ``key`` in one non-global scope."""
+        ...
+
     def memory_merge_match(self, digest: bytes, tenant: str, scope: str, scope_key: str,
                            type_: str, key: str | None) -> MemoryRow | None: ...
+
+    def memory_merge_matches(self, wanted: Sequence[tuple[bytes, str, str, str, str, str | None]]
+                             ) -> dict[tuple[bytes, str, str, str, str, str | None], MemoryRow]:
+        """:meth:`memory_merge_match` of many (digest, tenant, scope,
+        scope_key, type, key) at once: the wanted ones found."""
+        ...
 
     def memory_expired(self, now_ms: int, limit: int) -> list[MemoryRow]: ...
 
@@ -151,6 +166,13 @@ class MemoryReader(Protocol):
     def memory_search(self, match: str, tenant: str, scopes: Sequence[Scope],
                       types: Sequence[str] | None, limit: int) -> list[MemoryRow]:
         """Full-text search of active versions; scope filters before the rank."""
+        ...
+
+    def memory_recent(self, match: str, tenant: str, scopes: Sequence[Scope],
+                      types: Sequence[str] | None, before: tuple[int, int],
+                      limit: int) -> list[MemoryRow]:
+        """Full-text matches (active latest versions), the latest written
+        first, from just before ``before`` = (created_ms, mid)."""
         ...
 
     def memory_indexed(self, mids: Sequence[int]) -> list[int]:

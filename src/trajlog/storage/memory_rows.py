@@ -21,6 +21,7 @@ from .base import MemoryRow, Scope, TombstoneRow
 
 MEMORY_COLUMNS = ("mid, item_id, version, tenant, scope, scope_key, type, state, key, digest, "
                   "source_sid, source_seq, expires_ms, until_event, sensitivity, created_ms, frame")
+_M_COLUMNS = ", ".join("m." + c for c in MEMORY_COLUMNS.split(", "))   # (aliased m)
 TOMBSTONE_COLUMNS = ("tid, target_kind, target_sid, target_seq, target_item, reason, actor, "
                      "created_ms, frame")
 
@@ -86,6 +87,13 @@ def versions(conn: apsw.Connection, item_id: str) -> list[MemoryRow]:
         (item_id,))]
 
 
+def latest_of(conn: apsw.Connection, item_id: str) -> MemoryRow | None:
+    """The latest version of one item (None: no such item)."""
+    rows = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE item_id = ? "
+                        "ORDER BY version DESC LIMIT 1", (item_id,)).fetchall()
+    return _memory(rows[0]) if rows else None
+
+
 def version_at(conn: apsw.Connection, mid: int) -> MemoryRow | None:
     rows = conn.execute(f"SELECT {MEMORY_COLUMNS} FROM memories WHERE mid = ?",
                         (mid,)).fetchall()
@@ -107,9 +115,23 @@ def current(conn: apsw.Connection, tenant: str, scopes: Sequence[Scope],
     k_sql, k_args = ((" AND m.key = ? AND m.tenant IN ('', ?)", [key, tenant])
                      if key is not None else ("", []))
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
+        f"SELECT {_M_COLUMNS} FROM memories m "
         f"WHERE {_LATEST} AND {where}{t_sql}{s_sql}{k_sql} ORDER BY m.mid LIMIT ?",
         (*args, *t_args, *s_args, *k_args, limit))]
+
+
+def latest_keyed(conn: apsw.Connection, tenant: str, scope: str, scope_key: str,
+                 key: str) -> MemoryRow | None:
+    """The newest item holding ``key`` in one (non-global) scope, as its
+    latest version: a seek of ``memories_key``, pinned (unpinned, the
+    planner walks the whole scope through ``memories_scope``).  A row that
+    is not its item's latest version is never returned (an item whose
+    latest version left the scope is not in it)."""
+    rows = conn.execute(
+        f"SELECT {_M_COLUMNS} FROM memories m INDEXED BY memories_key "
+        f"WHERE m.tenant = ? AND m.key = ? AND m.scope = ? AND m.scope_key = ? AND {_LATEST} "
+        "ORDER BY m.mid DESC LIMIT 1", (tenant, key, scope, scope_key)).fetchall()
+    return _memory(rows[0]) if rows else None
 
 
 def merge_match(conn: apsw.Connection, digest: bytes, tenant: str, scope: str, scope_key: str,
@@ -132,10 +154,42 @@ def merge_match(conn: apsw.Connection, digest: bytes, tenant: str, scope: str, s
     return None
 
 
+# merge_matches binds this many digests per statement (padded with repeats):
+# a few statement texts, each prepared once
+_MERGE_BUCKETS = (1, 8, 64, 500)
+MergeKey = tuple[bytes, str, str, str, str, "str | None"]
+
+
+def merge_matches(conn: apsw.Connection,
+                  wanted: Sequence[MergeKey]) -> dict[MergeKey, MemoryRow]:
+    """:func:`merge_match` of many (digest, tenant, scope, scope_key, type,
+    key) at once: one look-up of the digests per up to 500, then the latest
+    version of each candidate whose whole key is wanted."""
+    want = set(wanted)
+    digests = sorted({w[0] for w in want})
+    found: list[Any] = []
+    while digests:
+        size = next((b for b in _MERGE_BUCKETS if b >= len(digests)), _MERGE_BUCKETS[-1])
+        part, digests = digests[:size], digests[size:]
+        part += [part[-1]] * (size - len(part))
+        found += conn.execute(
+            "SELECT mid, item_id, digest, tenant, scope, scope_key, type, key FROM memories "
+            f"WHERE digest IN ({', '.join('?' * size)})", part).fetchall()
+    out: dict[MergeKey, MemoryRow] = {}
+    for _mid, item_id, digest, tenant, scope, scope_key, type_, key in sorted(found):
+        k = (bytes(digest), tenant, scope, scope_key, type_, key)
+        if k not in want or k in out:
+            continue
+        latest = latest_of(conn, item_id)
+        if latest is not None and latest.state != "revoked" and latest.digest == k[0]:
+            out[k] = latest
+    return out
+
+
 def expired(conn: apsw.Connection, now_ms: int, limit: int) -> list[MemoryRow]:
     """Latest versions past their expiry that are not revoked."""
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
+        f"SELECT {_M_COLUMNS} FROM memories m "
         f"WHERE m.expires_ms IS NOT NULL AND m.expires_ms <= ? AND {_LATEST} "
         f"AND m.state != 'revoked' ORDER BY m.mid LIMIT ?", (now_ms, limit))]
 
@@ -143,7 +197,7 @@ def expired(conn: apsw.Connection, now_ms: int, limit: int) -> list[MemoryRow]:
 def until_event(conn: apsw.Connection, limit: int) -> list[MemoryRow]:
     """Latest versions kept until an event, not revoked."""
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
+        f"SELECT {_M_COLUMNS} FROM memories m "
         f"WHERE m.until_event IS NOT NULL AND {_LATEST} AND m.state != 'revoked' "
         f"ORDER BY m.mid LIMIT ?", (limit,))]
 
@@ -151,7 +205,7 @@ def until_event(conn: apsw.Connection, limit: int) -> list[MemoryRow]:
 def latest(conn: apsw.Connection, after_mid: int, limit: int) -> list[MemoryRow]:
     """The latest version of every item, in mid order."""
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} FROM memories m "
+        f"SELECT {_M_COLUMNS} FROM memories m "
         f"WHERE m.mid > ? AND {_LATEST} ORDER BY m.mid LIMIT ?", (after_mid, limit))]
 
 
@@ -172,11 +226,32 @@ def search(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scop
     scope and type filters are in the same WHERE, applied before the rank."""
     where, args = scope_sql(tenant, scopes, "f")
     t_sql, t_args = _in("f.type", types)
+    # only an item's active latest version: a stale index row (the index is
+    # derived) is left out before the LIMIT
     return [_memory(r) for r in conn.execute(
-        f"SELECT {', '.join('m.' + c for c in MEMORY_COLUMNS.split(', '))} "
+        f"SELECT {_M_COLUMNS} "
         f"FROM memory_fts f JOIN memories m ON m.mid = f.rowid "
-        f"WHERE memory_fts MATCH ? AND {where}{t_sql} ORDER BY f.rank LIMIT ?",
+        f"WHERE memory_fts MATCH ? AND {where}{t_sql} AND m.state = 'active' AND {_LATEST} "
+        f"ORDER BY f.rank LIMIT ?",
         (match, *args, *t_args, limit))]
+
+
+def recent(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scope],
+           types: Sequence[str] | None, before: tuple[int, int],
+           limit: int) -> list[MemoryRow]:
+    """Active latest versions matching ``match``, the latest written first
+    (``created_ms``, then ``mid``, descending), from just before ``before``
+    = (created_ms, mid): one page of a walk that stops when it has enough.
+    The FTS5 match without ``ORDER BY rank`` compiles nothing of its own."""
+    where, args = scope_sql(tenant, scopes, "f")
+    t_sql, t_args = _in("f.type", types)
+    return [_memory(r) for r in conn.execute(
+        f"SELECT {_M_COLUMNS} "
+        f"FROM memory_fts f JOIN memories m ON m.mid = f.rowid "
+        f"WHERE memory_fts MATCH ? AND {where}{t_sql} AND m.state = 'active' AND {_LATEST} "
+        f"AND (m.created_ms < ? OR (m.created_ms = ? AND m.mid < ?)) "
+        f"ORDER BY m.created_ms DESC, m.mid DESC LIMIT ?",
+        (match, *args, *t_args, before[0], before[0], before[1], limit))]
 
 
 def fts_indexed(conn: apsw.Connection, mids: Sequence[int]) -> list[int]:
@@ -302,4 +377,4 @@ def checkpoint(conn: apsw.Connection) -> bool:
     return not busy
 
 
-__all__ = ["MEMORY_COLUMNS", "TOMBSTONE_COLUMNS", "scope_sql"]
+__all__ = ["MEMORY_COLUMNS", "TOMBSTONE_COLUMNS", "MergeKey", "scope_sql"]

@@ -26,7 +26,8 @@ APPLICATION_ID = 0x74726A6C  # "trjl"
 #   UPDATE or DELETE of memories and tombstones (append-only versions).
 # What they cannot stop, and what does:
 #   DROP TRIGGER / DROP TABLE / ALTER TABLE -- the authorizer refuses them on
-#   every connection trajlog opens (migrations use their own connection);
+#   every connection trajlog opens (migrations use their own connection; a
+#   reader connection is opened read-only instead);
 #   PRAGMA writable_schema edits of sqlite_schema -- defensive mode;
 #   sqlite3_db_config(ENABLE_TRIGGER, 0) on a foreign connection, and any
 #   edit of the file's bytes outside SQLite -- only verify() detects these,
@@ -560,7 +561,8 @@ PROTECTED_TABLES = {"sqlite_master", "sqlite_schema", "sqlite_temp_master"}
 
 def authorizer(action: int, p1: str | None, p2: str | None, dbname: str | None,
                trigger: str | None) -> int:
-    """The authorizer of every connection but the migration one."""
+    """The authorizer of every write connection but the migration one (reader
+    connections refuse the same by their open mode: :func:`.sqlite.open_connection`)."""
     if action in DENIED_ACTIONS:
         return apsw.SQLITE_DENY
     if action == apsw.SQLITE_PRAGMA and p1 is not None and p2 is not None and (

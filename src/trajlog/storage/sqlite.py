@@ -9,7 +9,8 @@ WAL, ``synchronous=FULL`` (``NORMAL`` only when asked), a busy timeout,
 foreign keys, recursive triggers (so that the implicit delete of ``INSERT OR
 REPLACE`` fires the delete guard), defensive mode, untrusted schema, triggers
 enabled, and an authorizer that refuses schema changes and dangerous pragmas
-outside migrations.
+outside migrations (reader connections refuse every write instead: read-only
+open mode, ``query_only``, no ATTACH -- no Python callback at each compile).
 
 What the triggers stop and what they cannot is written next to the DDL in
 :mod:`.schema` and tested in ``tests/storage/test_storage.py``.  The statements are
@@ -61,11 +62,17 @@ def _pragma(conn: apsw.Connection, name: str, value: Any = None) -> Any:
 
 
 def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000,
-                    migrations: bool = False) -> apsw.Connection:
+                    migrations: bool = False, reader: bool = False) -> apsw.Connection:
     """Open and configure one connection; every setting is read back.
 
     ``migrations=True`` gives the one connection allowed to change the schema
     (no authorizer); every other connection refuses schema changes.
+    ``reader=True`` gives a read-only connection that refuses them without a
+    Python authorizer (a callback per column at every compile, and FTS5
+    compiles statements of its own at every ranked search): opened
+    ``SQLITE_OPEN_READONLY`` (no SQL can make it write the database or its
+    schema), ``query_only`` (no temporary table, view or trigger either) and
+    no attached database (``SQLITE_LIMIT_ATTACHED`` = 0).
     """
     if type(busy_timeout_ms) is not int or not 0 <= busy_timeout_ms < 2**31:
         # it is formatted into a PRAGMA: nothing but an int may get there
@@ -76,9 +83,10 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
     if sqlite_version() < MIN_SQLITE:
         raise SchemaError(f"SQLite {apsw.sqlite_lib_version()} is older than "
                           f"{'.'.join(map(str, MIN_SQLITE))}, which fixes a WAL-reset race")
+    flags = (apsw.SQLITE_OPEN_READONLY if reader else
+             apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE) | apsw.SQLITE_OPEN_URI
     try:
-        conn = apsw.Connection(path, flags=apsw.SQLITE_OPEN_READWRITE | apsw.SQLITE_OPEN_CREATE
-                               | apsw.SQLITE_OPEN_URI)
+        conn = apsw.Connection(path, flags=flags)
     except apsw.Error as exc:
         raise StoreError(f"cannot open {path!r}: {exc}") from exc
     try:
@@ -110,6 +118,9 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
             ("trusted_schema", "OFF", 0),
             ("journal_size_limit", 64 * 1024 * 1024, 64 * 1024 * 1024),
         ]
+        if reader:
+            wanted.append(("query_only", "ON", 1))
+            conn.limit(apsw.SQLITE_LIMIT_ATTACHED, 0)
         for name, value, expect in wanted:
             try:
                 _pragma(conn, name, value)
@@ -129,7 +140,9 @@ def open_connection(path: str, *, durability: str = "full", busy_timeout_ms: int
                 apsw.SQLITE_DBCONFIG_ENABLE_QPSG, -1) != 1:
             raise SchemaError("defensive mode, triggers or the query planner stability "
                               "guarantee could not be enabled")
-        if not migrations:
+        if reader and conn.limit(apsw.SQLITE_LIMIT_ATTACHED, -1) != 0:
+            raise SchemaError("a reader connection could not refuse ATTACH")
+        if not (migrations or reader):
             conn.authorizer = authorizer
     except BaseException:
         conn.close()
@@ -467,9 +480,9 @@ class SQLiteBackend:
                               f"the store was open ({defect}); nothing was written")
         self._schema_version = version
 
-    def _connect(self) -> apsw.Connection:
+    def _connect(self, reader: bool = False) -> apsw.Connection:
         return open_connection(self.path, durability=self.durability,
-                               busy_timeout_ms=self._busy)
+                               busy_timeout_ms=self._busy, reader=reader)
 
     @property
     def closed(self) -> bool:
@@ -480,12 +493,12 @@ class SQLiteBackend:
             raise StoreClosedError("the store is closed")
 
     def connection(self) -> apsw.Connection:
-        """This thread's reader connection (tests and tools reach SQL here)."""
+        """This thread's reader connection, read-only (tests and tools reach SQL here)."""
         self._check_open()
         conn = getattr(self._local, "conn", None)
         if conn is None:
             self._sweep()
-            conn = self._local.conn = self._connect()
+            conn = self._local.conn = self._connect(reader=True)
             thread = threading.current_thread()
             with self._readers_lock:
                 self._readers[id(conn)] = (weakref.ref(thread), conn)

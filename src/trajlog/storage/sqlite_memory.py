@@ -25,6 +25,10 @@ class MemoryReads:
         with translate():
             return mr.versions(self.conn, item_id)
 
+    def memory_latest_of(self, item_id: str) -> MemoryRow | None:
+        with translate():
+            return mr.latest_of(self.conn, item_id)
+
     def memory_version(self, mid: int) -> MemoryRow | None:
         with translate():
             return mr.version_at(self.conn, mid)
@@ -35,10 +39,20 @@ class MemoryReads:
         with translate():
             return mr.current(self.conn, tenant, scopes, types, states, key, limit)
 
+    def memory_latest_keyed(self, tenant: str, scope: str, scope_key: str,
+                            key: str) -> MemoryRow | None:
+        with translate():
+            return mr.latest_keyed(self.conn, tenant, scope, scope_key, key)
+
     def memory_merge_match(self, digest: bytes, tenant: str, scope: str, scope_key: str,
                            type_: str, key: str | None) -> MemoryRow | None:
         with translate():
             return mr.merge_match(self.conn, digest, tenant, scope, scope_key, type_, key)
+
+    def memory_merge_matches(self, wanted: Sequence[mr.MergeKey]) -> dict[mr.MergeKey,
+                                                                          MemoryRow]:
+        with translate():
+            return mr.merge_matches(self.conn, wanted)
 
     def memory_expired(self, now_ms: int, limit: int) -> list[MemoryRow]:
         with translate():
@@ -64,6 +78,12 @@ class MemoryReads:
                       types: Sequence[str] | None, limit: int) -> list[MemoryRow]:
         with translate():
             return mr.search(self.conn, match, tenant, scopes, types, limit)
+
+    def memory_recent(self, match: str, tenant: str, scopes: Sequence[Scope],
+                      types: Sequence[str] | None, before: tuple[int, int],
+                      limit: int) -> list[MemoryRow]:
+        with translate():
+            return mr.recent(self.conn, match, tenant, scopes, types, before, limit)
 
     def memory_indexed(self, mids: Sequence[int]) -> list[int]:
         with translate():

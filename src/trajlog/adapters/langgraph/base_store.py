@@ -41,6 +41,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 import hashlib
+import heapq
 import json
 import re
 import threading
@@ -79,6 +80,13 @@ MAX_KEY = 256
 _TOKEN = re.compile(r"[A-Za-z0-9]+")   # one unicode61 token, whatever surrounds it
 _WORD = re.compile(r"\w+")             # what MemoryView.search takes as a word
 _FIELDS = frozenset({"namespace", "key", "value", "created_us", "updated_us"})
+# A record's updated_us is stamped before the memory layer stamps its version's
+# created_ms, from the same clock in the same call: updated_us < (created_ms + 1)
+# * 1000.  A search walking the versions by created_ms, newest first, stops when
+# the next one's bound is below the last updated_us it keeps.  (A wall clock
+# stepped back between the two stamps of one put -- microseconds apart -- could
+# misplace that item in the order; nothing else.)
+_STAMP_SLACK_MS = 1
 
 
 def _now_ms() -> int:
@@ -283,10 +291,7 @@ class TrajlogStore(BaseStore):
         record holds its namespace), so asking for it loses no item.  Other
         labels are only checked on the records.  With a ``query``, its words
         must match too and the hits keep their rank (best first)."""
-        # (a label the policy masks is not in the indexed text)
-        policy = self._store.redaction
-        words = sorted({x for x in labels if _TOKEN.fullmatch(x)
-                        and _finding(policy, (x,)) is None})
+        words = self._labels(labels)
         if query:
             words = _WORD.findall(query) + words
         if words:
@@ -298,9 +303,19 @@ class TrajlogStore(BaseStore):
             raise InvalidArgumentError(f"TrajlogStore ranks at most {MAX_ITEMS} hits")
         return _recent_first(self._listing())
 
+    def _labels(self, labels: Iterable[str]) -> list[str]:
+        """The labels the full-text index holds as one token each, sorted
+        (a label the policy masks is not in the indexed text)."""
+        policy = self._store.redaction
+        return sorted({x for x in labels if _TOKEN.fullmatch(x)
+                       and _finding(policy, (x,)) is None})
+
     def _search(self, op: SearchOp, now: int) -> list[SearchItem]:
         prefix = tuple(op.namespace_prefix)
         query = op.query if op.query and self._fts and _WORD.search(op.query) else None
+        words = self._labels(prefix)
+        if query is None and words:
+            return self._search_recent(op, words, now)
         candidates = self._candidates(prefix, query)
         n = len(prefix)
         start, stop = max(op.offset, 0), max(op.offset, 0) + max(op.limit, 0)
@@ -320,6 +335,38 @@ class TrajlogStore(BaseStore):
             for mi, _ in hits:
                 self._renew(mi)
         return [_search_item(rec) for _, rec in hits]
+
+    def _search_recent(self, op: SearchOp, words: list[str], now: int) -> list[SearchItem]:
+        """A search without a query, newest write first: the items under the
+        prefix's labels walked from the latest written, a page at a time,
+        stopping once no item still unread can rank among the first
+        ``offset + limit`` (see :data:`_STAMP_SLACK_MS`)."""
+        prefix = tuple(op.namespace_prefix)
+        n = len(prefix)
+        stop = max(op.offset, 0) + max(op.limit, 0)
+        best: list[tuple[tuple[int, list[str], str], int, MemoryItem, dict[str, Any]]] = []
+        if stop:
+            for i, mi in enumerate(self._mem._recent(" ".join(words), types=[TYPE],
+                                                    scopes=[SCOPE], page=stop + 2)):
+                if len(best) >= stop and (
+                        (mi.created_ms + _STAMP_SLACK_MS) * 1000 < best[0][0][0]):
+                    break
+                rec = _live(mi, now)
+                if rec is None or tuple(rec["namespace"][:n]) != prefix:
+                    continue
+                if op.filter and not all(_compare(rec["value"].get(k), v)
+                                         for k, v in op.filter.items()):
+                    continue
+                entry = ((rec["updated_us"], rec["namespace"], rec["key"]), -i, mi, rec)
+                if len(best) < stop:
+                    heapq.heappush(best, entry)
+                elif entry[0] > best[0][0]:
+                    heapq.heapreplace(best, entry)
+        hits = sorted(best, reverse=True)[max(op.offset, 0):stop]
+        if self._refresh(op):
+            for _, _, mi, _ in hits:
+                self._renew(mi)
+        return [_search_item(rec) for _, _, _, rec in hits]
 
     # -- writes ------------------------------------------------------------------
 
