@@ -7,7 +7,14 @@ Responses-API dicts the SDK stores).  Each round, on fresh databases:
 * add_items: the items in batches of 20 (one ``add_items`` each, one durable
   commit each, as a runner saves a turn);
 * get_items: ``get_items()`` of the whole session, 5 times;
-* get_items(limit=20): 200 calls (what a run with ``SessionSettings(limit=20)`` reads).
+* get_items(limit=20): 200 calls (what a run with ``SessionSettings(limit=20)`` reads);
+* pop_item: 100 calls (each one durable commit: SQLiteSession deletes the newest
+  row, trajlog appends ``history/pop``);
+* clear_session: once, of the whole session (SQLiteSession deletes its rows,
+  trajlog appends ``history/clear``: the log keeps them).
+
+Both sessions are opened (the database and its schema made) before the clock
+starts, as SQLiteSession does in its constructor.
 
 Both are durable in the same way: trajlog ``durability="full"``; SQLiteSession on its
 WAL connection with SQLite's default ``synchronous=FULL``.  Ratios (trajlog /
@@ -36,7 +43,7 @@ import trajlog
 from bench_memory import stat, timed
 from trajlog.adapters.openai_agents import TrajlogSession
 
-BATCH, FULL_READS, LIMIT_READS, LIMIT = 20, 5, 200, 20
+BATCH, FULL_READS, LIMIT_READS, LIMIT, POPS = 20, 5, 200, 20, 100
 
 
 def items(n: int) -> list[dict[str, Any]]:
@@ -68,13 +75,23 @@ def workload(data: list[dict[str, Any]]) -> dict[str, Any]:
         for _ in range(LIMIT_READS):
             assert len(await s.get_items(limit=LIMIT)) == LIMIT
 
-    return {"add_items": add, "get_items": get_all, "get_items_limit": get_limit}
+    async def pop(s: Any) -> None:
+        for _ in range(POPS):
+            assert await s.pop_item() is not None
+
+    async def clear(s: Any) -> None:
+        await s.clear_session()
+
+    return {"add_items": add, "get_items": get_all, "get_items_limit": get_limit,
+            "pop_item": pop, "clear_session": clear}
 
 
 def one_round(tmp: Path, r: int, data: list[dict[str, Any]],
               first: str) -> dict[str, tuple[float, float]]:
     ours = TrajlogSession(f"bench-{r}", str(tmp / f"t{r}.db"))
     theirs = SQLiteSession(f"bench-{r}", tmp / f"s{r}.db")
+    for s in (ours, theirs):   # opened before the clock (trajlog opens on first use)
+        assert asyncio.run(s.get_items()) == []
     out = {}
     for name, fn in workload(data).items():
         def a(fn: Any = fn) -> None:
@@ -107,7 +124,8 @@ def main() -> None:
         "machine": f"{platform.machine()} {os.cpu_count()} cpu, Python "
                    f"{platform.python_version()}, SQLite {sqlite3.sqlite_version}",
         "rounds": rounds, "items": n, "kernel": trajlog.backend}
-    counts = {"add_items": n // BATCH, "get_items": FULL_READS, "get_items_limit": LIMIT_READS}
+    counts = {"add_items": n // BATCH, "get_items": FULL_READS, "get_items_limit": LIMIT_READS,
+              "pop_item": POPS, "clear_session": 1}
     for name, count in counts.items():
         result[name] = {
             "ratio_vs_sqlitesession": stat([x[name][0] / x[name][1] for x in runs]),

@@ -8,7 +8,7 @@
    JSON decoding alone (msgspec), decoding and mapping (``read()``: the
    importer without the store), the store alone (the same sessions mapped
    beforehand, written with the importer's bulk loader), and the whole
-   import with durability FULL and NORMAL.  Target: Claude Code import >= 0.5x the orjson rate.
+   import with durability FULL and NORMAL.  Target: Claude Code import >= 0.3x the orjson rate.
    (aider's Markdown has no JSON: its baseline splits and decodes the lines.)
 2. A synthetic session of N events (default 1,000,000; the
    workload of benchmarks/workload.py): export to .tlog, .jsonl, .jsonl.zst;

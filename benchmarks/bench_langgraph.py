@@ -11,6 +11,9 @@ graph step puts.  Each round, on fresh databases:
 * get_by_id: one ``get_tuple`` per checkpoint id (shuffled);
 * list: ``list`` of the whole thread (1,000 tuples with their writes), 3 times;
 * list_10: 100 ``list(limit=10)``;
+* delete_thread: the whole thread, once (SqliteSaver deletes its rows;
+  trajlog erases every event -- tombstones, the frames purged -- and appends
+  the marker after which the thread starts again);
 * aput: 1,000 ``aput`` with the async savers (trajlog: through ``trajlog.aio``
   and, second figure, through the executor; AsyncSqliteSaver on aiosqlite).
 
@@ -50,7 +53,7 @@ import trajlog
 from bench_memory import stat, timed
 from trajlog.adapters.langgraph import TrajlogSaver
 
-OPS = ("put", "writes", "get_latest", "get_by_id", "list", "list_10")
+OPS = ("put", "writes", "get_latest", "get_by_id", "list", "list_10", "delete_thread")
 TEXT = "the agent read login.ts and found the session cookie is never refreshed; " * 14
 
 
@@ -103,8 +106,12 @@ def workload(cps: list[dict[str, Any]]) -> dict[str, Callable[[BaseCheckpointSav
         for _ in range(100):
             assert len(list(s.list(cfg(), limit=10))) == 10
 
+    def delete(s: BaseCheckpointSaver[Any]) -> None:
+        s.delete_thread("bench")
+        assert s.get_tuple(cfg()) is None
+
     return {"put": put, "writes": writes, "get_latest": get_latest, "get_by_id": get_by_id,
-            "list": list_all, "list_10": list_10}
+            "list": list_all, "list_10": list_10, "delete_thread": delete}
 
 
 def sqlite_saver(path: str) -> tuple[SqliteSaver, sqlite3.Connection]:
@@ -152,6 +159,13 @@ def one_round(tmp: Path, r: int, cps: list[dict[str, Any]]) -> dict[str, tuple[f
     out: dict[str, tuple[float, float]] = {}
     try:
         for op, fn in workload(cps).items():
+            if op == "delete_thread":
+                # (first: a fresh saver's first read of the latest, on the whole file)
+                cold = TrajlogSaver.open(str(tmp / f"t{r}.db"))
+                try:
+                    out["cold_latest"] = (timed(lambda c=cold: c.get_tuple(cfg())), 0.0)
+                finally:
+                    cold.close()
             if r % 2 == 0:
                 a = timed(lambda: fn(ours))     # noqa: B023 -- called at once
                 b = timed(lambda: fn(theirs))   # noqa: B023
@@ -162,11 +176,6 @@ def one_round(tmp: Path, r: int, cps: list[dict[str, Any]]) -> dict[str, tuple[f
     finally:
         ours.close()
         conn.close()
-    cold = TrajlogSaver.open(str(tmp / f"t{r}.db"))
-    try:
-        out["cold_latest"] = (timed(lambda: cold.get_tuple(cfg())), 0.0)
-    finally:
-        cold.close()
     return out
 
 

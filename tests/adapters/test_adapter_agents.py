@@ -132,7 +132,42 @@ def test_limit_reads_only_the_tail(db: str) -> None:
 
     s._handles["main"].sync = Counting(log._e, log._ref)   # the handle the adapter reads
     assert [i["content"] for i in run(s.get_items(5))] == [f"m{i}" for i in range(2995, 3000)]
-    assert read == [26]                      # one window of 2 * limit + 16 events
+    assert read == [15]                      # one window of 1.5 * limit + 8 events
+    s.close()
+
+
+def test_pops_in_a_row_walk_on_from_the_last_one(db: str) -> None:
+    """Each pop by a handle reads one window below the item it popped last,
+    however many pops came before (not a walk back over every earlier pop and
+    the items it hid); a write in between makes the next pop walk from the end."""
+    s = TrajlogSession("popper", db)
+    run(s.add_items([{"role": "user", "content": f"m{i}"} for i in range(200)]))
+    log = s.trajlog_session()
+    assert log is not None
+    read: list[tuple[str, int]] = []
+
+    class Counting(trajlog.Session):
+        """The same session, counting the events each read asks for."""
+
+        def tail(self, n: int = 50) -> list[Any]:
+            read.append(("tail", n))
+            return super().tail(n)
+
+        def events(self, from_seq: int = 0, to_seq: int | None = None, **kw: Any) -> Any:
+            read.append(("range", (to_seq if to_seq is not None else log.last_seq)
+                         - from_seq + 1))
+            return super().events(from_seq, to_seq, **kw)
+
+    s._handles["main"].sync = Counting(log._e, log._ref)
+    for i in range(100):
+        read.clear()
+        assert run(s.pop_item()) == {"role": "user", "content": f"m{199 - i}"}
+        assert read == ([("tail", 16)] if i == 0 else [("range", 16)]), (i, read)
+    run(s.add_items([{"role": "user", "content": "new"}]))
+    read.clear()
+    assert run(s.pop_item()) == {"role": "user", "content": "new"}
+    assert read == [("tail", 16)]            # from the end again: the log moved
+    assert [i["content"] for i in run(s.get_items())] == [f"m{i}" for i in range(100)]
     s.close()
 
 

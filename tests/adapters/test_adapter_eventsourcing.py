@@ -193,3 +193,53 @@ def test_subscription_sees_another_recorders_writes(store):
         writer.insert_events([_ev(a, 1), _ev(a, 2)])   # only the poll wakes `sub`
         seen = [next(sub).id, next(sub).id]
     assert seen == [1, 2]
+
+
+def test_reads_cost_one_head_read_and_a_read_after_them_spares_the_insert_one(store):
+    """The statements a read runs (kits.costkit counts them, no clock):
+    ``select_events`` of an originator and its last event read the head once
+    and the rows once; the insert that follows knows the head from that read
+    (no read of the log's tail); a page of notifications reads the head once
+    and the rows of the page only."""
+    from kits.costkit import metered
+
+    oid = uuid.UUID(int=5)
+    TrajlogApplicationRecorder(store).insert_events([_ev(oid, v) for v in range(1, 11)])
+    for i in range(40):
+        TrajlogApplicationRecorder(store).insert_events([_ev(uuid.UUID(int=100 + i), 1)])
+    rec = TrajlogApplicationRecorder(store)
+    rec.select_events(oid)   # (the session handles cached: the same for every read below)
+    rec.select_notifications(1, 1)
+    rec._heads.clear()
+    with metered(store) as meter:
+        whole = meter.measure(lambda _: rec.select_events(oid))
+        last = meter.measure(lambda _: rec.select_events(oid, desc=True, limit=1))
+        insert = meter.measure(lambda _: rec.insert_events([_ev(oid, 11)]))
+        page = meter.measure(lambda _: rec.select_notifications(1, 10))
+    assert [e.originator_version for e in rec.select_events(oid)] == list(range(1, 12))
+    assert whole.statements == 2, whole.by_sql
+    assert last.statements == 2, last.by_sql
+    assert not [sql for sql in insert.by_sql if "FROM chunks" in sql], insert.by_sql
+    assert page.statements == 2, page.by_sql
+
+
+def test_a_new_originator_is_written_without_a_read_and_a_stale_guess_is_retried(store):
+    """The first insert of an originator this recorder never saw reads
+    nothing before its transaction (the append's ``expect_last`` checks that
+    the log is new); when another recorder wrote it meanwhile, the retry
+    reads its head: a version that cannot follow is refused, one that can is
+    written."""
+    from kits.costkit import metered
+
+    rec = TrajlogApplicationRecorder(store)
+    rec.insert_events([_ev(uuid.UUID(int=1), 1)])   # (the application log exists)
+    oid = uuid.UUID(int=2)
+    with metered(store) as meter:
+        new = meter.measure(lambda _: rec.insert_events([_ev(oid, 1), _ev(oid, 2)]))
+    stmts = list(new.by_sql)
+    assert stmts[0].startswith("BEGIN"), stmts        # nothing read before the transaction
+    other = TrajlogApplicationRecorder(store)         # never saw oid: guesses it is new
+    with pytest.raises(IntegrityError):
+        other.insert_events([_ev(oid, 2)])
+    other.insert_events([_ev(oid, 3)])
+    assert [e.originator_version for e in rec.select_events(oid)] == [1, 2, 3]

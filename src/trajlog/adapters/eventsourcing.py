@@ -55,6 +55,7 @@ copy of every event's state: erase the notification with the event.
 from __future__ import annotations
 
 import base64
+import functools
 import itertools
 import json
 import math
@@ -89,6 +90,8 @@ from ..errors import (
 )
 from ..events import Event
 from ..redaction import RedactionPolicy
+from ._es_versions import Versions as _Versions
+from ._es_versions import field as _field
 
 #: Namespace of the session ids: ``uuid5(NAMESPACE, "<name>/<kind>/<key>")``.
 NAMESPACE = uuid.UUID("f81ee4f1-80ef-42d2-95ea-5e1171eb681e")
@@ -148,6 +151,12 @@ def _state(state: bytes, policy: RedactionPolicy | None = None,
     return {"state_json": value}
 
 
+@functools.lru_cache(maxsize=_CACHED)
+def _uuid5(name: str) -> str:
+    """A session id (cached: every read and write asks for one)."""
+    return str(uuid.uuid5(NAMESPACE, name))
+
+
 def _bytes(ev: Event, session_id: str) -> bytes:
     data = ev.data
     text = data.get("state")
@@ -169,14 +178,6 @@ def _erased(session_id: str, events: Sequence[Event], names: Sequence[str]) -> N
     for ev in events:
         for name in names:
             _field(ev, session_id, name)
-
-
-def _field(ev: Event, session_id: str, name: str) -> Any:
-    """A field of a stored event (an erased one has none)."""
-    data = ev.data
-    if not isinstance(data, Mapping) or name not in data:
-        raise ErasedEventError(session_id, ev.seq, f"its stored event has no {name!r}")
-    return data[name]
 
 
 def _thaw(value: Any) -> Any:
@@ -209,7 +210,7 @@ class TrajlogRecorder:
         self._listeners: set[threading.Event] = set()
 
     def _sid(self, kind: str, key: str) -> str:
-        return str(uuid.uuid5(NAMESPACE, f"{self.name}/{kind}/{key}"))
+        return _uuid5(f"{self.name}/{kind}/{key}")
 
     def session_id_of(self, originator_id: uuid.UUID | str) -> str:
         """The id of the trajlog session holding an originator's events."""
@@ -233,14 +234,27 @@ class TrajlogRecorder:
             self._sessions[session_id] = session
         return session
 
-    def _head(self, session_id: str, field: str) -> tuple[int, int | None]:
+    def _head(self, session_id: str, field: str,
+              guess: bool = False) -> tuple[int, int | None]:
+        """(last seq, ``field`` of the last event) of a session: from what this
+        recorder last saw, else read.  ``guess``: a session it never saw is
+        taken for a new one (empty), unread -- the append's ``expect_last``
+        checks it, and a retry after a refusal reads it."""
         head = self._heads.get(session_id)
         if head is None:
+            if guess and session_id not in self._sessions:
+                return -1, None
             session = self._session(session_id)
             last = session.tail(1) if session is not None else []
             head = ((last[0].seq, _field(last[0], session_id, field)) if last
                     else (-1, None))
         return head
+
+    def _note_head(self, session_id: str, last: Event) -> None:
+        """Keep what a read found at the end of an originator's log."""
+        data = last.data
+        if isinstance(data, Mapping) and isinstance(data.get("v"), int):
+            self._keep(session_id, (last.seq, data["v"]))
 
     def _keep(self, session_id: str, head: tuple[int, int | None]) -> None:
         heads = self._heads
@@ -262,13 +276,14 @@ class TrajlogRecorder:
         track_sid = None if tracking is None else self._sid("tracking",
                                                             tracking.application_name)
         policy = self.store.redaction
-        for _ in range(_RETRIES):
+        for attempt in range(_RETRIES):
             writes: list[tuple[str, list[tuple[str, dict[str, Any]]], int | None]] = []
             create: dict[str, dict[str, Any]] = {}
             keep: list[tuple[str, int | None]] = []
             for key, group in groups.items():
                 sid = self._sid("aggregate", key)
-                last_seq, last_version = self._head(sid, "v")
+                # (an originator never seen is most often a new aggregate: no read)
+                last_seq, last_version = self._head(sid, "v", attempt == 0)
                 first = group[0].originator_version
                 if last_version is not None and first <= last_version:
                     raise IntegrityError(f"originator {key} has version {last_version}: "
@@ -321,26 +336,41 @@ class TrajlogRecorder:
         """The originator's stored events with version above ``gt`` and up to
         ``lte``, in version order (``desc``: newest first), at most ``limit``."""
         key = self._key(originator_id)
-        session = self._session(self._sid("aggregate", key))
-        last = -1 if session is None else session.last_seq
-        if session is None or last < 0 or (limit is not None and limit == 0):
+        sid = self._sid("aggregate", key)
+        session = self._session(sid)
+        if session is None or (limit is not None and limit == 0):
             return []
-        lo, hi = 0, last
-        if gt is not None or lte is not None:
+        if limit is not None and limit < 0:
+            limit = None
+        if gt is None and lte is None:
+            # the whole log, its tail or its start: one read, one head read
+            read = (list(session.events(0)) if limit is None else session.tail(limit) if desc
+                    else list(session.events(0, limit - 1)))
+            if read and (desc or limit is None):
+                # the read ended at the log's last event: the next insert's head
+                self._note_head(sid, read[-1])
+        else:
+            last = session.last_seq
+            if last < 0:
+                return []
+            lo, hi = 0, last
             versions = _Versions(session, last)
             if gt is not None:
                 lo = versions.first_above(gt)
             if lte is not None:
                 hi = versions.last_at_most(lte)
-        if limit is not None and limit > 0:
-            if desc:
-                lo = max(lo, hi - limit + 1)
-            else:
-                hi = min(hi, lo + limit - 1)
-        if lo > hi:
-            return []
+            if limit is not None:
+                if desc:
+                    lo = max(lo, hi - limit + 1)
+                else:
+                    hi = min(hi, lo + limit - 1)
+            if lo > hi:
+                return []
+            read = list(session.events(lo, hi))
+            if read and hi == last:
+                self._note_head(sid, read[-1])
         oid = self._originator(key)
-        events = [ev for ev in session.events(lo, hi) if ev.type == EVENT]
+        events = [ev for ev in read if ev.type == EVENT]
         try:
             found = [StoredEvent(originator_id=oid, originator_version=ev.data["v"],
                                  topic=ev.data["topic"], state=_bytes(ev, session.id))
@@ -351,41 +381,6 @@ class TrajlogRecorder:
         if desc:
             found.reverse()
         return found
-
-
-class _Versions:
-    """Seq <-> version in one originator's log: versions increase with the
-    seq, so a seq is found from the first and last versions when they are
-    contiguous (the usual case), else by bisection."""
-
-    def __init__(self, session: Session, last: int) -> None:
-        self._session, self._last = session, last
-        self._at: dict[int, int] = {}
-        first, end = self.at(0), self.at(last)
-        self._base = first if end - first == last else None
-
-    def at(self, seq: int) -> int:
-        version = self._at.get(seq)
-        if version is None:
-            version = self._at[seq] = _field(self._session.get(seq), self._session.id, "v")
-        return version
-
-    def first_above(self, version: int) -> int:
-        """The first seq whose version is above ``version`` (last + 1: none)."""
-        if self._base is not None:
-            return min(max(version - self._base + 1, 0), self._last + 1)
-        lo, hi = 0, self._last + 1
-        while lo < hi:
-            mid = (lo + hi) // 2
-            if self.at(mid) > version:
-                hi = mid
-            else:
-                lo = mid + 1
-        return lo
-
-    def last_at_most(self, version: int) -> int:
-        """The last seq whose version is at most ``version`` (-1: none)."""
-        return self.first_above(version) - 1
 
 
 class TrajlogAggregateRecorder(TrajlogRecorder, AggregateRecorder):
@@ -422,27 +417,37 @@ class TrajlogApplicationRecorder(TrajlogAggregateRecorder, ApplicationRecorder):
             return []
         first = 1 if start is None else start if inclusive_of_start else start + 1
         first = max(first, 1)
-        end = session.last_seq + 1 if stop is None else min(stop, session.last_seq + 1)
         found: list[Notification] = []
-        if first > end:
-            return found
         wanted = frozenset(topics)
-        for ev in session.events(first - 1, end - 1):
-            data = ev.data
-            if ev.type != NOTIFICATION:
-                continue
-            try:
-                if wanted and data["topic"] not in wanted:
-                    continue
-                found.append(Notification(id=ev.seq + 1,
-                                          originator_id=self._originator(data["originator_id"]),
-                                          originator_version=data["v"], topic=data["topic"],
-                                          state=_bytes(ev, session.id)))
-            except (KeyError, TypeError):
-                _erased(session.id, [ev], ("topic", "originator_id", "v"))
-                raise
-            if len(found) >= limit:
+        # read in windows from ``first``: a page of the usual log (notifications
+        # only, no topic filter) is one window of ``limit`` events, one head
+        # read, and nothing past the page decoded
+        lo, width = first - 1, limit
+        while len(found) < limit:
+            hi = lo + width - 1 if stop is None else min(lo + width, stop) - 1
+            if lo > hi:
                 break
+            read = 0
+            for ev in session.events(lo, hi):
+                read += 1
+                data = ev.data
+                if ev.type != NOTIFICATION:
+                    continue
+                try:
+                    if wanted and data["topic"] not in wanted:
+                        continue
+                    found.append(Notification(
+                        id=ev.seq + 1, originator_id=self._originator(data["originator_id"]),
+                        originator_version=data["v"], topic=data["topic"],
+                        state=_bytes(ev, session.id)))
+                except (KeyError, TypeError):
+                    _erased(session.id, [ev], ("topic", "originator_id", "v"))
+                    raise
+                if len(found) >= limit:
+                    break
+            if read < hi - lo + 1:
+                break   # the log ends before ``hi``
+            lo, width = hi + 1, width * 2
         return found
 
     def max_notification_id(self) -> int | None:

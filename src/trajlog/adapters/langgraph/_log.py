@@ -39,6 +39,7 @@ Every dict of a tree is one of these tags, so a tree decodes unambiguously.
 
 from __future__ import annotations
 
+import functools
 import math
 import threading
 import uuid
@@ -62,8 +63,10 @@ _WINDOW = 32          # first window of a backwards scan for a namespace's head
 _CACHED = 64          # events kept per thread
 
 
+@functools.lru_cache(maxsize=4096)
 def session_id_of(thread_id: str) -> str:
-    """The trajlog session id of a LangGraph thread (deterministic)."""
+    """The trajlog session id of a LangGraph thread (deterministic; cached:
+    every call of the saver asks, and a uuid5 costs a hash and two objects)."""
     return str(uuid.uuid5(NAMESPACE, thread_id))
 
 

@@ -24,6 +24,8 @@ _ITEM_TYPES = MESSAGES | HISTORY["tool"] | {"agents/item"}
 _CALL_TYPES = REQUESTS_CALLS | CALL_EVENTS
 POP, CLEAR = "history/pop", "history/clear"
 _REQUESTED, _STARTED = lifecycle.Phase.REQUESTED, lifecycle.Phase.STARTED
+#: the types :func:`_synthetic` can hold true of
+_CLOSER_TYPES = CANCELS_CALL | {"tool/result"}
 
 
 # -- items <-> events -----------------------------------------------------------------
@@ -112,10 +114,10 @@ def items_of(ev: Event) -> list[Any]:
     if isinstance(sdk, dict):
         item = dict(sdk)
         if ev.type == "tool/result":
-            item.update(call_id=d.get("call_id"), output=d.get("output"))
+            item["call_id"], item["output"] = d.get("call_id"), d.get("output")
         elif "tool_calls" in d:
             c = d["tool_calls"][0]
-            item.update(call_id=c["id"], name=c["name"], arguments=c["arguments"])
+            item["call_id"], item["name"], item["arguments"] = c["id"], c["name"], c["arguments"]
         elif "reasoning" in d:
             item["summary"] = d["reasoning"]
         else:
@@ -153,6 +155,7 @@ class Visible:
         self.hidden_calls: set[str] = set()
         self.found: list[tuple[Event, list[Any]]] = []   # newest first
         self.count = 0
+        self.closers = False   # a found event may be a closer (see items())
         self.stop = -1   # seqs at or below it are cleared
         # an erased item trajlog has no type for: it may have been the call of a
         # later output (its call id is not kept), see items()
@@ -163,24 +166,30 @@ class Visible:
         if ev.seq <= self.stop:
             return False
         t, d = ev.type, ev.data
-        if t == POP and isinstance(d, dict) and isinstance(d.get("target"), int):
-            self.hidden.add(d["target"])
-        elif t == CLEAR and isinstance(d, dict) and isinstance(d.get("through"), int):
-            self.stop = max(self.stop, d["through"])
-        elif t in _ITEM_TYPES:
+        # (the item types first: nearly every event is one)
+        if t in _ITEM_TYPES:
             if ev.seq in self.hidden:
                 self.hidden_calls.update(c["id"] for c in lifecycle.requested_calls(d))
             elif items := items_of(ev):
                 self.found.append((ev, items))
                 self.count += len(items)
+                if t in _CLOSER_TYPES and _synthetic(ev):
+                    self.closers = True
             elif t == "agents/item" and isinstance(d, dict) and "erased" in d:
                 self.erased_item = True
+        elif t == POP and isinstance(d, dict) and isinstance(d.get("target"), int):
+            self.hidden.add(d["target"])
+        elif t == CLEAR and isinstance(d, dict) and isinstance(d.get("through"), int):
+            self.stop = max(self.stop, d["through"])
         return ev.seq > self.stop + 1
 
     def items(self, complete: bool) -> list[Any]:
         """Oldest first.  ``complete``: the walk reached the start (or a clear),
         so a closer whose call was never seen answers nothing visible."""
-        out: list[Any] = []
+        if not self.closers:   # (the usual case: no closer to weigh, one pass)
+            out = [item for _, items in reversed(self.found) for item in items]
+            return _paired(out) if self.erased_item else out
+        out = []
         closers = [ev for ev, _ in self.found if _synthetic(ev)]
         # the calls visible items request: only worth collecting when a closer needs them
         seen = {c["id"] for ev, _ in self.found if ev.type == "assistant/message"
@@ -250,15 +259,21 @@ class _CallsFold:
 CALLS = _CallsFold()
 
 
-def backwards(s: Session, window: int | None) -> Iterator[Event]:
-    """The log's events newest first: a window from the end, then windows
-    twice as long before it (None: the whole log in one read)."""
-    last = s.last_seq
+def backwards(s: Session, window: int | None, below: int | None = None) -> Iterator[Event]:
+    """The log's events newest first: a window from the end (or from
+    ``below``, the seq to start at), then windows twice as long before it
+    (None: the whole log in one read)."""
     if window is None:
         yield from reversed(list(s.events()))
         return
-    hi = last
+    if below is None:
+        # the first window is a tail (one head read), the next ones end before it
+        newest = s.tail(window)
+        yield from reversed(newest)
+        hi, window = (newest[0].seq - 1 if newest else -1), window * 2
+    else:
+        hi = below
     while hi >= 0:
         lo = max(0, hi - window + 1)
-        yield from reversed(s.tail(hi + 1 - lo) if hi == last else list(s.events(lo, hi)))
+        yield from reversed(list(s.events(lo, hi)))
         hi, window = lo - 1, window * 2

@@ -108,6 +108,11 @@ class TrajlogSession:
         # trajlog session id -> (last seq, where each call stands there): what this
         # handle's own last write left, reused while no other writer moved the log
         self._calls: dict[str, tuple[int, dict[str, tuple[int, str]]]] = {}
+        # trajlog session id -> where this handle's last pop left the walk: (the
+        # log's last seq then, the seq below the popped item, the pops' targets,
+        # the clear's stop); nothing above it is visible, so the next pop walks on
+        # from there (its append expects that last seq: a log moved since refuses it)
+        self._pops: dict[str, tuple[int, int, set[int], int]] = {}
         self._branch = MAIN
         self._closed = False
 
@@ -183,7 +188,10 @@ class TrajlogSession:
         end a window at a time (O(limit) events plus the pops among them: an
         older event can hide no newer item, so the walk stops at ``limit``)."""
         walk, complete = Visible(), True
-        for ev in backwards(s, 2 * limit + 16 if limit is not None else None):
+        # a first window for the usual log (an item an event, an output two: a
+        # call and its result), the next ones twice as long
+        window = limit + limit // 2 + 8 if limit is not None else None
+        for ev in backwards(s, window):
             if not walk.feed(ev):
                 break
             if limit is not None and walk.count >= limit:
@@ -250,6 +258,7 @@ class TrajlogSession:
         except BaseException:
             self._calls.pop(s.id, None)   # (the plan updated it: not written)
             raise
+        self._pops.pop(s.id, None)   # (an item above the last pop's walk)
         if calls is not None and events and events[0].seq == at + 1:
             self._calls[s.id] = (events[-1].seq, calls)   # nobody wrote in between
         else:
@@ -268,13 +277,19 @@ class TrajlogSession:
         """One attempt at a pop: ``(True, item)`` when this call's
         ``history/pop`` was written, ``(True, None)`` when nothing is visible,
         ``(False, None)`` when another writer moved the log meanwhile."""
-        walk, at = Visible(), -1
-        for ev in backwards(s, 16):
+        walk, at, below = Visible(), -1, None
+        resume = self._pops.pop(s.id, None)
+        if resume is not None:
+            at, below, hidden, walk.stop = resume
+            walk.hidden = set(hidden)
+        for ev in backwards(s, 16, below):
             if at < 0:
                 at = ev.seq   # the log the walk sees ends here
             if not walk.feed(ev) or walk.found:
                 break
         if not walk.found:
+            if resume is not None:
+                return False, None   # (walk again from the end: the log may have moved)
             return True, None
         ev, items = walk.found[0]
         # written only if the log still ends where the walk read it: then no
@@ -286,7 +301,11 @@ class TrajlogSession:
                 POP, {"target": ev.seq}, {"idempotency_key": f"agents-pop:{ev.seq}"})], at)])
         except LogMovedError:
             return False, None
-        return (True, items[-1]) if written.seq > at else (False, None)
+        if written.seq != at + 1:
+            return False, None
+        walk.hidden.add(ev.seq)
+        self._pops[s.id] = (written.seq, ev.seq - 1, walk.hidden, walk.stop)
+        return True, items[-1]
 
     async def pop_item(self) -> Any:
         """Append ``history/pop`` for the newest visible item and return it
@@ -307,6 +326,7 @@ class TrajlogSession:
         handle = await self._run(self._handle, self._branch, False)
         if handle is None:
             return
+        self._pops.pop(handle.sync.id, None)
         last = await handle.last_seq()
         await handle.append(CLEAR, {"through": last})
 
