@@ -169,6 +169,57 @@ def test_chunks_get_and_tail_use_the_cache_but_notice_a_rewritten_row(store):
         s.get(100)                                    # the cached copy is not trusted
 
 
+def test_chunks_scan_checks_the_payloads_asked_for_and_every_header(kernel):
+    """tl_scan_some (a reader's scan of a row whose body check held): the
+    payload check only for the seqs it hands out; headers, seqs, padding and
+    chains of every frame as ever -- in both kernels alike."""
+    key = codec.session_key(bytes(range(16)))
+    payloads = [bytes([i + 1]) * (100 + i) for i in range(10)]
+    blob, end = codec.encode(payloads, key, codec.start_cursor(key))
+    _, full, _, _ = kernel.scan_table(blob, key, codec.start_cursor(key), 10)
+    at3 = full.offset(3) + 40 + 5                              # a payload byte of seq 3
+    payload_flip = blob[:at3] + bytes([blob[at3] ^ 1]) + blob[at3 + 1:]
+    at3 = full.offset(3) + 20                                  # a header byte (its seq)
+    header_flip = blob[:at3] + bytes([blob[at3] ^ 1]) + blob[at3 + 1:]
+    start = codec.start_cursor(key)
+    status, table, cur, _ = kernel.scan_table(payload_flip, key, start, 10)
+    assert (status, len(table)) == (Status.BAD_PAYLOAD, 3)
+    for checked in ((5, 9), (0, 2), (4, 4)):                   # seq 3 is not handed out
+        status, table, cur, _ = kernel.scan_table(payload_flip, key, start, 10, checked)
+        assert (status, len(table), cur.chain) == (Status.END, 10, end.chain)
+        assert table.packed == full.packed
+    for checked in ((3, 3), (0, 9), None):
+        status, table, _, _ = kernel.scan_table(payload_flip, key, start, 10, checked)
+        assert (status, len(table)) == (Status.BAD_PAYLOAD, 3)
+    status, table, _, _ = kernel.scan_table(header_flip, key, start, 10, (9, 9))
+    assert (status, len(table)) == (Status.BAD_HEADER, 3)
+
+
+def test_chunks_get_checks_the_payload_it_returns(store):
+    """``get`` checks the payload it hands out, and walks the row's other
+    frames by header and chain: a payload changed behind a recomputed body
+    check is refused where it is read -- and found by verify -- while the
+    row's other events still read back as written."""
+    s = store.create_session(cwd="/r")
+    batch_turns(s, 30)
+    row = row_of(foreign(store), s._sid, 100)
+    first, n = row[0] & 0xFFFFFFFF, row[1]
+    assert first < 100 < first + n - 1
+    want = [s.get(q) for q in range(first, first + n)]
+    store._e.reading.cache.clear()
+    edit_row(store, s._sid, 100, lambda frames, i: [
+        f if k != i else f[:45] + bytes([f[45] ^ 1]) + f[46:] for k, f in enumerate(frames)])
+    for q in (first, 99, 101, first + n - 1):
+        store._e.reading.cache.clear()
+        assert s.get(q) == want[q - first]
+    with pytest.raises(errors.ChecksumError):
+        s.get(100)
+    with pytest.raises(errors.ChecksumError):
+        list(s.events(first))
+    report = s.verify()
+    assert not report.ok and report.scan.cursor.next_seq == 100
+
+
 def test_chunks_fork_cut_inside_a_parent_row(store):
     """A fork whose seed ends in the middle of a parent's chunk row reads that
     row up to its seed length, and continues the chain there."""

@@ -67,8 +67,11 @@ class LogStream:
                  compressor: Compressor, chunks: ChunkCompressor, *,
                  cache: ChunkCache | None = None, pool: Executor | None = None,
                  session: str | None = None, kernel: Kernel | None = None,
-                 erased: Erased | None = None) -> None:
+                 erased: Erased | None = None, lean: bool = False) -> None:
         self._key = key
+        # lean: check the payloads only of the frames handed out (the row's
+        # body check covers the rest; open_chunk's ``checked``) -- not verify's
+        self._lean = lean
         self._erased = erased  # the tombstones of erased payloads (chunks.open_chunk)
         self._fetch = fetch
         self._stored_max = stored_max
@@ -124,7 +127,9 @@ class LogStream:
                     self.report = self._missing(want, last, chain, offset, frames, watermark,
                                                 gap=True)
                     return
-                opened = self._open(row, bodies.get(row.first_seq))
+                opened = self._open(row, bodies.get(row.first_seq),
+                                    (max(want, row.first_seq), min(last, row.last_seq))
+                                    if self._lean else None)
                 if not isinstance(opened, tuple):
                     self.report = _defect(opened.status, opened.reason, offset + opened.offset,
                                           frames, Cursor(offset + opened.offset, opened.seq,
@@ -172,12 +177,13 @@ class LogStream:
         cache = self._cache
         return rows if cache is None else [r for r in rows if not cache.has(self._key, r)]
 
-    def _open(self, row: Chunk, raw: bytes | None = None) -> tuple[Any, FrameTable] | ChunkDefect:
+    def _open(self, row: Chunk, raw: bytes | None = None,
+              checked: tuple[int, int] | None = None) -> tuple[Any, FrameTable] | ChunkDefect:
         if self._cache is not None:
             return self._cache.open(self._key, row, self._chunks, kernel=self._kernel, raw=raw,
-                                    erased=self._erased)
+                                    erased=self._erased, checked=checked)
         return open_chunk(self._key, row, self._chunks, kernel=self._kernel, raw=raw,
-                          erased=self._erased)
+                          erased=self._erased, checked=checked)
 
     def _missing(self, want: int, last: int, chain: int | None, offset: int, frames: int,
                  watermark: Watermark, gap: bool = False) -> ScanReport:
