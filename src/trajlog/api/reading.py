@@ -22,7 +22,7 @@ from ..codec import ScanReport, Verdict, Watermark
 from ..codec.chunks import ChunkCache, ChunkCompressor
 from ..codec.compression import Compressor
 from ..codec.records import decode_metadata, header_check, open_state, seal_state
-from ..codec.stream import READ_ROWS, FrameRun, LogStream, decode_events
+from ..codec.stream import READ_ROWS, FrameRun, LogStream, decode_events, decode_one
 from ..codec.tlog import frame_bytes
 from ..errors import (
     CorruptionError,
@@ -231,8 +231,7 @@ class LogReader:
             if ((row.first_seq == ref.seed and row.seed_chain != ref.seed_chain)
                     or (not prefix and seq == last and table.chain(i) != chain)):
                 break
-            event: Event = decode_events(raw, table, i, i + 1, self._compressor, ref.id)[0]
-            return event
+            return decode_one(raw, table, i, self._compressor, ref.id)
         # a row missing or damaged, or a chain that does not hold: the stream
         # reader reads it again and names the defect
         for found in self._events(ref, seq, seq, None, None, reader, False, prefix=prefix):

@@ -301,10 +301,12 @@ def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
     chains of every frame are verified as ever (tl_scan.c, tl_scan_some).
     ``verify()`` checks every payload (``checked=None``)."""
     seq = row.first_seq
+    k = _kernel(kernel)
     if row.n < 1 or row.raw_len < HEADER_SIZE or row.raw_len > row.n * MAX_BODY or (
             row.codec not in (RAW, ZSTD)):
         return ChunkDefect(Status.BAD_FIELD, "chunk row fields out of range", 0, seq)
-    if raw is None and checksum(row.body, body_seed(key, seq), kernel=kernel) != row.body_check:
+    # (the kernel directly: the body is bytes as storage returned it, the seed ours)
+    if raw is None and k.checksum(row.body, body_seed(key, seq)) != row.body_check:
         return ChunkDefect(Status.BAD_PAYLOAD, "chunk body check mismatch", 0, seq)
     # A raw body passed in was decompressed (its body check verified) by
     # ChunkCompressor.decompress_rows; only a row read without one is opened here.
@@ -318,14 +320,14 @@ def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
         if len(row.body) != row.raw_len:
             return ChunkDefect(Status.BAD_FIELD, "chunk body length differs from raw_len", 0,
                                seq)
-    status, table, end, _ = _kernel(kernel).scan_table(raw, key, Cursor(0, seq, row.seed_chain),
-                                                       row.n, checked)
+    status, table, end, _ = k.scan_table(raw, key, Cursor(0, seq, row.seed_chain), row.n,
+                                         checked)
     refused = None
     if status == Status.BAD_PAYLOAD and erased is not None:
         status, table, end, refused = _scan_erased(raw, key, row, erased, status, table, end,
-                                                   _kernel(kernel), checked)
+                                                   k, checked)
     if status not in (Status.END, Status.MORE):
-        return ChunkDefect(Status(status), refused or _kernel(kernel).strerror(status),
+        return ChunkDefect(Status(status), refused or k.strerror(status),
                            end.offset, end.next_seq)
     if len(table) != row.n or end.offset != row.raw_len:
         return ChunkDefect(Status.SEQ_MISMATCH, f"chunk holds {len(table)} verified "
@@ -397,8 +399,9 @@ class ChunkCache:
     def open(self, key: int, row: Chunk, compressor: ChunkCompressor, *,
              kernel: Kernel | None = None, raw: bytes | None = None,
              erased: Erased | None = None, checked: tuple[int, int] | None = None,
-             ) -> tuple[bytes | memoryview, FrameTable] | ChunkDefect:
-        """:func:`open_chunk`, remembered.  A row remembered without the
+             remember: bool = True) -> tuple[bytes | memoryview, FrameTable] | ChunkDefect:
+        """:func:`open_chunk`, remembered (``remember=False``: a row found is
+        used, a row opened is not kept).  A row remembered without the
         payloads asked for is opened again with every payload checked (a
         second read of a row pays for the whole row once)."""
         name = self._name(key, row)
@@ -411,7 +414,7 @@ class ChunkCache:
                 checked = None
         opened = open_chunk(key, row, compressor, kernel=kernel, raw=raw, erased=erased,
                             checked=checked)
-        if isinstance(opened, tuple) and row.raw_len <= self._max // 4:
+        if remember and isinstance(opened, tuple) and row.raw_len <= self._max // 4:
             with self._lock:
                 if name in self._items:
                     self._drop(name)
