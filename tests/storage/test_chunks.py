@@ -13,6 +13,7 @@ from kits.tamper import edit_row, foreign, frames_of, raw_body, row_of, settle
 from trajlog import codec, errors
 from trajlog.codec import Status
 from trajlog.codec.chunks import CAP, ChunkCompressor, cut, frame_sizes, open_chunk, pack
+from trajlog.codec.stream import READ_ROWS
 from trajlog.events import LazyEvent
 from trajlog.storage.statements import rid
 
@@ -218,6 +219,21 @@ def test_chunks_get_checks_the_payload_it_returns(store):
         list(s.events(first))
     report = s.verify()
     assert not report.ok and report.scan.cursor.next_seq == 100
+
+
+def test_chunks_a_long_read_keeps_only_its_first_rows_in_the_cache(tmp_path):
+    """A whole-log read remembers the rows of its first fetch (what a tail or
+    a get near the start comes back to), not every row it passes."""
+    with trajlog.open(str(tmp_path / "s.db"), repack=False) as st:
+        s = st.create_session(cwd="/r")
+        for i in range(3 * READ_ROWS):                    # a row each
+            s.append_batch([("user/message", {"content": f"{i} {k} " + "z" * 900})
+                            for k in range(40)])
+        cache = st._e.reading.cache
+        cache.clear()
+        assert len(list(s.events())) == s.last_seq + 1
+        assert 0 < len(cache._items) <= READ_ROWS
+        assert s.get(3) == next(iter(s.events(3, 3)))
 
 
 def test_chunks_fork_cut_inside_a_parent_row(store):
