@@ -373,11 +373,12 @@ class ChunkCache:
     def holds(self, key: int, seq: int) -> bool:
         """Whether a row of ``key`` holding ``seq`` is remembered (a hint:
         ``get`` then reads the row without its body, and :meth:`peek`s)."""
-        firsts = self._firsts.get(key)
-        if not firsts:
-            return False
-        i = bisect.bisect_right(firsts, seq) - 1
-        return i >= 0 and self._spans.get((key, firsts[i]), (-1,))[0] >= seq
+        with self._lock:
+            firsts = self._firsts.get(key)
+            if not firsts:
+                return False
+            i = bisect.bisect_right(firsts, seq) - 1
+            return i >= 0 and self._spans[key, firsts[i]][0] >= seq
 
     def _covers(self, name: tuple[int, ...], need: tuple[int, int] | None) -> bool:
         have = self._checked.get(name)
