@@ -362,13 +362,9 @@ class ChunkCache:
         self._spans: dict[tuple[int, int], list[int]] = {}
         self._lock = threading.Lock()
 
-    @staticmethod
-    def _name(key: int, row: Chunk) -> tuple[int, ...]:
-        return (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
-                row.raw_len, row.codec)
-
     def has(self, key: int, row: Chunk) -> bool:
-        return self._name(key, row) in self._items
+        return (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
+                row.raw_len, row.codec) in self._items
 
     def holds(self, key: int, seq: int) -> bool:
         """Whether a row of ``key`` holding ``seq`` is remembered (a hint:
@@ -388,7 +384,8 @@ class ChunkCache:
              ) -> tuple[Any, FrameTable] | None:
         """The opened row if it is remembered with the payloads of seqs
         ``need`` checked (None: all of them); ``row.body`` is not looked at."""
-        name = self._name(key, row)
+        name = (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
+                row.raw_len, row.codec)
         with self._lock:
             hit = self._items.get(name)
             if hit is not None:
@@ -405,11 +402,14 @@ class ChunkCache:
         used, a row opened is not kept).  A row remembered without the
         payloads asked for is opened again with every payload checked (a
         second read of a row pays for the whole row once)."""
-        name = self._name(key, row)
+        name = (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
+                row.raw_len, row.codec)
         with self._lock:
             hit = self._items.get(name)
             if hit is not None and self._bodies.get(name) == row.body:
-                if self._covers(name, checked):
+                have = self._checked.get(name)
+                if have is None or (checked is not None and have[0] <= checked[0]
+                                    and checked[1] <= have[1]):
                     self._items.move_to_end(name)
                     return hit
                 checked = None

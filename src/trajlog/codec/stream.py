@@ -132,9 +132,11 @@ class LogStream:
                     self.report = self._missing(want, last, chain, offset, frames, watermark,
                                                 gap=True)
                     return
-                opened = self._open(row, bodies.get(row.first_seq),
-                                    (max(want, row.first_seq), min(last, row.last_seq))
-                                    if self._lean else None, remember)
+                top = row.first_seq + row.n - 1
+                opened = self._open(row, bodies.get(row.first_seq), (
+                    (max(want, row.first_seq), min(last, top))
+                    if self._lean and (want > row.first_seq or last < top) else None),
+                    remember)
                 if not isinstance(opened, tuple):
                     self.report = _defect(opened.status, opened.reason, offset + opened.offset,
                                           frames, Cursor(offset + opened.offset, opened.seq,
