@@ -126,4 +126,3 @@ def test_cost_does_not_grow_with_the_log(logs, case, planted):
     if planted:
         at_small, at_large = cost(logs, small, True), cost(logs, large, True)
         fails(lambda: same_shape(at_small, at_large))
-
