@@ -248,6 +248,20 @@ int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *
             struct tl_frame *frames, size_t frames_cap, size_t *n_frames, uint32_t *hints);
 
 /*
+** tl_scan, with step 8 of FORMAT.md section 5 (the payload check) only for
+** the frames whose seq is in [check_lo, check_hi]; every other step -- the
+** header check, fields, seq, padding and chain -- runs for every frame.
+** For a reader that has just verified a chunk row's body check (which covers
+** every byte of buf) and hands out only the payloads of that range: the
+** payloads it returns are still checked, the others are never read.  Never
+** use it on bytes no body check covered.  tl_scan(...) is
+** tl_scan_some(..., 0, UINT64_MAX).
+*/
+int tl_scan_some(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *cur,
+                 struct tl_frame *frames, size_t frames_cap, size_t *n_frames, uint32_t *hints,
+                 uint64_t check_lo, uint64_t check_hi);
+
+/*
 ** Search buf for a later frame that proves a defect is not a torn tail
 ** (a "hole"): the first 8-aligned offset >= from that starts with the magic,
 ** whose header check verifies under key, and whose seq >= min_seq.

@@ -61,8 +61,14 @@ static int has_zero_sector(const uint8_t *buf, size_t start, size_t end) {
     return 0;
 }
 
-int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *cur,
-            struct tl_frame *frames, size_t frames_cap, size_t *n_frames, uint32_t *hints) {
+/*
+** The walk of tl_scan and tl_scan_some: step 8 (the payload check) runs only
+** for frames whose seq is in [check_lo, check_hi]; every other step runs for
+** every frame.
+*/
+static int scan_frames(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *cur,
+                       struct tl_frame *frames, size_t frames_cap, size_t *n_frames,
+                       uint32_t *hints, uint64_t check_lo, uint64_t check_hi) {
     size_t p, count = 0;
     uint64_t seq, chain;
     uint32_t hint = 0;
@@ -120,7 +126,8 @@ int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *
             rc = TL_SEQ_MISMATCH;
             break;
         }
-        if (tl__xxh3_64(h + TL_HEADER_SIZE, stored, key ^ seq) != ld64(h + OFF_PCHECK)) {
+        if (seq >= check_lo && seq <= check_hi &&
+            tl__xxh3_64(h + TL_HEADER_SIZE, stored, key ^ seq) != ld64(h + OFF_PCHECK)) {
             rc = TL_BAD_PAYLOAD;
             if (has_zero_sector(buf, p + TL_HEADER_SIZE, p + TL_HEADER_SIZE + stored))
                 hint |= TL_HINT_ZERO_SECTOR;
@@ -151,6 +158,30 @@ int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *
     *n_frames = count;
     if (hints) *hints = hint;
     return rc;
+}
+
+int tl_scan(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *cur,
+            struct tl_frame *frames, size_t frames_cap, size_t *n_frames, uint32_t *hints) {
+    return scan_frames(buf, buf_len, key, cur, frames, frames_cap, n_frames, hints, 0, UINT64_MAX);
+}
+
+/*
+** Why a caller may leave payloads unchecked (see tl.h): it calls this only on
+** the body of a chunk row whose body check (XXH3-64 of the stored body) has
+** just held, so every byte is the one stored with the row, and it hands out
+** only the payloads of [check_lo, check_hi] -- which are still checked,
+** because the payload check is the one check that ties a payload to the chain
+** (the chain covers the payload's check, not its bytes, and the body check is
+** outside the chain: a writer that rewrites a body can recompute it).  The
+** headers, seqs, padding and chain of every frame are still verified, so the
+** walk still proves n frames in order ending at the row's last chain; an
+** unchecked payload can only be one the caller never returns.
+*/
+int tl_scan_some(const uint8_t *buf, size_t buf_len, uint64_t key, struct tl_cursor *cur,
+                 struct tl_frame *frames, size_t frames_cap, size_t *n_frames, uint32_t *hints,
+                 uint64_t check_lo, uint64_t check_hi) {
+    return scan_frames(buf, buf_len, key, cur, frames, frames_cap, n_frames, hints, check_lo,
+                       check_hi);
 }
 
 int tl_find_frame(const uint8_t *buf, size_t buf_len, uint64_t key, uint64_t from, uint64_t min_seq,

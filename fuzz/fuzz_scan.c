@@ -1,6 +1,7 @@
 /*
 ** fuzz_scan.c -- arbitrary bytes through tl_scan: never crashes, never reads
-** outside the buffer, and the verify-only and recording modes agree.
+** outside the buffer, and the verify-only and recording modes agree (and
+** tl_scan_some with tl_scan).
 **
 ** Input: 8 bytes of key, 1 byte of array capacity, then the log bytes.
 */
@@ -10,9 +11,9 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     uint64_t key = fuzz_take_u64(&data, &size);
     size_t cap = 1 + (size ? data[0] % 16 : 0), total = 0, n = 0;
     struct tl_frame frames[16];
-    struct tl_cursor cur = {0, 0, key}, verify_cur = {0, 0, key};
+    struct tl_cursor cur = {0, 0, key}, verify_cur = {0, 0, key}, some_cur = {0, 0, key};
     uint32_t hints = 0, verify_hints = 0;
-    int rc, verify_rc;
+    int rc, verify_rc, some_rc;
     uint8_t *copy;
 
     if (size) {
@@ -46,6 +47,17 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     FUZZ_ASSERT(verify_cur.offset == cur.offset && verify_cur.next_seq == cur.next_seq &&
                 verify_cur.chain == cur.chain);
     FUZZ_ASSERT(tl_strerror(rc) != NULL);
+
+    /* tl_scan_some: with every payload checked it is tl_scan; with none it
+    ** walks at least as far, in bounds, and never fails a payload check. */
+    some_rc =
+        tl_scan_some(copy, size, key, &some_cur, NULL, SIZE_MAX, &n, &verify_hints, 0, UINT64_MAX);
+    FUZZ_ASSERT(some_rc == rc && n == total && some_cur.offset == cur.offset &&
+                some_cur.chain == cur.chain);
+    some_cur = (struct tl_cursor){0, 0, key};
+    some_rc = tl_scan_some(copy, size, key, &some_cur, NULL, SIZE_MAX, &n, &verify_hints, 1, 0);
+    FUZZ_ASSERT(n >= total && some_cur.offset <= size && some_cur.offset % TL_ALIGN == 0);
+    FUZZ_ASSERT(some_rc != TL_BAD_PAYLOAD && some_rc != TL_OK && some_rc != TL_INVALID_ARG);
 
     if (rc != TL_END) {
         uint64_t found = 0;

@@ -174,15 +174,21 @@ def scan(buf: Any, key: int, cursor: Cursor, max_frames: int,
     return status, frames, Cursor(cur.offset, cur.next_seq, cur.chain), int(hints[0])
 
 
-def scan_table(buf: Any, key: int, cursor: Cursor,
-               max_frames: int) -> tuple[int, FrameTable, Cursor, int]:
-    """:func:`scan`, the verified headers left packed as tl_scan wrote them."""
+def scan_table(buf: Any, key: int, cursor: Cursor, max_frames: int,
+               checked: tuple[int, int] | None = None) -> tuple[int, FrameTable, Cursor, int]:
+    """:func:`scan`, the verified headers left packed as tl_scan wrote them;
+    ``checked``: only these seqs' payload checks (tl_scan_some; see the
+    reference kernel)."""
     cbuf = ffi.from_buffer(buf)
     cur, n, hints, _ = _scratch()
     cur.offset, cur.next_seq, cur.chain = cursor
     cap = max(0, min(max_frames, (len(cbuf) - cursor.offset) // HEADER_SIZE + 1))
     array = ffi.new("struct tl_frame[]", max(cap, 1))
-    status = lib.tl_scan(cbuf, len(cbuf), key, cur, array, cap, n, hints)
+    if checked is None:
+        status = lib.tl_scan(cbuf, len(cbuf), key, cur, array, cap, n, hints)
+    else:
+        status = lib.tl_scan_some(cbuf, len(cbuf), key, cur, array, cap, n, hints,
+                                  max(0, checked[0]), max(0, checked[1]))
     table = FrameTable(bytes(ffi.buffer(array, n[0] * _FRAME.size)))
     return status, table, Cursor(cur.offset, cur.next_seq, cur.chain), int(hints[0])
 

@@ -24,6 +24,7 @@ from ._format import (
     HEADER_SIZE,
     HINT_ZERO_SECTOR,
     MAGIC,
+    MASK64,
     MAX_RAW,
     MAX_SEQ,
     MAX_STORED,
@@ -313,13 +314,19 @@ def _has_zero_sector(mv: memoryview, start: int, end: int) -> bool:
 
 
 def scan(buf: Any, key: int, cursor: Cursor, max_frames: int,
-         collect: bool) -> tuple[int, list[FrameHeader], Cursor, int]:
+         collect: bool, checked: tuple[int, int] | None = None,
+         ) -> tuple[int, list[FrameHeader], Cursor, int]:
     """Verify frames from ``cursor.offset``; stop at the end, the cap, or a defect.
 
     Returns ``(status, frames, cursor, hints)``.  ``frames`` holds the verified
     headers when ``collect`` is true (else it is empty); ``max_frames`` caps
     how many frames this call verifies.  See FORMAT.md section 5 for the order.
+    ``checked = (lo, hi)``: the payload check (step 8) only for seqs
+    ``lo .. hi`` -- for a chunk row whose body check just held, of which only
+    those payloads are handed out (why that keeps the guarantee: tl_scan.c,
+    tl_scan_some); every other step for every frame.
     """
+    lo, hi = (0, MASK64) if checked is None else checked
     mv = memoryview(buf).cast("B")
     length = len(mv)
     if cursor.offset < 0 or cursor.offset > length or cursor.offset % ALIGN:
@@ -365,7 +372,7 @@ def scan(buf: Any, key: int, cursor: Cursor, max_frames: int,
             status = Status.SEQ_MISMATCH
             break
         start = p + HEADER_SIZE
-        if _xxh3(mv[start:start + stored], seed=key ^ seq) != pcheck:
+        if lo <= seq <= hi and _xxh3(mv[start:start + stored], seed=key ^ seq) != pcheck:
             status = Status.BAD_PAYLOAD
             if _has_zero_sector(mv, start, start + stored):
                 hints |= HINT_ZERO_SECTOR
@@ -407,11 +414,11 @@ def find_frame(buf: Any, key: int, start: int, min_seq: int) -> int:
     return -1
 
 
-def scan_table(buf: Any, key: int, cursor: Cursor,
-               max_frames: int) -> tuple[int, FrameTable, Cursor, int]:
+def scan_table(buf: Any, key: int, cursor: Cursor, max_frames: int,
+               checked: tuple[int, int] | None = None) -> tuple[int, FrameTable, Cursor, int]:
     """:func:`scan` with the verified headers packed as ``struct tl_frame``
     (the C kernel's own array; see :class:`FrameTable`)."""
-    status, headers, end, hints = scan(buf, key, cursor, max_frames, True)
+    status, headers, end, hints = scan(buf, key, cursor, max_frames, True, checked)
     return status, FrameTable.pack(headers), end, hints
 
 

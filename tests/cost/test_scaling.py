@@ -82,6 +82,23 @@ def get_cost(logs: Any, n: int, planted: bool) -> list[Cost]:
     return [reopened(path, sid, op(int(f * (n - 1)))) for f in FRACTIONS]
 
 
+@pytest.mark.parametrize("n", [1_000, 100_000])
+def test_get_is_one_statement(logs, n):
+    """``get(seq)``: one SELECT -- the head and the row holding seq, with its
+    body on a store just reopened, without it once the row is cached."""
+    path, sid, _ = logs[n]
+    cold = get_cost(logs, n, False)
+    assert [c.statements for c in cold] == [1] * len(FRACTIONS), [c.by_sql for c in cold]
+
+    def warm(session: Any, meter: Meter) -> Cost:
+        session.get(n // 2)
+        with meter.window() as cost:
+            assert session.get(n // 2).seq == n // 2
+        return cost
+    again = reopened(path, sid, warm)
+    assert again.statements == 1 and again.bytes < cold[0].bytes, again.by_sql
+
+
 def append_cost(logs: Any, n: int, planted: bool) -> list[Cost]:
     """20 single appends after 5, on a reopened store (the copy keeps the
     built log as it was for the next run)."""

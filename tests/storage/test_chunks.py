@@ -13,6 +13,7 @@ from kits.tamper import edit_row, foreign, frames_of, raw_body, row_of, settle
 from trajlog import codec, errors
 from trajlog.codec import Status
 from trajlog.codec.chunks import CAP, ChunkCompressor, cut, frame_sizes, open_chunk, pack
+from trajlog.codec.stream import READ_ROWS
 from trajlog.events import LazyEvent
 from trajlog.storage.statements import rid
 
@@ -167,6 +168,72 @@ def test_chunks_get_and_tail_use_the_cache_but_notice_a_rewritten_row(store):
         f if k != i else f[:45] + bytes([f[45] ^ 1]) + f[46:] for k, f in enumerate(frames)])
     with pytest.raises(errors.ChecksumError):
         s.get(100)                                    # the cached copy is not trusted
+
+
+def test_chunks_scan_checks_the_payloads_asked_for_and_every_header(kernel):
+    """tl_scan_some (a reader's scan of a row whose body check held): the
+    payload check only for the seqs it hands out; headers, seqs, padding and
+    chains of every frame as ever -- in both kernels alike."""
+    key = codec.session_key(bytes(range(16)))
+    payloads = [bytes([i + 1]) * (100 + i) for i in range(10)]
+    blob, end = codec.encode(payloads, key, codec.start_cursor(key))
+    _, full, _, _ = kernel.scan_table(blob, key, codec.start_cursor(key), 10)
+    at3 = full.offset(3) + 40 + 5                              # a payload byte of seq 3
+    payload_flip = blob[:at3] + bytes([blob[at3] ^ 1]) + blob[at3 + 1:]
+    at3 = full.offset(3) + 20                                  # a header byte (its seq)
+    header_flip = blob[:at3] + bytes([blob[at3] ^ 1]) + blob[at3 + 1:]
+    start = codec.start_cursor(key)
+    status, table, cur, _ = kernel.scan_table(payload_flip, key, start, 10)
+    assert (status, len(table)) == (Status.BAD_PAYLOAD, 3)
+    for checked in ((5, 9), (0, 2), (4, 4)):                   # seq 3 is not handed out
+        status, table, cur, _ = kernel.scan_table(payload_flip, key, start, 10, checked)
+        assert (status, len(table), cur.chain) == (Status.END, 10, end.chain)
+        assert table.packed == full.packed
+    for checked in ((3, 3), (0, 9), None):
+        status, table, _, _ = kernel.scan_table(payload_flip, key, start, 10, checked)
+        assert (status, len(table)) == (Status.BAD_PAYLOAD, 3)
+    status, table, _, _ = kernel.scan_table(header_flip, key, start, 10, (9, 9))
+    assert (status, len(table)) == (Status.BAD_HEADER, 3)
+
+
+def test_chunks_get_checks_the_payload_it_returns(store):
+    """``get`` checks the payload it hands out, and walks the row's other
+    frames by header and chain: a payload changed behind a recomputed body
+    check is refused where it is read -- and found by verify -- while the
+    row's other events still read back as written."""
+    s = store.create_session(cwd="/r")
+    batch_turns(s, 30)
+    row = row_of(foreign(store), s._sid, 100)
+    first, n = row[0] & 0xFFFFFFFF, row[1]
+    assert first < 100 < first + n - 1
+    want = [s.get(q) for q in range(first, first + n)]
+    store._e.reading.cache.clear()
+    edit_row(store, s._sid, 100, lambda frames, i: [
+        f if k != i else f[:45] + bytes([f[45] ^ 1]) + f[46:] for k, f in enumerate(frames)])
+    for q in (first, 99, 101, first + n - 1):
+        store._e.reading.cache.clear()
+        assert s.get(q) == want[q - first]
+    with pytest.raises(errors.ChecksumError):
+        s.get(100)
+    with pytest.raises(errors.ChecksumError):
+        list(s.events(first))
+    report = s.verify()
+    assert not report.ok and report.scan.cursor.next_seq == 100
+
+
+def test_chunks_a_long_read_keeps_only_its_first_rows_in_the_cache(tmp_path):
+    """A whole-log read remembers the rows of its first fetch (what a tail or
+    a get near the start comes back to), not every row it passes."""
+    with trajlog.open(str(tmp_path / "s.db"), repack=False) as st:
+        s = st.create_session(cwd="/r")
+        for i in range(3 * READ_ROWS):                    # a row each
+            s.append_batch([("user/message", {"content": f"{i} {k} " + "z" * 900})
+                            for k in range(40)])
+        cache = st._e.reading.cache
+        cache.clear()
+        assert len(list(s.events())) == s.last_seq + 1
+        assert 0 < len(cache._items) <= READ_ROWS
+        assert s.get(3) == next(iter(s.events(3, 3)))
 
 
 def test_chunks_fork_cut_inside_a_parent_row(store):

@@ -22,7 +22,7 @@ from ..codec import ScanReport, Verdict, Watermark
 from ..codec.chunks import ChunkCache, ChunkCompressor
 from ..codec.compression import Compressor
 from ..codec.records import decode_metadata, header_check, open_state, seal_state
-from ..codec.stream import READ_ROWS, FrameRun, LogStream, decode_events
+from ..codec.stream import READ_ROWS, FrameRun, LogStream, decode_events, decode_one
 from ..codec.tlog import frame_bytes
 from ..errors import (
     CorruptionError,
@@ -164,7 +164,7 @@ class LogReader:
         return LogStream(ref.key, lambda a, b: reader.chunks(sid, a, b, READ_ROWS),
                          lambda: reader.max_seq(sid), self._compressor, self._chunks,
                          cache=self.cache if cached else None, pool=self._pool, session=ref.id,
-                         erased=erased_lookup(reader, sid))
+                         erased=erased_lookup(reader, sid), lean=cached)
 
     def chain_at(self, ref: LogRef, seq: int, reader: Reader | None = None) -> int:
         """The chain value stored in frame ``seq`` (this log or an ancestor's),
@@ -185,39 +185,58 @@ class LogReader:
 
     def event_at(self, ref: LogRef, seq: int, *, prefix: bool = False) -> Event | None:
         """The event at ``seq`` (None if the log has none), from its verified row:
-        one look-up, then the row from the cache or opened once.  ``prefix``:
-        ``seq`` is in a child's inherited prefix, so it must be there whatever
-        this log's head says."""
+        one statement (the head and the row -- with its body unless this
+        process holds the row opened), then the row opened once or taken from
+        the cache, and one payload decoded.  ``prefix``: ``seq`` is in a
+        child's inherited prefix, so it must be there whatever this log's
+        head says."""
         if ref.header.damage is not None:
             raise header_mismatch(ref.id, ref.header.damage)
         if seq < ref.seed:
             assert ref.parent is not None
             return self.event_at(ref.parent, seq, prefix=True)
         reader = self._backend.reader()
-        try:
-            last, row = reader.locate(ref.sid, seq, body=False)
-        except HeadMismatchError as exc:
-            raise _named(exc, ref) from None
-        held = row is not None and row.first_seq <= seq <= row.last_seq
-        if not prefix and seq > last:
-            if held:
-                raise head_mismatch(Status.SEQ_MISMATCH, f"seq {seq} is stored beyond the "
-                                    f"session head at seq {last}", seq=last + 1,
-                                    session=ref.id)
-            self._read_head(ref, reader)  # nothing else stored beyond it either
-            return None
-        opened = self.cache.peek(ref.key, row) if held and row is not None else None
-        if opened is None:
-            # (a row that is not there is found, and named, by the stream)
-            for found in self._events(ref, seq, seq, None, None, reader, False,
-                                      prefix=prefix):
-                return found  # type: ignore[no-any-return]
-            return None
-        raw, table = opened
-        assert row is not None  # (opened only for a row that holds seq)
-        i = seq - row.first_seq
-        event: Event = decode_events(raw, table, i, i + 1, self._compressor, ref.id)[0]
-        return event
+        cache, key = self.cache, ref.key
+        warm = cache.holds(key, seq)
+        while True:
+            try:
+                last, chain, row = reader.locate(ref.sid, seq, body=not warm)
+            except HeadMismatchError as exc:
+                raise _named(exc, ref) from None
+            held = row is not None and row.first_seq <= seq <= row.last_seq
+            if not prefix and seq > last:
+                if held:
+                    raise head_mismatch(Status.SEQ_MISMATCH, f"seq {seq} is stored beyond the "
+                                        f"session head at seq {last}", seq=last + 1,
+                                        session=ref.id)
+                self._read_head(ref, reader)  # nothing else stored beyond it either
+                return None
+            if not held or row is None:
+                break
+            # Only this payload is handed out, so only its check is needed
+            # (open_chunk's ``checked``: the body check covers the others).
+            opened = (cache.peek(key, row, (seq, seq)) if warm else
+                      cache.open(key, row, self._chunks, erased=erased_lookup(reader, ref.sid),
+                                 checked=(seq, seq)))
+            if opened is None:   # remembered, but not that row (repacked since) or not seq
+                warm = False
+                continue
+            if not isinstance(opened, tuple):
+                break
+            raw, table = opened
+            i = seq - row.first_seq
+            # what the stream reader checks of a row read alone: it starts the
+            # log (or the fork's own frames) with their seed chain, and the
+            # head's frame carries the head's chain
+            if ((row.first_seq == ref.seed and row.seed_chain != ref.seed_chain)
+                    or (not prefix and seq == last and table.chain(i) != chain)):
+                break
+            return decode_one(raw, table, i, self._compressor, ref.id)
+        # a row missing or damaged, or a chain that does not hold: the stream
+        # reader reads it again and names the defect
+        for found in self._events(ref, seq, seq, None, None, reader, False, prefix=prefix):
+            return found  # type: ignore[no-any-return]
+        return None
 
     def indexed(self, ref: LogRef, seq: int, type_: str | None = None,
                 key: str | None = None) -> Event:

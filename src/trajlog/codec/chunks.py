@@ -19,6 +19,7 @@ at the size cap; :func:`pack` makes the row of one run.
 
 from __future__ import annotations
 
+import bisect
 import struct
 import threading
 from collections import OrderedDict
@@ -259,7 +260,7 @@ def blank_payloads(raw: bytes, table: FrameTable, seqs: Sequence[int]) -> bytes:
 
 
 def _scan_erased(raw: Any, key: int, row: Chunk, erased: Erased, status: int,
-                 table: FrameTable, end: Cursor, k: Kernel,
+                 table: FrameTable, end: Cursor, k: Kernel, checked: tuple[int, int] | None,
                  ) -> tuple[int, FrameTable, Cursor, str | None]:
     """Continue a row's scan over frames erased under a tombstone: each must
     be a blank frame (:func:`step_over_blank`) that ``erased`` names.  The
@@ -285,7 +286,7 @@ def _scan_erased(raw: Any, key: int, row: Chunk, erased: Erased, status: int,
         if count == row.n:
             status = Status.END if end.offset == len(raw) else Status.MORE
             break
-        status, more, end, _ = k.scan_table(raw, key, end, row.n - count)
+        status, more, end, _ = k.scan_table(raw, key, end, row.n - count, checked)
         parts.append(more.packed)
         count += len(more)
     table = FrameTable(b"".join(parts))
@@ -295,17 +296,28 @@ def _scan_erased(raw: Any, key: int, row: Chunk, erased: Erased, status: int,
 
 def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
                kernel: Kernel | None = None, raw: bytes | None = None,
-               erased: Erased | None = None,
+               erased: Erased | None = None, checked: tuple[int, int] | None = None,
                ) -> tuple[bytes | memoryview, FrameTable] | ChunkDefect:
     """Verify one stored row (FORMAT.md 7.2) and return its raw body and the
     :class:`FrameTable` of its ``n`` frames, or the first defect.  A frame
     whose payload check fails is accepted only as an erased one: blank, and
-    named by ``erased`` (which gives the payload readers see instead)."""
+    named by ``erased`` (which gives the payload readers see instead).
+
+    ``checked = (lo, hi)``: the caller hands out only the payloads of seqs
+    ``lo .. hi``, so only theirs are checked.  The body check (just verified,
+    or verified by :meth:`ChunkCompressor.checked` for a ``raw`` passed in)
+    covers every byte; the payload check of a frame handed out still ties its
+    bytes to the chain, which a recomputed body check would not (the tamper
+    matrix's "body_check recomputed" rows); headers, seqs, padding and
+    chains of every frame are verified as ever (tl_scan.c, tl_scan_some).
+    ``verify()`` checks every payload (``checked=None``)."""
     seq = row.first_seq
+    k = _kernel(kernel)
     if row.n < 1 or row.raw_len < HEADER_SIZE or row.raw_len > row.n * MAX_BODY or (
             row.codec not in (RAW, ZSTD)):
         return ChunkDefect(Status.BAD_FIELD, "chunk row fields out of range", 0, seq)
-    if raw is None and checksum(row.body, body_seed(key, seq), kernel=kernel) != row.body_check:
+    # (the kernel directly: the body is bytes as storage returned it, the seed ours)
+    if raw is None and k.checksum(row.body, body_seed(key, seq)) != row.body_check:
         return ChunkDefect(Status.BAD_PAYLOAD, "chunk body check mismatch", 0, seq)
     # A raw body passed in was decompressed (its body check verified) by
     # ChunkCompressor.decompress_rows; only a row read without one is opened here.
@@ -319,14 +331,14 @@ def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
         if len(row.body) != row.raw_len:
             return ChunkDefect(Status.BAD_FIELD, "chunk body length differs from raw_len", 0,
                                seq)
-    status, table, end, _ = _kernel(kernel).scan_table(raw, key, Cursor(0, seq, row.seed_chain),
-                                                       row.n)
+    status, table, end, _ = k.scan_table(raw, key, Cursor(0, seq, row.seed_chain), row.n,
+                                         checked)
     refused = None
     if status == Status.BAD_PAYLOAD and erased is not None:
         status, table, end, refused = _scan_erased(raw, key, row, erased, status, table, end,
-                                                   _kernel(kernel))
+                                                   k, checked)
     if status not in (Status.END, Status.MORE):
-        return ChunkDefect(Status(status), refused or _kernel(kernel).strerror(status),
+        return ChunkDefect(Status(status), refused or k.strerror(status),
                            end.offset, end.next_seq)
     if len(table) != row.n or end.offset != row.raw_len:
         return ChunkDefect(Status.SEQ_MISMATCH, f"chunk holds {len(table)} verified "
@@ -345,56 +357,117 @@ class ChunkCache:
     stored body byte for byte (a memcmp, far cheaper than opening), so a row
     damaged since it was opened is opened again -- and refused.  :meth:`peek`
     (``get``'s look-up without the body) trusts a row this process verified.
-    Bounded by the raw bytes it keeps."""
+    A row opened with only some payloads checked (``checked``, see
+    :func:`open_chunk`) serves only reads of those seqs.  Bounded by the raw
+    bytes it keeps."""
 
     def __init__(self, max_bytes: int = 8 * 1024 * 1024) -> None:
         self.max_bytes = self._max = max_bytes
         self._size = 0
         self._items: OrderedDict[tuple[int, ...], tuple[Any, FrameTable]] = OrderedDict()
         self._bodies: dict[tuple[int, ...], bytes] = {}
+        self._checked: dict[tuple[int, ...], tuple[int, int] | None] = {}
+        # key -> sorted first seqs of the rows held, and (key, first) -> (last
+        # seq, how many rows held start there): :meth:`holds`
+        self._firsts: dict[int, list[int]] = {}
+        self._spans: dict[tuple[int, int], list[int]] = {}
         self._lock = threading.Lock()
 
     def has(self, key: int, row: Chunk) -> bool:
         return (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
                 row.raw_len, row.codec) in self._items
 
-    def peek(self, key: int, row: Chunk) -> tuple[Any, FrameTable] | None:
-        """The opened row if it is remembered (``row.body`` is not looked at)."""
+    def holds(self, key: int, seq: int) -> bool:
+        """Whether a row of ``key`` holding ``seq`` is remembered (a hint:
+        ``get`` then reads the row without its body, and :meth:`peek`s)."""
+        with self._lock:
+            firsts = self._firsts.get(key)
+            if not firsts:
+                return False
+            i = bisect.bisect_right(firsts, seq) - 1
+            return i >= 0 and self._spans[key, firsts[i]][0] >= seq
+
+    def _covers(self, name: tuple[int, ...], need: tuple[int, int] | None) -> bool:
+        have = self._checked.get(name)
+        return have is None or (need is not None and have[0] <= need[0] and need[1] <= have[1])
+
+    def peek(self, key: int, row: Chunk, need: tuple[int, int] | None = None,
+             ) -> tuple[Any, FrameTable] | None:
+        """The opened row if it is remembered with the payloads of seqs
+        ``need`` checked (None: all of them); ``row.body`` is not looked at."""
         name = (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
                 row.raw_len, row.codec)
         with self._lock:
             hit = self._items.get(name)
             if hit is not None:
+                if not self._covers(name, need):
+                    return None
                 self._items.move_to_end(name)
             return hit
 
     def open(self, key: int, row: Chunk, compressor: ChunkCompressor, *,
              kernel: Kernel | None = None, raw: bytes | None = None,
-             erased: Erased | None = None,
-             ) -> tuple[bytes | memoryview, FrameTable] | ChunkDefect:
-        """:func:`open_chunk`, remembered."""
+             erased: Erased | None = None, checked: tuple[int, int] | None = None,
+             remember: bool = True) -> tuple[bytes | memoryview, FrameTable] | ChunkDefect:
+        """:func:`open_chunk`, remembered (``remember=False``: a row found is
+        used, a row opened is not kept).  A row remembered without the
+        payloads asked for is opened again with every payload checked (a
+        second read of a row pays for the whole row once)."""
         name = (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
                 row.raw_len, row.codec)
         with self._lock:
             hit = self._items.get(name)
             if hit is not None and self._bodies.get(name) == row.body:
-                self._items.move_to_end(name)
-                return hit
-        opened = open_chunk(key, row, compressor, kernel=kernel, raw=raw, erased=erased)
-        if isinstance(opened, tuple) and row.raw_len <= self._max // 4:
+                have = self._checked.get(name)
+                if have is None or (checked is not None and have[0] <= checked[0]
+                                    and checked[1] <= have[1]):
+                    self._items.move_to_end(name)
+                    return hit
+                checked = None
+        opened = open_chunk(key, row, compressor, kernel=kernel, raw=raw, erased=erased,
+                            checked=checked)
+        if remember and isinstance(opened, tuple) and row.raw_len <= self._max // 4:
             with self._lock:
+                if name in self._items:
+                    self._drop(name)
                 self._items[name] = opened
                 self._bodies[name] = bytes(row.body)
+                self._checked[name] = checked
+                span = (key, row.first_seq)
+                held = self._spans.get(span)
+                if held is None:
+                    self._spans[span] = [row.last_seq, 1]
+                    bisect.insort(self._firsts.setdefault(key, []), row.first_seq)
+                else:
+                    held[0] = max(held[0], row.last_seq)
+                    held[1] += 1
                 self._size += row.raw_len + len(row.body)
                 while self._size > self._max:
-                    gone, (old, _table) = self._items.popitem(last=False)
-                    self._size -= len(old) + len(self._bodies.pop(gone, b""))
+                    self._drop(next(iter(self._items)))
         return opened
+
+    def _drop(self, name: tuple[int, ...]) -> None:
+        """Forget one row (the lock held)."""
+        old, _table = self._items.pop(name)
+        self._size -= len(old) + len(self._bodies.pop(name, b""))
+        self._checked.pop(name, None)
+        span = (name[0], name[1])
+        held = self._spans[span]
+        held[1] -= 1
+        if not held[1]:
+            del self._spans[span]
+            firsts = self._firsts[name[0]]
+            firsts.pop(bisect.bisect_left(firsts, name[1]))
+            if not firsts:
+                del self._firsts[name[0]]
 
     def clear(self) -> None:
         with self._lock:
             self._items.clear()
             self._bodies.clear()
+            self._checked.clear()
+            self._firsts.clear()
+            self._spans.clear()
             self._size = 0
 
 

@@ -67,8 +67,11 @@ class LogStream:
                  compressor: Compressor, chunks: ChunkCompressor, *,
                  cache: ChunkCache | None = None, pool: Executor | None = None,
                  session: str | None = None, kernel: Kernel | None = None,
-                 erased: Erased | None = None) -> None:
+                 erased: Erased | None = None, lean: bool = False) -> None:
         self._key = key
+        # lean: check the payloads only of the frames handed out (the row's
+        # body check covers the rest; open_chunk's ``checked``) -- not verify's
+        self._lean = lean
         self._erased = erased  # the tombstones of erased payloads (chunks.open_chunk)
         self._fetch = fetch
         self._stored_max = stored_max
@@ -96,6 +99,11 @@ class LogStream:
         end_chain: int | None = None
         end_offset = 0  # of the last frame handed out
         ahead: tuple[list[Chunk], Future[dict[int, bytes]]] | None = None
+        # The cache remembers the rows of a read's first fetch (a get, a tail,
+        # the start of a long read); the rest of a long read passes through
+        # it: keeping every row would cost fresh memory a row (measured: ~12 %
+        # of a whole-log read) and push out the rows near reads come back to.
+        remember = True
         while want <= last:
             if ahead is not None:
                 rows, pending = ahead
@@ -124,7 +132,11 @@ class LogStream:
                     self.report = self._missing(want, last, chain, offset, frames, watermark,
                                                 gap=True)
                     return
-                opened = self._open(row, bodies.get(row.first_seq))
+                top = row.first_seq + row.n - 1
+                opened = self._open(row, bodies.get(row.first_seq), (
+                    (max(want, row.first_seq), min(last, top))
+                    if self._lean and (want > row.first_seq or last < top) else None),
+                    remember)
                 if not isinstance(opened, tuple):
                     self.report = _defect(opened.status, opened.reason, offset + opened.offset,
                                           frames, Cursor(offset + opened.offset, opened.seq,
@@ -153,6 +165,7 @@ class LogStream:
                 want = row.last_seq + 1
                 if want > last:
                     break
+            remember = False
             if ahead is not None and ahead[0][0].first_seq != want:
                 ahead = None  # not the rows that follow (a defect or a gap): fetch again
         if watermark.chain is not None and last == watermark.seq and first <= last and (
@@ -172,12 +185,14 @@ class LogStream:
         cache = self._cache
         return rows if cache is None else [r for r in rows if not cache.has(self._key, r)]
 
-    def _open(self, row: Chunk, raw: bytes | None = None) -> tuple[Any, FrameTable] | ChunkDefect:
+    def _open(self, row: Chunk, raw: bytes | None = None,
+              checked: tuple[int, int] | None = None,
+              remember: bool = True) -> tuple[Any, FrameTable] | ChunkDefect:
         if self._cache is not None:
             return self._cache.open(self._key, row, self._chunks, kernel=self._kernel, raw=raw,
-                                    erased=self._erased)
+                                    erased=self._erased, checked=checked, remember=remember)
         return open_chunk(self._key, row, self._chunks, kernel=self._kernel, raw=raw,
-                          erased=self._erased)
+                          erased=self._erased, checked=checked)
 
     def _missing(self, want: int, last: int, chain: int | None, offset: int, frames: int,
                  watermark: Watermark, gap: bool = False) -> ScanReport:
@@ -263,6 +278,22 @@ def decode_events(raw: Any, table: FrameTable, lo: int, hi: int, compressor: Com
     return out
 
 
+def decode_one(raw: Any, table: FrameTable, i: int, compressor: Compressor,
+               session: str | None) -> Event:
+    """The event of verified frame ``i`` (``get``'s :func:`decode_events`)."""
+    if table.erased is None and not table.flags(i):
+        at = table.offset(i) + HEADER_SIZE
+        try:
+            event: Event = _EAGER.decode(memoryview(raw)[at:at + table.stored_len(i)])
+        except msgspec.DecodeError:
+            pass   # decode_events says which payload, and why
+        else:
+            _set(event, "seq", table.seq(i))
+            return event
+    found: Event = decode_events(raw, table, i, i + 1, compressor, session)[0]
+    return found
+
+
 Batch = tuple[Any, FrameTable, int, int]
 
 
@@ -272,4 +303,4 @@ def _defect(status: int, reason: str, offset: int, frames: int, cursor: Cursor,
                       cursor, 0, 0, reason, watermark, head_mismatch)
 
 
-__all__ = ["READ_ROWS", "Batch", "FrameRun", "LogStream", "decode_events"]
+__all__ = ["READ_ROWS", "Batch", "FrameRun", "LogStream", "decode_events", "decode_one"]

@@ -228,9 +228,10 @@ class Reader(MemoryReader, Protocol):
         """The chunk row that contains ``seq``."""
         ...
 
-    def locate(self, sid: int, seq: int, body: bool) -> tuple[int, Chunk | None]:
-        """``(the head's last seq, the row holding seq -- or the last one before
-        it -- or None)`` in one look-up; its body only when ``body``."""
+    def locate(self, sid: int, seq: int, body: bool) -> tuple[int, int, Chunk | None]:
+        """``(the head's last seq, the head's chain, the row holding seq -- or
+        the last one before it -- or None)`` in one look-up; its body only
+        when ``body``."""
         ...
 
     def chunk_meta(self, sid: int, after: int, upto: int) -> list[tuple[int, int, int]]:

@@ -229,7 +229,7 @@ class SQLiteReader(MemoryReads):
         with translate():
             return st.chunk_at(self.conn, sid, seq)
 
-    def locate(self, sid: int, seq: int, body: bool) -> tuple[int, Chunk | None]:
+    def locate(self, sid: int, seq: int, body: bool) -> tuple[int, int, Chunk | None]:
         with translate():
             return st.locate(self.conn, sid, seq, body)
 

@@ -345,23 +345,26 @@ def chunk_at(conn: apsw.Connection, sid: int, seq: int) -> Chunk | None:
 
 @_readable("chunks")
 def locate(conn: apsw.Connection, sid: int, seq: int,
-           body: bool) -> tuple[int, Chunk | None]:
-    """``(head's last seq, the row holding seq or the last before it)`` in
-    one statement; the row's body only when ``body`` (else empty)."""
+           body: bool) -> tuple[int, int, Chunk | None]:
+    """``(head's last seq, head's chain, the row holding seq or the last
+    before it)`` in one statement; the row's body only when ``body`` (else
+    empty)."""
     cols = CHUNK_COLUMNS if body else _CHUNK_META
     # (One statement SQLite keeps prepared: a join on the subquery would be
     # prepared anew at every call, ~30 us.)
     rows: list[Any] = conn.execute(
-        f"SELECT (SELECT last_seq FROM session_heads WHERE sid = ?), {cols} FROM chunks "
-        "WHERE cid BETWEEN ? AND ? ORDER BY cid DESC LIMIT 1",
-        (sid, rid(sid, 0), bound(sid, seq))).fetchall()
+        "SELECT (SELECT last_seq FROM session_heads WHERE sid = ?1), (SELECT chain_head FROM "
+        f"session_heads WHERE sid = ?1), {cols} FROM chunks WHERE cid BETWEEN ?2 AND ?3 "
+        "ORDER BY cid DESC LIMIT 1", (sid, rid(sid, 0), bound(sid, seq))).fetchall()
     if not rows:
-        return head(conn, sid).last_seq, None
-    if rows[0][0] is None:
+        got = head(conn, sid)
+        return got.last_seq, got.chain, None
+    last, chain = rows[0][0], rows[0][1]
+    if last is None:
         raise no_head(sid)
-    if type(rows[0][0]) is not int:
-        raise _damaged(conn, "session_heads", sid, "its last seq is not an integer")
-    return int(rows[0][0]), _chunk(conn, rows[0][1:])
+    if type(last) is not int or type(chain) is not int:
+        raise _damaged(conn, "session_heads", sid, "its last seq or chain is not an integer")
+    return last, u64(chain), _chunk(conn, rows[0][2:])
 
 
 @_readable("chunks")
