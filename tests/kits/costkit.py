@@ -173,6 +173,23 @@ def metered(store: Any) -> Iterator[Meter]:
         meter.close()
 
 
+def traced(store: Any, act: Callable[[], Any]) -> list[str]:
+    """The SQL statements ``act`` runs on this thread's reader connection, in order."""
+    conn = store._e.backend.connection()
+    seen: list[str] = []
+
+    def trace(_cursor: Any, sql: str, _bindings: Any) -> bool:
+        seen.append(sql)
+        return True
+
+    conn.exec_trace = trace
+    try:
+        act()
+    finally:
+        conn.exec_trace = None
+    return seen
+
+
 # -- query plans ------------------------------------------------------------------------
 
 def plan(conn: apsw.Connection, sql: str, bindings: Any = None) -> list[str]:

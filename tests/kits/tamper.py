@@ -176,3 +176,15 @@ def write_txn(store) -> Iterator[apsw.Connection]:
 def views(store) -> dict:
     """``store``'s in-memory projection states, keyed by (sid, name)."""
     return store._e.views.states
+
+
+# Schema edits a foreign connection must be refused (the authorizer on
+# connections trajlog writes with; read-only opening on its readers).
+SCHEMA_EDITS = [
+    "DROP TRIGGER chunks_repack",
+    "DROP TABLE chunks",
+    "ALTER TABLE chunks RENAME TO old_chunks",
+    "CREATE TABLE extra(x)",
+    "CREATE TEMP TRIGGER t BEFORE INSERT ON chunks BEGIN SELECT 1; END",
+    "DROP INDEX event_index_idempotency",
+]

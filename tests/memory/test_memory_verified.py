@@ -9,13 +9,13 @@ opened).  Deterministic counts, no timing."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Callable
 from typing import Any
 
 import apsw
 import pytest
 
 import trajlog
+from kits.costkit import traced
 from trajlog import Identity
 from trajlog.adapters.langgraph.base_store import TrajlogStore
 from trajlog.memory.versions import VerifiedRows, verified_rows
@@ -27,23 +27,6 @@ IDENT = Identity("acme", user="alice")
 def store(tmp_path):
     with trajlog.open(str(tmp_path / "v.db")) as st:
         yield st
-
-
-def _statements(store: Any, act: Callable[[], Any]) -> list[str]:
-    """The SQL ``act`` runs on this thread's reader connection."""
-    conn = store._e.backend.connection()
-    seen: list[str] = []
-
-    def trace(_cursor: Any, sql: str, _bindings: Any) -> bool:
-        seen.append(sql)
-        return True
-
-    conn.exec_trace = trace
-    try:
-        act()
-    finally:
-        conn.exec_trace = None
-    return seen
 
 
 def _foreign(store: Any) -> apsw.Connection:
@@ -64,7 +47,7 @@ def test_memory_verified_a_steady_get_is_one_statement(store):
     item = _versions(mem, 5)
     assert mem.get(item.id).content == {"text": "v5"}     # verified (in full) once
     for read in (lambda: mem.get(item.id), lambda: mem.find("user", "k")):
-        sql = _statements(store, read)
+        sql = traced(store, read)
         assert len(sql) == 1, sql                         # the latest row; no versions,
         assert "tombstones" not in sql[0]                 # no tombstone read again
     assert mem.get(item.id).content == {"text": "v5"} and mem.history(item.id)[0].version == 1
@@ -76,11 +59,11 @@ def test_memory_verified_a_version_written_here_is_not_verified_again(store):
     is one statement too."""
     mem = store.memory(IDENT)
     item = _versions(mem, 3)
-    sql = _statements(store, lambda: mem.get(item.id))
+    sql = traced(store, lambda: mem.get(item.id))
     assert len(sql) == 1, sql
     assert mem.get(item.id).content == {"text": "v3"}
     [many] = mem.remember_many([{"scope": "user", "type": "fact", "content": {"text": "m"}}])
-    assert len(_statements(store, lambda: mem.get(many.id))) == 1
+    assert len(traced(store, lambda: mem.get(many.id))) == 1
 
 
 def test_memory_verified_rows_are_fresh_copies(store):

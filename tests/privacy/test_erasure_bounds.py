@@ -11,6 +11,7 @@ import msgspec
 import pytest
 
 import trajlog
+from kits.costkit import traced
 from kits.tamper import file_bytes, settle
 from trajlog import projections
 from trajlog._format import FrameType
@@ -240,22 +241,9 @@ def test_a_tombstone_row_naming_another_seq_than_its_record_is_refused(store):
 
 # -- item: verify_memory() is linear in the erased frames of a row -----------------------
 
-def _statements(store, act) -> int:
+def _count(store, act) -> int:
     """SQL statements ``act`` runs on this thread's reader connection."""
-    conn = store._e.backend.connection()
-    count = 0
-
-    def trace(_cursor, _sql, _bindings) -> bool:
-        nonlocal count
-        count += 1
-        return True
-
-    conn.exec_trace = trace
-    try:
-        act()
-    finally:
-        conn.exec_trace = None
-    return count
+    return len(traced(store, act))
 
 
 def _erased_row(tmp_path, n: int) -> tuple[int, int, int]:
@@ -265,11 +253,11 @@ def _erased_row(tmp_path, n: int) -> tuple[int, int, int]:
         assert len(store._e.backend.connection().execute(
             "SELECT cid FROM chunks").fetchall()) == 1
         store.erase(s.id, list(range(5, n + 5)), reason="ttl")
-        audit = _statements(store, lambda: store.verify_memory())
+        audit = _count(store, lambda: store.verify_memory())
         store._e.reading.cache.clear()
-        verify = _statements(store, lambda: s.verify())
+        verify = _count(store, lambda: s.verify())
         store._e.reading.cache.clear()
-        read = _statements(store, lambda: list(s.events()))
+        read = _count(store, lambda: list(s.events()))
         return audit, verify, read
 
 

@@ -12,17 +12,13 @@ import apsw
 import pytest
 
 import trajlog
+from kits.tamper import SCHEMA_EDITS
 from trajlog import Identity
 from trajlog.storage import sqlite as storage
 
 REFUSED = [
     # what test_storage_authorizer_refuses_schema_changes refuses on the other connections
-    "DROP TRIGGER chunks_repack",
-    "DROP TABLE chunks",
-    "ALTER TABLE chunks RENAME TO old_chunks",
-    "CREATE TABLE extra(x)",
-    "CREATE TEMP TRIGGER t BEFORE INSERT ON chunks BEGIN SELECT 1; END",
-    "DROP INDEX event_index_idempotency",
+    *SCHEMA_EDITS,
     "PRAGMA journal_mode=DELETE",
     "PRAGMA user_version=7",
     "ATTACH DATABASE ':memory:' AS other",

@@ -9,7 +9,7 @@ import pytest
 
 import trajlog
 from kits import tamper
-from kits.tamper import flip_frame_bits, write_conn
+from kits.tamper import SCHEMA_EDITS, flip_frame_bits, write_conn
 from trajlog import errors
 from trajlog.codec import Status
 from trajlog.storage import sqlite as storage
@@ -204,12 +204,7 @@ def test_storage_only_a_repack_rewrites_rows(store):
 
 
 @pytest.mark.parametrize("sql", [
-    "DROP TRIGGER chunks_repack",
-    "DROP TABLE chunks",
-    "ALTER TABLE chunks RENAME TO old_chunks",
-    "CREATE TABLE extra(x)",
-    "CREATE TEMP TRIGGER t BEFORE INSERT ON chunks BEGIN SELECT 1; END",
-    "DROP INDEX event_index_idempotency",
+    *SCHEMA_EDITS,
     "PRAGMA writable_schema=ON",
     "PRAGMA journal_mode=DELETE",
     "PRAGMA synchronous=OFF",

@@ -25,7 +25,7 @@ from . import run_scope
 from .async_calls import blocking, in_executor, off_loop, outcome, settle
 from .checks import check_append_type
 from .reading import FrameRun
-from .session import Session
+from .session import Session, envelope_of
 
 _READ_BATCH = 256   # events fetched per executor call while iterating
 
@@ -97,12 +97,8 @@ class AsyncSession:
                      idempotency_key: str | None = None,
                      supersedes: int | None = None, branch_id: str | None = None) -> Event:
         """:meth:`trajlog.Session.append`, awaiting durability without blocking the loop."""
-        envelope = {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
-                                      ("workspace_revision", workspace_revision),
-                                      ("data_class", data_class),
-                                      ("idempotency_key", idempotency_key),
-                                      ("supersedes", supersedes), ("branch_id", branch_id))
-                    if v is not None}
+        envelope = envelope_of(source, causal_parent, workspace_revision, data_class,
+                               idempotency_key, supersedes, branch_id)
         check_append_type(self.header, type)
         rows = [self.sync._e.writer.prepare(type, data, time, envelope)]
         return (await self._submit(rows))[0]

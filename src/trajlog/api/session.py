@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass
+from types import MappingProxyType
 from typing import Any
 
 from ..errors import InvalidArgumentError, InvalidStateError, TrajlogError, ValidationError
@@ -37,6 +38,27 @@ class Engines:
     views: StateCache
     repacker: Repacker
 
+
+
+_NO_ENVELOPE: Mapping[str, Any] = MappingProxyType({})
+
+
+def envelope_of(source: str | None, causal_parent: int | None,
+                workspace_revision: str | None, data_class: str | None,
+                idempotency_key: str | None, supersedes: int | None,
+                branch_id: str | None) -> Mapping[str, Any]:
+    """The envelope fields of an append that were given (most appends: none,
+    and no dict is built)."""
+    if (source is None and causal_parent is None and workspace_revision is None
+            and data_class is None and idempotency_key is None and supersedes is None
+            and branch_id is None):
+        return _NO_ENVELOPE
+    return {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
+                              ("workspace_revision", workspace_revision),
+                              ("data_class", data_class),
+                              ("idempotency_key", idempotency_key),
+                              ("supersedes", supersedes), ("branch_id", branch_id))
+            if v is not None}
 
 class Session:
     """One session: its immutable header and its append-only log.
@@ -98,17 +120,8 @@ class Session:
         ``branch_id``: the branch (approach) the event belongs to -- the
         context builder keeps other branches' facts out.
         """
-        if (source is None and causal_parent is None and workspace_revision is None
-                and data_class is None and idempotency_key is None and supersedes is None
-                and branch_id is None):   # (most appends: no envelope built)
-            envelope: dict[str, Any] = {}
-        else:
-            envelope = {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
-                                          ("workspace_revision", workspace_revision),
-                                          ("data_class", data_class),
-                                          ("idempotency_key", idempotency_key),
-                                          ("supersedes", supersedes), ("branch_id", branch_id))
-                        if v is not None}
+        envelope = envelope_of(source, causal_parent, workspace_revision, data_class,
+                               idempotency_key, supersedes, branch_id)
         writer = self._e.writer
         header = self.header
         checks.check_append_type(header, type)

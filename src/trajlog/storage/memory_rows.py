@@ -224,16 +224,22 @@ def search(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scop
            types: Sequence[str] | None, limit: int) -> list[MemoryRow]:
     """Active versions matching ``match`` (an FTS5 query), best first; the
     scope and type filters are in the same WHERE, applied before the rank."""
+    select, args = _active_matches(match, tenant, scopes, types)
+    return [_memory(r) for r in conn.execute(f"{select} ORDER BY f.rank LIMIT ?",
+                                             (*args, limit))]
+
+
+def _active_matches(match: str, tenant: str, scopes: Sequence[Scope],
+                    types: Sequence[str] | None) -> tuple[str, list[Any]]:
+    """The SELECT of the active latest versions matching ``match`` in the
+    scopes and types, and its bindings.  Only an item's active latest version:
+    a stale index row (the index is derived) is left out before any LIMIT."""
     where, args = scope_sql(tenant, scopes, "f")
     t_sql, t_args = _in("f.type", types)
-    # only an item's active latest version: a stale index row (the index is
-    # derived) is left out before the LIMIT
-    return [_memory(r) for r in conn.execute(
-        f"SELECT {_M_COLUMNS} "
-        f"FROM memory_fts f JOIN memories m ON m.mid = f.rowid "
-        f"WHERE memory_fts MATCH ? AND {where}{t_sql} AND m.state = 'active' AND {_LATEST} "
-        f"ORDER BY f.rank LIMIT ?",
-        (match, *args, *t_args, limit))]
+    return (f"SELECT {_M_COLUMNS} "
+            f"FROM memory_fts f JOIN memories m ON m.mid = f.rowid "
+            f"WHERE memory_fts MATCH ? AND {where}{t_sql} AND m.state = 'active' AND {_LATEST}",
+            [match, *args, *t_args])
 
 
 def recent(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scope],
@@ -243,15 +249,11 @@ def recent(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scop
     (``created_ms``, then ``mid``, descending), from just before ``before``
     = (created_ms, mid): one page of a walk that stops when it has enough.
     The FTS5 match without ``ORDER BY rank`` compiles nothing of its own."""
-    where, args = scope_sql(tenant, scopes, "f")
-    t_sql, t_args = _in("f.type", types)
+    select, args = _active_matches(match, tenant, scopes, types)
     return [_memory(r) for r in conn.execute(
-        f"SELECT {_M_COLUMNS} "
-        f"FROM memory_fts f JOIN memories m ON m.mid = f.rowid "
-        f"WHERE memory_fts MATCH ? AND {where}{t_sql} AND m.state = 'active' AND {_LATEST} "
-        f"AND (m.created_ms < ? OR (m.created_ms = ? AND m.mid < ?)) "
+        f"{select} AND (m.created_ms < ? OR (m.created_ms = ? AND m.mid < ?)) "
         f"ORDER BY m.created_ms DESC, m.mid DESC LIMIT ?",
-        (match, *args, *t_args, before[0], before[0], before[1], limit))]
+        (*args, before[0], before[0], before[1], limit))]
 
 
 def fts_indexed(conn: apsw.Connection, mids: Sequence[int]) -> list[int]:

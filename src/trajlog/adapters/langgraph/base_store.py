@@ -147,6 +147,18 @@ def _live(mi: MemoryItem, now: int) -> dict[str, Any] | None:
     return _record(mi)
 
 
+
+def _matching(mi: MemoryItem, now: int, prefix: tuple[str, ...],
+              filter_: Mapping[str, Any] | None) -> dict[str, Any] | None:
+    """The live record of ``mi`` if it is under ``prefix`` and passes the
+    search's ``filter_``, else None."""
+    rec = _live(mi, now)
+    if rec is None or tuple(rec["namespace"][:len(prefix)]) != prefix:
+        return None
+    if filter_ and not all(_compare(rec["value"].get(k), v) for k, v in filter_.items()):
+        return None
+    return rec
+
 def _recent_first(items: list[MemoryItem]) -> list[MemoryItem]:
     """Items by their record's last write, newest first (a total order: one
     item per namespace and key), whichever way they were found."""
@@ -317,15 +329,11 @@ class TrajlogStore(BaseStore):
         if query is None and words:
             return self._search_recent(op, words, now)
         candidates = self._candidates(prefix, query)
-        n = len(prefix)
         start, stop = max(op.offset, 0), max(op.offset, 0) + max(op.limit, 0)
         hits: list[tuple[MemoryItem, dict[str, Any]]] = []
         for mi in candidates:
-            rec = _live(mi, now)
-            if rec is None or tuple(rec["namespace"][:n]) != prefix:
-                continue
-            if op.filter and not all(_compare(rec["value"].get(k), v)
-                                     for k, v in op.filter.items()):
+            rec = _matching(mi, now, prefix, op.filter)
+            if rec is None:
                 continue
             hits.append((mi, rec))
             if len(hits) >= stop:
@@ -342,7 +350,6 @@ class TrajlogStore(BaseStore):
         stopping once no item still unread can rank among the first
         ``offset + limit`` (see :data:`_STAMP_SLACK_MS`)."""
         prefix = tuple(op.namespace_prefix)
-        n = len(prefix)
         stop = max(op.offset, 0) + max(op.limit, 0)
         best: list[tuple[tuple[int, list[str], str], int, MemoryItem, dict[str, Any]]] = []
         if stop:
@@ -351,11 +358,8 @@ class TrajlogStore(BaseStore):
                 if len(best) >= stop and (
                         (mi.created_ms + _STAMP_SLACK_MS) * 1000 < best[0][0][0]):
                     break
-                rec = _live(mi, now)
-                if rec is None or tuple(rec["namespace"][:n]) != prefix:
-                    continue
-                if op.filter and not all(_compare(rec["value"].get(k), v)
-                                         for k, v in op.filter.items()):
+                rec = _matching(mi, now, prefix, op.filter)
+                if rec is None:
                     continue
                 entry = ((rec["updated_us"], rec["namespace"], rec["key"]), -i, mi, rec)
                 if len(best) < stop:
