@@ -47,12 +47,7 @@ def envelope_of(source: str | None, causal_parent: int | None,
                 workspace_revision: str | None, data_class: str | None,
                 idempotency_key: str | None, supersedes: int | None,
                 branch_id: str | None) -> Mapping[str, Any]:
-    """The envelope fields of an append that were given (most appends: none,
-    and no dict is built)."""
-    if (source is None and causal_parent is None and workspace_revision is None
-            and data_class is None and idempotency_key is None and supersedes is None
-            and branch_id is None):
-        return _NO_ENVELOPE
+    """The envelope fields of an append that were given."""
     return {k: v for k, v in (("source", source), ("causal_parent", causal_parent),
                               ("workspace_revision", workspace_revision),
                               ("data_class", data_class),
@@ -120,8 +115,13 @@ class Session:
         ``branch_id``: the branch (approach) the event belongs to -- the
         context builder keeps other branches' facts out.
         """
-        envelope = envelope_of(source, causal_parent, workspace_revision, data_class,
-                               idempotency_key, supersedes, branch_id)
+        if (source is None and causal_parent is None and workspace_revision is None
+                and data_class is None and idempotency_key is None and supersedes is None
+                and branch_id is None):   # (most appends: no envelope, no call, no dict)
+            envelope = _NO_ENVELOPE
+        else:
+            envelope = envelope_of(source, causal_parent, workspace_revision, data_class,
+                                   idempotency_key, supersedes, branch_id)
         writer = self._e.writer
         header = self.header
         checks.check_append_type(header, type)
