@@ -429,6 +429,12 @@ class ChunkCache:
         return (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
                 row.raw_len, row.codec) in self._items
 
+    def fresh(self, key: int, rows: Sequence[Chunk]) -> list[Chunk]:
+        """The rows of ``rows`` not held (:meth:`has`, without a call a row)."""
+        items = self._items
+        return [r for r in rows if (key, r.first_seq, r.body_check, r.seed_chain, r.last_chain,
+                                    r.n, r.raw_len, r.codec) not in items]
+
     def holds(self, key: int, seq: int) -> bool:
         """Whether a row of ``key`` holding ``seq`` is remembered (a hint:
         ``get`` then reads the row without its body, and :meth:`peek`s)."""

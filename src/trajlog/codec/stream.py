@@ -229,7 +229,7 @@ class LogStream:
 
     def _uncached(self, rows: list[Chunk]) -> list[Chunk]:
         cache = self._cache
-        return rows if cache is None else [r for r in rows if not cache.has(self._key, r)]
+        return rows if cache is None else cache.fresh(self._key, rows)
 
     def _open(self, row: Chunk, raw: bytes | None = None,
               checked: tuple[int, int] | None = None,
