@@ -29,6 +29,7 @@ from .._format import FLAG_ZSTD, HEADER_SIZE, Cursor, FrameHeader, FrameTable, K
 from ..errors import error_for
 from ..events import Event, LazyEvent, peek_type
 from .chunks import (
+    CAP,
     RAW,
     SMALL,
     Chunk,
@@ -108,7 +109,7 @@ class LogStream:
         want, chain, offset, frames = first, start_chain, 0, 0
         end_chain: int | None = None
         end_offset = 0  # of the last frame handed out
-        ahead: tuple[list[Chunk], list[Chunk], Future[dict[int, bytes]]] | None = None
+        ahead: tuple[list[Chunk], list[Chunk], Future[dict[int, bytes]] | list[Chunk]] | None = None
         # The cache remembers the rows of a read's first fetch (a get, a tail,
         # the start of a long read); the rest of a long read passes through
         # it: keeping every row would cost fresh memory a row (measured: ~12 %
@@ -134,11 +135,19 @@ class LogStream:
                 if more:
                     unheld = self._uncached(more)
                     todo = self._chunks.checked(self._key, unheld, self._kernel)
-                    ahead = (more, unheld, self._pool.submit(self._chunks.decompress_checked,
-                                                             todo))
-            bodies = pending.result() if pending is not None else (
-                self._chunks.decompress_rows(self._key, fresh, self._kernel)
-                if len(rows) > 1 else {})
+                    # (small rows are decompressed here when their turn comes:
+                    # handing them to a thread costs more -- measured: ~5 us an
+                    # event of a read over single-append rows)
+                    ahead = (more, unheld, self._pool.submit(
+                        self._chunks.decompress_checked, todo)
+                        if sum(r.raw_len for r in todo) >= CAP else todo)
+            if isinstance(pending, Future):
+                bodies = pending.result()
+            elif pending is not None:
+                bodies = self._chunks.decompress_checked(pending)
+            else:
+                bodies = (self._chunks.decompress_rows(self._key, fresh, self._kernel)
+                          if len(rows) > 1 else {})
             # (rows the cache is to remember are opened alone, and kept)
             for row, joined in self._units(rows, [] if remember and self._cache is not None
                                            else fresh, bodies, want, last):
