@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import msgspec
@@ -121,7 +122,8 @@ class LogStream:
                 ahead = None
             else:
                 rows = [row for row in self._fetch(want, last) if row.last_seq >= want]
-                fresh, pending = self._uncached(rows), None
+                # (the rows not in the cache: those to decompress at once or join)
+                fresh, pending = (self._uncached(rows) if len(rows) > 1 else rows), None
             if not rows:  # (a row already read comes back when the next one is missing)
                 self.report = self._missing(want, last, chain, offset, frames, watermark)
                 return
@@ -149,8 +151,9 @@ class LogStream:
                 bodies = (self._chunks.decompress_rows(self._key, fresh, self._kernel)
                           if len(rows) > 1 else {})
             # (rows the cache is to remember are opened alone, and kept)
-            for row, joined in self._units(rows, [] if remember and self._cache is not None
-                                           else fresh, bodies, want, last):
+            joinable = [] if remember and self._cache is not None else fresh
+            for row, joined in (self._units(rows, joinable, bodies, want, last)
+                                if len(joinable) > 1 else zip(rows, repeat(None))):
                 if row.first_seq > want:
                     self.report = self._missing(want, last, chain, offset, frames, watermark,
                                                 gap=True)
