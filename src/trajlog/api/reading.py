@@ -470,7 +470,8 @@ class LogReader:
             return defect(first, f"the index rows or marks of seqs {first}..{last} cannot be "
                           f"read: {exc.reason}")
         if marks != stored_marks:
-            differ = [a.seq for a, b in zip(marks, stored_marks, strict=False) if a != b]
+            differ = [min(a.seq, b.seq) for a, b in zip(marks, stored_marks, strict=False)
+                      if a != b]   # (the lower: a mark added before a true one, or missing)
             seq = differ[0] if differ else (marks or stored_marks)[
                 min(len(marks), len(stored_marks))].seq
             return defect(seq, f"the marks of seq {seq} differ from its frame")

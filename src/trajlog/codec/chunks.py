@@ -350,6 +350,58 @@ def open_chunk(key: int, row: Chunk, compressor: ChunkCompressor, *,
     return raw, table
 
 
+SMALL = CAP // 16  # raw bytes under which rows are opened as one run (open_run)
+
+
+def open_run(key: int, rows: Sequence[Chunk], bodies: dict[int, bytes], *,
+             kernel: Kernel | None = None, checked: tuple[int, int] | None = None,
+             ) -> tuple[bytes, FrameTable] | None:
+    """Several consecutive small rows (each continuing the one before, seq to
+    seq and chain to chain) opened as one: each row's fields and body check
+    (or its body in ``bodies``, decompressed by
+    :meth:`ChunkCompressor.decompress_rows`), then ONE scan of their raw
+    bodies joined, from the first row's seed chain, and at every row
+    boundary the checks :func:`open_chunk` makes of a row -- its ``n``
+    frames in its ``raw_len`` bytes, ending at its ``last_chain`` -- so what
+    it accepts, opening row by row accepts too.  None on anything else (a
+    defect, an erased frame): the caller opens those rows one by one, which
+    names the defect where it is."""
+    k = _kernel(kernel)
+    parts = []
+    prev: Chunk | None = None
+    for row in rows:
+        seq = row.first_seq
+        if prev is not None and (seq != prev.first_seq + prev.n or
+                                 row.seed_chain != prev.last_chain):
+            return None
+        prev = row
+        raw = bodies.get(seq)
+        if raw is None:
+            if row.codec != RAW or k.checksum(row.body, (key + seq) & MASK64) != row.body_check:
+                return None
+            raw = row.body
+        if row.n < 1 or len(raw) != row.raw_len or row.raw_len < HEADER_SIZE or (
+                row.raw_len > row.n * MAX_BODY):
+            return None
+        parts.append(raw)
+    joined = b"".join(parts)
+    first = rows[0]
+    n = rows[-1].last_seq - first.first_seq + 1
+    status, table, end, _ = k.scan_table(joined, key, Cursor(0, first.first_seq,
+                                                              first.seed_chain), n, checked)
+    if status not in (Status.END, Status.MORE) or len(table) != n or (
+            end.offset != len(joined) or end.chain != rows[-1].last_chain):
+        return None
+    q = table.arrays[0]
+    frames = offset = 0
+    for row in rows:   # each row's frames begin where it says, at its seed chain
+        if q[6 * frames] != offset or (frames and q[6 * frames - 3] != row.seed_chain):
+            return None
+        frames += row.n
+        offset += row.raw_len
+    return joined, table
+
+
 class ChunkCache:
     """The last rows opened (verified and decompressed), so that ``get`` and
     ``tail`` near each other do not open one row again.  Keyed by the row's
@@ -376,6 +428,12 @@ class ChunkCache:
     def has(self, key: int, row: Chunk) -> bool:
         return (key, row.first_seq, row.body_check, row.seed_chain, row.last_chain, row.n,
                 row.raw_len, row.codec) in self._items
+
+    def fresh(self, key: int, rows: Sequence[Chunk]) -> list[Chunk]:
+        """The rows of ``rows`` not held (:meth:`has`, without a call a row)."""
+        items = self._items
+        return [r for r in rows if (key, r.first_seq, r.body_check, r.seed_chain, r.last_chain,
+                                    r.n, r.raw_len, r.codec) not in items]
 
     def holds(self, key: int, seq: int) -> bool:
         """Whether a row of ``key`` holding ``seq`` is remembered (a hint:
@@ -475,6 +533,7 @@ __all__ = [
     "CAP",
     "LEVEL",
     "RAW",
+    "SMALL",
     "WRITE_LEVEL",
     "ZSTD",
     "Chunk",
@@ -488,6 +547,7 @@ __all__ = [
     "cut",
     "frame_sizes",
     "open_chunk",
+    "open_run",
     "pack",
     "step_over_blank",
 ]

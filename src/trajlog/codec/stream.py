@@ -21,6 +21,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 from concurrent.futures import Executor, Future
 from dataclasses import dataclass
+from itertools import repeat
 from typing import Any
 
 import msgspec
@@ -28,7 +29,18 @@ import msgspec
 from .._format import FLAG_ZSTD, HEADER_SIZE, Cursor, FrameHeader, FrameTable, Kernel, Status
 from ..errors import error_for
 from ..events import Event, LazyEvent, peek_type
-from .chunks import Chunk, ChunkCache, ChunkCompressor, ChunkDefect, Erased, open_chunk
+from .chunks import (
+    CAP,
+    RAW,
+    SMALL,
+    Chunk,
+    ChunkCache,
+    ChunkCompressor,
+    ChunkDefect,
+    Erased,
+    open_chunk,
+    open_run,
+)
 from .compression import Compressor
 from .frames import ScanReport, Verdict, Watermark, _kernel
 
@@ -98,7 +110,7 @@ class LogStream:
         want, chain, offset, frames = first, start_chain, 0, 0
         end_chain: int | None = None
         end_offset = 0  # of the last frame handed out
-        ahead: tuple[list[Chunk], Future[dict[int, bytes]]] | None = None
+        ahead: tuple[list[Chunk], list[Chunk], Future[dict[int, bytes]] | list[Chunk]] | None = None
         # The cache remembers the rows of a read's first fetch (a get, a tail,
         # the start of a long read); the rest of a long read passes through
         # it: keeping every row would cost fresh memory a row (measured: ~12 %
@@ -106,11 +118,12 @@ class LogStream:
         remember = True
         while want <= last:
             if ahead is not None:
-                rows, pending = ahead
+                rows, fresh, pending = ahead
                 ahead = None
             else:
                 rows = [row for row in self._fetch(want, last) if row.last_seq >= want]
-                pending = None
+                # (the rows not in the cache: those to decompress at once or join)
+                fresh, pending = (self._uncached(rows) if len(rows) > 1 else rows), None
             if not rows:  # (a row already read comes back when the next one is missing)
                 self.report = self._missing(want, last, chain, offset, frames, watermark)
                 return
@@ -122,21 +135,31 @@ class LogStream:
                 nxt = rows[-1].last_seq + 1
                 more = [row for row in self._fetch(nxt, last) if row.last_seq >= nxt]
                 if more:
-                    todo = self._chunks.checked(self._key, self._uncached(more), self._kernel)
-                    ahead = (more, self._pool.submit(self._chunks.decompress_checked, todo))
-            bodies = pending.result() if pending is not None else (
-                self._chunks.decompress_rows(self._key, self._uncached(rows), self._kernel)
-                if len(rows) > 1 else {})
-            for row in rows:
+                    unheld = self._uncached(more)
+                    todo = self._chunks.checked(self._key, unheld, self._kernel)
+                    # (small rows are decompressed here when their turn comes:
+                    # handing them to a thread costs more -- measured: ~5 us an
+                    # event of a read over single-append rows)
+                    ahead = (more, unheld, self._pool.submit(
+                        self._chunks.decompress_checked, todo)
+                        if sum(r.raw_len for r in todo) >= CAP else todo)
+            if isinstance(pending, Future):
+                bodies = pending.result()
+            elif pending is not None:
+                bodies = self._chunks.decompress_checked(pending)
+            else:
+                bodies = (self._chunks.decompress_rows(self._key, fresh, self._kernel)
+                          if len(rows) > 1 else {})
+            # (rows the cache is to remember are opened alone, and kept)
+            joinable = [] if remember and self._cache is not None else fresh
+            for row, joined in (self._units(rows, joinable, bodies, want, last)
+                                if len(joinable) > 1 else zip(rows, repeat(None))):
                 if row.first_seq > want:
                     self.report = self._missing(want, last, chain, offset, frames, watermark,
                                                 gap=True)
                     return
-                top = row.first_seq + row.n - 1
-                opened = self._open(row, bodies.get(row.first_seq), (
-                    (max(want, row.first_seq), min(last, top))
-                    if self._lean and (want > row.first_seq or last < top) else None),
-                    remember)
+                opened = joined or self._open(row, bodies.get(row.first_seq), self._checked(
+                    row.first_seq, row.last_seq, want, last), remember)
                 if not isinstance(opened, tuple):
                     self.report = _defect(opened.status, opened.reason, offset + opened.offset,
                                           frames, Cursor(offset + opened.offset, opened.seq,
@@ -181,9 +204,44 @@ class LogStream:
                                  Cursor(offset, max(want, first), chain or 0), 0, 0, "",
                                  watermark)
 
+    def _checked(self, lo: int, top: int, want: int, last: int) -> tuple[int, int] | None:
+        """The seqs whose payloads a lean read of ``want .. last`` checks in
+        the frames of seqs ``lo .. top`` (None: all of them)."""
+        return ((max(want, lo), min(last, top))
+                if self._lean and (want > lo or last < top) else None)
+
+    def _units(self, rows: list[Chunk], fresh: list[Chunk], bodies: dict[int, bytes],
+               want: int, last: int) -> Iterator[tuple[Chunk, tuple[Any, FrameTable] | None]]:
+        """The rows of a fetch to open one by one (``(row, None)``), with each
+        run of small ``fresh`` rows (not in the cache, nor to be kept in it)
+        opened as one (:func:`open_run`) and given as a row spanning them with
+        its opened body and table: a run after a burst of single appends costs
+        about one row's opening, not one per append.  A run that does not
+        open as one is opened row by row (which names the defect)."""
+        small = {row.first_seq for row in fresh if row.raw_len < SMALL}
+        run: list[Chunk] = []
+        for row in [*rows, None]:
+            if row is not None and row.first_seq in small:
+                run.append(row)
+                continue
+            if len(run) > 1:
+                first, end = run[0], run[-1]
+                lo, top = first.first_seq, end.first_seq + end.n - 1
+                joined = open_run(self._key, run, bodies, kernel=self._kernel,
+                                  checked=self._checked(lo, top, max(want, lo), last))
+                if joined is not None:
+                    run = []
+                    yield Chunk(lo, top - lo + 1, len(joined[0]), RAW, 0, first.seed_chain,
+                                end.last_chain, b""), joined
+            for alone in run:
+                yield alone, None
+            run = []
+            if row is not None:
+                yield row, None
+
     def _uncached(self, rows: list[Chunk]) -> list[Chunk]:
         cache = self._cache
-        return rows if cache is None else [r for r in rows if not cache.has(self._key, r)]
+        return rows if cache is None else cache.fresh(self._key, rows)
 
     def _open(self, row: Chunk, raw: bytes | None = None,
               checked: tuple[int, int] | None = None,

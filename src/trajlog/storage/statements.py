@@ -290,6 +290,7 @@ def heartbeat(conn: apsw.Connection, sid: int, owner: str, now: int) -> None:
 # -- chunks ---------------------------------------------------------------------
 
 _CHUNK_TYPES = (_INT,) * 7 + ((bytes,),)
+_U64 = 0xFFFFFFFFFFFFFFFF
 
 
 def _chunk(conn: apsw.Connection, r: Sequence[Any]) -> Chunk:
@@ -298,7 +299,8 @@ def _chunk(conn: apsw.Connection, r: Sequence[Any]) -> Chunk:
             or type(r[6]) is not int or type(r[7]) is not bytes):
         _typed(conn, "chunks", r[0] >> 32 if type(r[0]) is int else None, r, CHUNK_COLUMNS,
                _CHUNK_TYPES)
-    return Chunk(int(r[0]) & 0xFFFFFFFF, r[1], r[2], r[3], u64(r[4]), u64(r[5]), u64(r[6]),
+    # (u64 inlined: a read over small rows makes one Chunk per single append)
+    return Chunk(r[0] & 0xFFFFFFFF, r[1], r[2], r[3], r[4] & _U64, r[5] & _U64, r[6] & _U64,
                  r[7])
 
 
