@@ -15,8 +15,12 @@ caller, merges the tail too.)  The worker runs off the caller's path: at a
 quiet moment -- no append in the store for :data:`_IDLE_SECONDS`, or
 :data:`_TURN_QUIET_SECONDS` after a turn's end -- or once :data:`_BACKLOG`
 full runs wait, and at close (what is queued is merged, not dropped); it gives
-way again as soon as an append comes.  Each merge is its own short
-transaction: one SELECT of the run, one UPDATE and one DELETE.
+way again as soon as an append comes.  A merge reads its run in a read
+snapshot and does its work there -- decompress, check, join, compress --
+without the write lock, so appends go on meanwhile; its write transaction is
+short: one SELECT of the run's starts and body checks (the rows merged must
+still be there, unchanged by another repack or an erasure; else the merge is
+skipped), one UPDATE and one DELETE.
 
 A merge is verified before the old rows go: every source row's body check,
 one scan of every frame of the joined body (each row's frames where the row
@@ -37,7 +41,7 @@ from ..codec.chunks import CAP, Chunk, ChunkCompressor
 from ..codec.merge import RowCompressor, merged_chunk, source_bodies
 from ..errors import TrajlogError, repack_refused
 from ..memory.versions import erased_lookup
-from ..storage import Writer
+from ..storage import Reader, Writer
 from ..storage.event_index import pack_marks
 from .handles import LogRef
 from .writer import SMALL_ROW
@@ -52,8 +56,10 @@ class Repacker:
     :meth:`request` for the background worker."""
 
     def __init__(self, transaction: Callable[[], AbstractContextManager[Writer]],
+                 snapshot: Callable[[], AbstractContextManager[Reader]],
                  appends: Callable[[], int] = lambda: 0) -> None:
         self._transaction = transaction
+        self._snapshot = snapshot          # (reads and merges without the write lock)
         self._appends = appends            # the store's append count (a quiet moment: unmoved)
         self._opener = ChunkCompressor()   # (decompresses source rows, checks the stored form)
         self._packer = RowCompressor()
@@ -210,9 +216,9 @@ class Repacker:
         """Merge ``ref``'s runs (the tail's too with ``tail``), one transaction
         each, while ``go_on()``; False when it stopped before the end."""
         start = self._packed.get(ref.sid, ref.seed - 1)
-        with self._transaction() as tx:
-            last = tx.head(ref.sid).last_seq
-            meta = tx.chunk_meta(ref.sid, start, last)
+        with self._snapshot() as reader:
+            last = reader.head(ref.sid).last_seq
+            meta = reader.chunk_meta(ref.sid, start, last)
         if not meta:
             return True
         done = None   # the last seq of the last complete run merged
@@ -221,8 +227,7 @@ class Repacker:
                 break
             if not go_on():
                 return False
-            with self._transaction() as tx:
-                gone = self._merge(tx, ref, first, upto, count)
+            gone = self._merge(ref, first, upto, count)
             if removed is not None:
                 removed.append(gone)
             if complete:
@@ -233,15 +238,27 @@ class Repacker:
         self._packed[ref.sid] = packed if done is None else max(packed, done)
         return True
 
-    def _merge(self, tx: Writer, ref: LogRef, first: int, upto: int, count: int) -> int:
-        rows, marks = tx.repack_run(ref.sid, first, upto)
-        if len(rows) != count or rows[0].first_seq != first or rows[-1].last_seq != upto:
-            return 0  # the rows changed since they were planned (another repack): skip
-        merged = _merged(ref.id, ref.key, rows, self._opener, self._packer,
-                         erased_lookup(tx, ref.sid))
-        gone = tx.repack(ref.sid, merged, pack_marks(marks))
-        if gone != count - 1:
-            raise repack_refused(ref.id, first, f"{gone} rows went, {count - 1} expected")
+    def _merge(self, ref: LogRef, first: int, upto: int, count: int) -> int:
+        """Merge the run of ``count`` rows from seq ``first`` to ``upto``;
+        returns how many rows went.  The rows are read and merged in a read
+        snapshot, without the write lock (appends go on meanwhile: the
+        decompression, the checks and the compression are most of a merge's
+        time); the write transaction then finds the very rows merged -- the
+        same starts, lengths and body checks, so no other repack and no
+        erasure touched them since -- before it writes the merged row."""
+        with self._snapshot() as reader:
+            rows, marks = reader.repack_run(ref.sid, first, upto)
+            if len(rows) != count or rows[0].first_seq != first or rows[-1].last_seq != upto:
+                return 0  # the rows changed since they were planned (another repack): skip
+            merged = _merged(ref.id, ref.key, rows, self._opener, self._packer,
+                             erased_lookup(reader, ref.sid))
+        sources = [(r.first_seq, r.n, r.body_check) for r in rows]
+        with self._transaction() as tx:
+            if tx.row_checks(ref.sid, first, upto) != sources:
+                return 0  # changed since the snapshot (a repack, an erasure): skip
+            gone = tx.repack(ref.sid, merged, pack_marks(marks))
+            if gone != count - 1:   # (raised inside: the transaction rolls back)
+                raise repack_refused(ref.id, first, f"{gone} rows went, {count - 1} expected")
         return gone
 
 

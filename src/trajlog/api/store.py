@@ -165,7 +165,7 @@ class Store:
         options = Options(durability, lease_ttl_ms, max_delegation_depth, new_writer_id())
         reading = LogReader(backend, Compressor())
         writer = WriteEngine(backend, reading, options)
-        repacker = Repacker(writer.transaction, lambda: writer.appends)
+        repacker = Repacker(writer.transaction, backend.snapshot, lambda: writer.appends)
         if repack:
             writer.on_small_rows = repacker.request
         views = StateCache()

@@ -243,6 +243,17 @@ class Reader(MemoryReader, Protocol):
         """The highest seq stored for the session's own log (-1 when none)."""
         ...
 
+    def repack_run(self, sid: int, first: int, last: int) -> tuple[list[Chunk], list[Mark]]:
+        """The rows starting at seqs ``first`` .. ``last`` (what a repack
+        merges) and their marks, in order, read at once."""
+        ...
+
+    def row_checks(self, sid: int, first: int, last: int) -> list[tuple[int, int, int]]:
+        """``(first_seq, n, body_check)`` of the rows starting at seqs
+        ``first`` .. ``last``, in order -- no bodies: what a repack compares,
+        in its write transaction, with the rows it merged from a snapshot."""
+        ...
+
     def chunk_sizes(self, sid: int) -> tuple[int, int, int]:
         """``(rows, raw bytes, stored bytes)`` of the session's own chunk rows."""
         ...
@@ -302,11 +313,6 @@ class Writer(Reader, Protocol):
         at the head's next seq -- with their index rows, each row's packed
         marks and the call rows ``(call id, seq)`` of the ids they request,
         and advance the head to the last one's end and chain."""
-        ...
-
-    def repack_run(self, sid: int, first: int, last: int) -> tuple[list[Chunk], list[Mark]]:
-        """The rows starting at seqs ``first`` .. ``last`` (what a repack
-        merges) and their marks, in order, read at once."""
         ...
 
     def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:

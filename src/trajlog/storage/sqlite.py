@@ -241,6 +241,14 @@ class SQLiteReader(MemoryReads):
         with translate():
             return st.max_seq(self.conn, sid)
 
+    def repack_run(self, sid: int, first: int, last: int) -> tuple[list[Chunk], list[Mark]]:
+        with translate():
+            return st.repack_run(self.conn, sid, first, last)
+
+    def row_checks(self, sid: int, first: int, last: int) -> list[tuple[int, int, int]]:
+        with translate():
+            return st.row_checks(self.conn, sid, first, last)
+
     def chunk_sizes(self, sid: int) -> tuple[int, int, int]:
         with translate():
             return st.chunk_sizes(self.conn, sid)
@@ -316,10 +324,6 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
                     i = j
             if calls:   # (after every chunk row: a call row's seq is at most the head's)
                 st.insert_calls(self.conn, sid, calls)
-
-    def repack_run(self, sid: int, first: int, last: int) -> tuple[list[Chunk], list[Mark]]:
-        with translate():
-            return st.repack_run(self.conn, sid, first, last)
 
     def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
         with translate():

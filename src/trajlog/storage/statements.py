@@ -423,6 +423,20 @@ def repack_run(conn: apsw.Connection, sid: int, first: int,
     return chunks, marks
 
 
+@_readable("chunks")
+def row_checks(conn: apsw.Connection, sid: int, first: int,
+               last: int) -> list[tuple[int, int, int]]:
+    """``(first_seq, n, body_check)`` of the rows starting at seqs ``first`` ..
+    ``last``, in order (no bodies)."""
+    rows: list[Any] = conn.execute(
+        "SELECT cid, n, body_check FROM chunks WHERE cid BETWEEN ? AND ? ORDER BY cid",
+        (rid(sid, first), rid(sid, last))).fetchall()
+    for r in rows:   # (the common case in one test: no call per row)
+        if type(r[0]) is not int or type(r[1]) is not int or type(r[2]) is not int:
+            _typed(conn, "chunks", sid, r, "cid, n, body_check", (_INT,) * 3)
+    return [(r[0] & 0xFFFFFFFF, r[1], u64(r[2])) for r in rows]
+
+
 def repack(conn: apsw.Connection, sid: int, merged: Chunk, marks: bytes | None) -> int:
     """Grow the row at ``merged.first_seq`` into ``merged`` and delete the rows
     it now holds; returns how many went."""
