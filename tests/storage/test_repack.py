@@ -705,10 +705,15 @@ def marked_merge(*args):
     emit("b")
     return merge(*args)
 
+pause = random.Random(seed + 2)
+
 @contextlib.contextmanager
 def marked_transaction():
     with transaction() as tx:
         yield tx
+        # the merged row written, not yet committed: held open a moment, so
+        # that kills land inside merges on a busy machine too
+        time.sleep(pause.uniform(0, 0.004))
     emit("e")
 
 repacker._merge, repacker._transaction = marked_merge, marked_transaction
