@@ -101,21 +101,24 @@ def test_one_failing_request_spares_the_rest_of_its_group_commit(store, monkeypa
 
     bad = store.create_session(cwd="/r")
     innocent = store.create_session(cwd="/r")
-    real = storage.insert_chunks
+    real, real_one = storage.insert_chunks, storage.insert_chunk
 
     def failing(conn, rows):
+        rows = list(rows)
         if rows and rows[0][0] >> 32 == bad._sid:
             real(conn, rows)               # written, then the request fails
             raise apsw.ConstraintError("injected")
         real(conn, rows)
 
     monkeypatch.setattr(storage, "insert_chunks", failing)
+    monkeypatch.setattr(storage, "insert_chunk", lambda conn, row: failing(conn, [row]))
     results = _run_batched(store, [
         lambda: innocent.append("lead/x", {}),
         lambda: bad.append("x/y", {}),
         lambda: innocent.append("note/x", {"n": 1}),
     ])
     monkeypatch.setattr(storage, "insert_chunks", real)
+    monkeypatch.setattr(storage, "insert_chunk", real_one)
     assert results[0][0] == "ok" and results[2][0] == "ok", results
     assert results[1][0] == "err" and isinstance(results[1][1], errors.StoreError)
     assert bad.last_seq == -1 and list(bad.events()) == []

@@ -137,7 +137,7 @@ def test_a_batch_of_1000(tmp_path, kind):
 # comprehensions), per kernel.  Today's bookkeeping on the path: the session's
 # append, prepare (validation, serialization), the engine's stages, the inline
 # commit and the framing wrapper.
-FRAMES = {"trajlog._kernel_c": 66, "trajlog._kernel_py": 72}
+FRAMES = {"trajlog._kernel_c": 56, "trajlog._kernel_py": 68}
 
 
 @pytest.mark.parametrize("kind", [None, "frame"])

@@ -190,7 +190,7 @@ class Leases:
         the lease as it now stands."""
         if lease.owner is None:   # (most appends: nobody holds it)
             return lease
-        if self.foreign_live(lease):
+        if lease.owner != self.writer_id and lease_is_live(*lease, self.ttl_ms):  # foreign_live
             raise LeaseHeldError(
                 f"session {session} is being written by {lease.owner} (pid {lease.pid} on "
                 f"{lease.host}); wait for its lease or let it expire")

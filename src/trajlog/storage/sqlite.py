@@ -306,6 +306,9 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
                marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
         with translate():
+            if len(chunks) == 1 and not index and not calls:   # (most single appends)
+                st.insert_chunk(self.conn, st.chunk_row(sid, chunks[0], marks[0]))
+                return
             if len(chunks) == 1 or not index:
                 st.insert_chunks(self.conn, st.chunk_rows(sid, chunks, marks))
                 if index:

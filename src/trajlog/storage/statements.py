@@ -306,6 +306,7 @@ def _chunk(conn: apsw.Connection, r: Sequence[Any]) -> Chunk:
 
 def chunk_rows(sid: int, chunks: Sequence[Chunk],
                marks: Sequence[bytes | None]) -> list[tuple[Any, ...]]:
+    """The CHUNK_INSERT parameters of ``chunks`` with their packed ``marks``."""
     if chunks and chunks[-1].last_seq > MAX_SESSION_SEQ:
         raise InvalidStateError(f"a session holds at most {MAX_SESSION_SEQ + 1} events in one "
                                 f"store; seq {chunks[-1].last_seq} is past it")
@@ -314,8 +315,27 @@ def chunk_rows(sid: int, chunks: Sequence[Chunk],
             for c, m in zip(chunks, marks, strict=True)]
 
 
+def chunk_row(sid: int, c: Chunk, mark: bytes | None) -> tuple[Any, ...]:
+    """:func:`chunk_rows` of one chunk (a single append's), in one call: the
+    key and the i64 conversions written out."""
+    first, n = c.first_seq, c.n
+    if first + n - 1 > MAX_SESSION_SEQ:
+        raise InvalidStateError(f"a session holds at most {MAX_SESSION_SEQ + 1} events in one "
+                                f"store; seq {first + n - 1} is past it")
+    check, seed, last = c.body_check, c.seed_chain, c.last_chain
+    return ((sid << 32) + first, n, c.raw_len, c.codec,
+            check - (1 << 64) if check >= 1 << 63 else check,
+            seed - (1 << 64) if seed >= 1 << 63 else seed,
+            last - (1 << 64) if last >= 1 << 63 else last, c.body, mark)
+
+
 def insert_chunks(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
     conn.executemany(CHUNK_INSERT, rows)
+
+
+def insert_chunk(conn: apsw.Connection, row: Sequence[Any]) -> None:
+    """:func:`insert_chunks` of one row."""
+    conn.execute(CHUNK_INSERT, row)
 
 
 @_readable("chunks")
@@ -596,6 +616,6 @@ def drop_projection_states(conn: apsw.Connection, sid: int) -> int:
 
 __all__ = ["CALL_INSERT", "CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT",
            "MAX_SESSION_SEQ", "call_count", "call_requested", "calls_requested", "chunk_at",
-           "chunk_meta", "chunk_sizes", "chunks", "head", "i64", "insert_calls",
+           "chunk_meta", "chunk_sizes", "chunks", "head", "i64", "insert_calls", "insert_chunk",
            "insert_chunks", "insert_index", "insert_session", "lease", "now_ms", "rid",
            "set_lease", "u64"]
