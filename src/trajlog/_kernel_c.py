@@ -99,7 +99,8 @@ def encode_events(key: int, payloads: Sequence[Any], cursor: Cursor,
     else:
         blob = b"".join(payloads)
         ends = list(accumulate(map(len, payloads)))
-        out = bytearray(sum(HEADER_SIZE + x + (-x & 7) for x in map(len, payloads)))
+        # (a list, not a generator: no Python frame resumed per payload)
+        out = bytearray(sum([HEADER_SIZE + x + (-x & 7) for x in map(len, payloads)]))
         status = lib.tl_encode_events(ffi.from_buffer(out), len(out), key, ffi.from_buffer(blob),
                                       len(blob), ffi.new("uint64_t[]", ends), n, json_depth,
                                       cur, written, check, failed)

@@ -403,6 +403,13 @@ def _check(value: Any, depth: int) -> None:
     raise _Bad(f"{type(value).__name__} is not JSON-compatible")
 
 
+# check_json's walk alone, for a loop over many values: ``walk_json(value, 0)``
+# returns when ``value`` is made of the built-in JSON types only (check_json
+# would return it as is) and raises otherwise -- then check_json(value) gives
+# what to store, or the precise error.
+walk_json = _check
+
+
 def _check_shape(value: Any, depth: int) -> None:
     """Like :func:`_check`, but a subclass of a JSON type is taken, and its
     stored contents are walked (``dict.items``, ``list.__iter__``: never its
@@ -550,4 +557,4 @@ def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, dat
 
 __all__ = ["DATA_CLASSES", "ENVELOPE_FIELDS", "Event", "FrozenDict", "FrozenList", "LazyEvent",
            "SessionHeader", "check_json", "check_text", "decode_event", "decode_lazy",
-           "encode_event", "freeze", "plain_str"]
+           "encode_event", "freeze", "plain_str", "walk_json"]

@@ -16,11 +16,13 @@ from __future__ import annotations
 import sys
 from typing import Any
 
+import apsw
 import pytest
 
 import trajlog
 from kits.costkit import T0, Cost, Meter, batch, fails, metered, tightest, timed, turns
 from trajlog._backend import get_kernel
+from trajlog.codec.chunks import ChunkCompressor
 
 PLANTS = [None, "statement", "recompile"]
 
@@ -175,3 +177,86 @@ def test_python_frames_per_single_append(tmp_path, kind):
 
 def _at_most(value: float, limit: float) -> None:
     assert value <= limit, (value, limit)
+
+
+# Python frames entered per event of a batch of 1000 (sys.setprofile "call"
+# events of the calling thread over two batches of whole turns), per kernel.
+# A common item -- (type, data, {"time": t}) of a type already seen -- is
+# prepared inline in the batch's loop; what stays per event: the JSON type
+# walk (nested values), a known type's shape check, the index and mark of an
+# event that has them, the returned event.  (The reference kernel frames in
+# Python: about six frames per event of its own.)
+BATCH_FRAMES = {"trajlog._kernel_c": 5.0, "trajlog._kernel_py": 11.0}
+
+
+class _Seen(dict):  # type: ignore[type-arg]
+    """The engine's cache of valid types, looked up through a Python method."""
+
+    def get(self, key: Any, default: Any = None) -> Any:
+        return dict.get(self, key, default)
+
+
+@pytest.mark.parametrize("kind", [None, "frame"])
+def test_python_frames_per_batched_event(tmp_path, kind):
+    batches = [timed(batch(1000, 20 + i, f"f{i}_")) for i in range(3)]
+
+    def measure(kind: str | None, name: str) -> float:
+        calls = [0]
+
+        def count(frame: Any, event: str, arg: Any) -> None:
+            if event == "call":
+                calls[0] += 1
+        with _fresh(tmp_path, "normal", name) as store:
+            writer = store._e.writer
+            if kind == "frame":   # one more Python call per event on the path
+                writer._types_seen = _Seen(writer._types_seen)
+            s = store.create_session(cwd="/cost")
+            s.append_batch(batches[0])
+            sys.setprofile(count)
+            try:
+                s.append_batch(batches[1])
+                s.append_batch(batches[2])
+            finally:
+                sys.setprofile(None)
+        return calls[0] / 2000
+
+    limit = BATCH_FRAMES[get_kernel().__name__]
+    clean = measure(None, "a")
+    assert clean <= limit, f"{clean} Python frames per batched event; today's limit {limit}"
+    if kind is not None:
+        planted = min(limit, clean)
+        fails(lambda: _at_most(measure(kind, "b"), planted))
+
+
+# Stored bytes per raw frame byte of three batches of 1000 (0.336 today): a
+# batch's rows are compressed as they are written (zstd level 1), since no
+# rewrite would compress them later -- a repack only merges small rows, and
+# the schema lets a chunk row change only by growing over the rows after it
+# (storage/schema.py, chunks_repack).  The plant stores the rows raw.
+BATCH_STORED = 0.36
+
+
+@pytest.mark.parametrize("kind", [None, "raw"])
+def test_a_batch_is_stored_compressed(tmp_path, kind):
+    batches = [timed(batch(1000, 30 + i, f"r{i}_")) for i in range(3)]
+
+    def measure(kind: str | None, name: str) -> float:
+        with _fresh(tmp_path, "normal", name) as store:
+            if kind == "raw":
+                store._e.writer._chunks = ChunkCompressor(None)
+            s = store.create_session(cwd="/cost")
+            for items in batches:
+                s.append_batch(items)
+            store.close()
+        conn = apsw.Connection(str(tmp_path / f"{name}.db"))
+        try:
+            stored, raw = conn.execute(
+                "SELECT sum(length(body)), sum(raw_len) FROM chunks").fetchone()
+        finally:
+            conn.close()
+        return float(stored / raw)
+
+    clean = measure(None, "a")
+    assert clean <= BATCH_STORED, f"{clean} stored bytes per raw byte of a batch"
+    if kind is not None:
+        fails(lambda: _at_most(measure(kind, "b"), BATCH_STORED))

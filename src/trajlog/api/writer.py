@@ -34,7 +34,6 @@ from ..codec import session_key
 from ..codec.chunks import CAP, WRITE_LEVEL, ChunkCompressor
 from ..codec.records import decode_metadata, encode_metadata, header_check
 from ..errors import (
-    IdempotencyConflictError,
     InvalidArgumentError,
     InvalidStateError,
     LeaseHeldError,
@@ -55,6 +54,7 @@ from ..events import (
     encode_event,
     now_ms,
     plain_str,
+    walk_json,
 )
 from ..lifecycle import Tracker
 from ..redaction import Redactor, pause_state, prepare_payload
@@ -73,6 +73,7 @@ from .write_stages import (
     check_rules,
     checked,
     count_small_rows,
+    distinct_keys,
     find_retry,
     frame,
     hold_pause,
@@ -290,6 +291,8 @@ class WriteEngine:
         rows: list[Row] = []
         append, prepare = rows.append, self.prepare
         fixed = checks.approvals_fixed(header)
+        if not fixed and self.redactor is None:
+            return self._prepare_plain(items, rows)
         for item in items:
             if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
                 raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
@@ -307,10 +310,70 @@ class WriteEngine:
                 continue
             env = dict(env)
             append(prepare(item[0], item[1], env.pop("time", None), env))
-        keys = [r.event.idempotency_key for r in rows if r.event.idempotency_key is not None]
-        if len(keys) != len(set(keys)):
-            raise IdempotencyConflictError("the batch repeats an idempotency key")
+        distinct_keys(rows)
         return rows
+
+    def _prepare_plain(self, items: Iterable[Any], rows: list[Row]) -> list[Row]:
+        """:meth:`prepare_items` without a redactor or fixed approvals: the
+        common item (``(type, data)`` or ``(type, data, {"time": t})``, a type
+        seen before, a valid time) prepared inline, as :meth:`prepare` would;
+        any other item goes to :meth:`prepare`."""
+        append, prepare, seen = rows.append, self.prepare, self._types_seen
+        encode, shapes, walk = _PAYLOAD.encode, KNOWN_SHAPES, walk_json
+        envelopes = False   # (no envelope: no idempotency key to compare)
+        for item in items:
+            tt = type(item)
+            n = len(item) if tt is tuple or tt is list else 0
+            if n == 3:
+                env = item[2]
+                if type(env) is dict and len(env) == 1 and "time" in env:
+                    time = env["time"]
+                else:
+                    rows.append(self._prepare_item(item))
+                    envelopes = True
+                    continue
+            elif n == 2:
+                time = now_ms()
+            else:
+                rows.append(self._prepare_item(item))
+                continue
+            type_, data = item[0], item[1]
+            if (type(type_) is not str or data is None or type(time) is not int
+                    or not 0 <= time < 2**63 or (checked := seen.get(type_)) is None):
+                append(prepare(type_, data, time, _NO_ENVELOPE))
+                continue
+            try:
+                walk(data, 0)   # (check_json's common case without its call)
+            except Exception:   # (check_json says what: a plain copy, or the error)
+                data = check_json(data, "data")
+            if type_ in shapes:
+                check_shape(type_, data)
+            try:
+                raw = encode((type_, time, data))
+            except (UnicodeEncodeError, OverflowError, TypeError) as exc:
+                raise SerializationError(f"cannot serialize the event: {exc}") from exc
+            if len(raw) > MAX_PAYLOAD:
+                raise PayloadTooLargeError(f"event payload is {len(raw)} bytes; the limit is "
+                                           f"{MAX_PAYLOAD}")
+            append(Row(Event(type_, time, data), raw, checked))
+        if envelopes:
+            distinct_keys(rows)
+        return rows
+
+    def _prepare_item(self, item: Any) -> Row:
+        """One ``append_batch`` item of any form (see :meth:`prepare_items`)."""
+        if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
+            raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
+        if len(item) == 2:
+            return self.prepare(item[0], item[1], None, _NO_ENVELOPE)
+        env = item[2]
+        if not isinstance(env, Mapping):
+            raise TypeError("an append_batch envelope must be a mapping, not "
+                            f"{type(env).__name__}")
+        if len(env) == 1 and "time" in env:  # the common case: no copy
+            return self.prepare(item[0], item[1], env["time"], _NO_ENVELOPE)
+        env = dict(env)
+        return self.prepare(item[0], item[1], env.pop("time", None), env)
 
     # -- appending (inside the transaction) ---------------------------------------
 

@@ -79,6 +79,9 @@ def entry(ev: Event, seq: int) -> IndexRow | None:
     return None
 
 
+_new = tuple.__new__   # a Mark made in C (a NamedTuple's own __new__ is Python)
+
+
 def event_marks(ev: Event, seq: int, out: list[Mark]) -> None:
     """Append the marks of the event at ``seq`` to ``out``."""
     t = ev.type
@@ -90,20 +93,23 @@ def event_marks(ev: Event, seq: int, out: list[Mark]) -> None:
             call_id = d.get("call_id") if type(d) is dict else None
             if type(call_id) is not str:
                 return
-        out.append(Mark(seq, code, call_id))
+        out.append(_new(Mark, (seq, code, call_id)))
     elif t in _REQUESTS:
         d = ev.data
         calls = d.get("tool_calls") if type(d) is dict else None
         for c in calls or ():
             call_id = c.get("id") if type(c) is dict else None
             if type(call_id) is str:
-                out.append(Mark(seq, REQUESTED, call_id))
+                out.append(_new(Mark, (seq, REQUESTED, call_id)))
 
 
 def marks_of(events: Iterable[Event], first_seq: int) -> list[Mark]:
+    """The marks of consecutive events from ``first_seq`` (a batch's)."""
     out: list[Mark] = []
+    codes, requests = _CODES, _REQUESTS
     for i, ev in enumerate(events):
-        event_marks(ev, first_seq + i, out)
+        if (t := ev.type) in codes or t in requests:   # (a call only for an event with marks)
+            event_marks(ev, first_seq + i, out)
     return out
 
 
