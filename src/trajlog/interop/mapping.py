@@ -190,9 +190,9 @@ def jsonl_records(path: str | os.PathLike[str], notes: Notes,
             if len(raw) >= limit and raw[-1:] != b"\n":
                 raise ImportFormatError(name, f"a line longer than {limit} bytes",
                                         line=number, offset=start, valid=max(0, number - 1))
-            # a record line opens with its bracket: decoded as read, the newline
-            # after it is JSON whitespace (any other line is stripped first)
-            body = raw if raw[:1] == b"{" else raw.strip()
+            # the common record line, "{...}\n", is decoded as read (its newline
+            # is JSON whitespace); any other is stripped first, as it always was
+            body = raw if raw[:1] == b"{" and raw[-2:] == b"}\n" else raw.strip()
             if not body:
                 if raw.endswith(b"\n") or f.read(1):
                     notes.skip(name, number, start, "blank", "a blank line")
