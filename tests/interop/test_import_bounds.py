@@ -332,6 +332,46 @@ def test_a_subagent_meta_json_is_not_read_whole(tmp_path: Path) -> None:
 # -- item 10: nesting ----------------------------------------------------------------
 
 
+def _bytes_first(raw: bytes) -> Any:
+    """The reference rule: the bytes checked (bounded._check), then decoded."""
+    try:
+        bounded._check(raw)
+        return bounded._DECODER.decode(raw)
+    except Exception as exc:   # (what decode turns into its refusal)
+        return type(exc).__name__
+
+
+_STRING_BRACKETS = b'"' + b"[{" * 400 + b'"'
+
+
+@pytest.mark.parametrize("raw", [
+    b'{"x":' + _deep(127) + b',"y":[[1]]}',                       # 128 deep: kept
+    b'{"x":' + _deep(128) + b"}",                                 # 129: refused
+    b'{"s":' + _STRING_BRACKETS + b',"x":' + _deep(127) + b"}",   # brackets in a string
+    b'{"s":' + _STRING_BRACKETS + b',"x":' + _deep(128) + b"}",
+    b'[{"a":[' + b"[1]," * 300 + b'[2]]}, "\\\"[[["]',           # escapes, many siblings
+    _deep(900), _deep(5_000), _deep(60_000),                      # the decoder's own limit
+    b"[" * 300 + b"1" + b"]" * 299,                               # not JSON, too deep
+    b'{"x":[' + b"[]," * 200 + b"}",                              # not JSON
+])
+def test_depth_on_the_decoded_value_is_the_bytes_rule(raw: bytes) -> None:
+    """A line of more than DEPTH_LIMIT (and at most _WALKED) opening brackets
+    is decoded and its containers walked: the value or the refusal is the one
+    the scan of its bytes gives (the walk's limit planted one off fails)."""
+    assert len(raw.translate(None, bounded._NOT_OPENS)) > bounded.DEPTH_LIMIT
+    want = _bytes_first(raw)
+    try:
+        got = bounded.decode(raw, "f.jsonl", line=3, offset=7)
+    except trajlog.errors.ImportFormatError as exc:
+        assert (exc.line, exc.offset) == (3, 7)
+        assert isinstance(want, str), (exc.reason, want)
+        assert ("nested deeper" in exc.reason) == (want == "_Over"), (exc.reason, want)
+        return
+    assert got == want
+    assert bounded.try_decode(raw) == want
+
+
+
 def test_deep_nesting_in_a_claude_line(tmp_path: Path) -> None:
     lead = json.dumps(_claude_line()).encode() + b"\n"
     path = tmp_path / "s.jsonl"

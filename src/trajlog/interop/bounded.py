@@ -61,6 +61,9 @@ _NOT_OPENS = bytes(b for b in range(256) if b not in b"[{")
 _WINDOW = 1 << 20
 # depth only: an object's braces count as brackets
 _SQUARE = bytes.maketrans(b"{}", b"[]")
+#: the most opening brackets of a text whose depth is measured on its decoded
+#: value (each is at most one container to walk) rather than on its bytes
+_WALKED = 1 << 16
 #: nothing decoded: :func:`try_decode`'s answer for a text that is not JSON
 #: or is over a bound
 INVALID: Any = object()
@@ -258,13 +261,58 @@ def _check(raw: bytes) -> None:
         raise _Over(f"JSON nested deeper than {DEPTH_LIMIT} levels")
 
 
+def _deeper(value: Any, limit: int) -> bool:
+    """Whether the decoded ``value`` nests more than ``limit`` containers deep:
+    a walk of its containers only, one level at a time (no recursion)."""
+    level = [value] if type(value) is dict or type(value) is list else []
+    depth = 0
+    while level:
+        depth += 1
+        if depth > limit:
+            return True
+        inner = []
+        for c in level:
+            for v in (c.values() if type(c) is dict else c):
+                if type(v) is dict or type(v) is list:
+                    inner.append(v)
+        level = inner
+    return False
+
+
+def _bounded_decode(raw: bytes) -> Any:
+    """:data:`_DECODER`'s value of ``raw`` if within the bounds, else
+    :class:`_Over` -- with one C scan of the bytes for the common line.
+
+    A text shorter than ``2 * VALUE_LIMIT`` bytes cannot hold too many values
+    (:func:`_check`), so only its depth is left: its opening brackets bound
+    it, and when there are more of them than :data:`DEPTH_LIMIT` (brackets in
+    strings: code, nested JSON text) but at most :data:`_WALKED`, the value is
+    decoded (no more than the length allows) and its containers walked --
+    at most that many -- instead of scanning the bytes again outside their
+    strings.  A longer text gets the byte checks of :func:`_check` before
+    anything is decoded, and so does one that the walk (or the decoder)
+    refuses, so that its error is the one it always was."""
+    if len(raw) < 2 * VALUE_LIMIT:
+        opens = len(raw.translate(None, _NOT_OPENS))
+        if opens <= DEPTH_LIMIT:
+            return _DECODER.decode(raw)
+        if opens <= _WALKED:
+            try:
+                value = _DECODER.decode(raw)
+            except (RecursionError, msgspec.DecodeError, UnicodeDecodeError):
+                value = INVALID   # refused below as before: over a bound, or not JSON
+            if value is not INVALID and not _deeper(value, DEPTH_LIMIT):
+                return value
+    _check(raw)
+    return _DECODER.decode(raw)
+
+
 def decode(raw: bytes | memoryview, file: str, *, line: int | None = None,
            offset: int | None = None, valid: int = 0, what: str = "JSON") -> Any:
     """The JSON value of ``raw`` within the bounds (module docstring); a
     text that is over one or is not JSON raises :class:`ImportFormatError`."""
     try:
-        _check(bytes(raw) if isinstance(raw, memoryview) else raw)
-        return _DECODER.decode(raw)
+        return _bounded_decode(bytes(raw) if isinstance(raw, memoryview) else raw)
     except _Over as exc:
         raise ImportFormatError(file, str(exc), line=line, offset=offset, valid=valid) from None
     except (msgspec.DecodeError, UnicodeDecodeError, RecursionError) as exc:
@@ -278,8 +326,7 @@ def try_decode(raw: bytes | memoryview | str) -> Any:
     it does not decode)."""
     data = raw.encode("utf-8", "surrogatepass") if isinstance(raw, str) else bytes(raw)
     try:
-        _check(data)
-        return _DECODER.decode(data)
+        return _bounded_decode(data)
     except (_Over, msgspec.DecodeError, UnicodeDecodeError, RecursionError):
         return INVALID
 

@@ -180,16 +180,26 @@ def jsonl_records(path: str | os.PathLike[str], notes: Notes,
     :class:`ImportFormatError` with the file, line and offset.
     """
     name = os.fspath(path)
-    valid = 0
+    valid = number = start = 0
+    limit, decode = bounded.LINE_LIMIT, bounded.decode
     with bounded.open_regular(path, name) as f:
-        for number, start, raw in bounded.lines(f, name):
-            body = raw.strip()
+        # bounded.lines, inlined: this loop runs once per record of every file
+        readline = f.readline
+        while raw := readline(limit):
+            number += 1
+            if len(raw) >= limit and raw[-1:] != b"\n":
+                raise ImportFormatError(name, f"a line longer than {limit} bytes",
+                                        line=number, offset=start, valid=max(0, number - 1))
+            # the common record line, "{...}\n", is decoded as read (its newline
+            # is JSON whitespace); any other is stripped first, as it always was
+            body = raw if raw[:1] == b"{" and raw[-2:] == b"}\n" else raw.strip()
             if not body:
                 if raw.endswith(b"\n") or f.read(1):
                     notes.skip(name, number, start, "blank", "a blank line")
+                start += len(raw)
                 continue
             try:
-                value = bounded.decode(body, name, line=number, offset=start, valid=valid)
+                value = decode(body, name, line=number, offset=start, valid=valid)
             except ImportFormatError:
                 if not raw.endswith(b"\n") and not f.read(1):
                     notes.torn.append(Torn(name, number, start, len(raw)))
@@ -197,6 +207,7 @@ def jsonl_records(path: str | os.PathLike[str], notes: Notes,
                 raise
             valid += 1
             yield number, start, value
+            start += len(raw)
 
 
 def json_document(path: str | os.PathLike[str], data: bytes | None = None) -> Any:

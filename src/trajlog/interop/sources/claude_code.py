@@ -182,7 +182,8 @@ class _Import:
             ms = _ms(rec.get("timestamp")) if rec else None
             return (ms if ms is not None else float("inf"), f.name)
 
-        for main in sorted(mains, key=when):
+        # (one file needs no order: its first lines are not read twice)
+        for main in sorted(mains, key=when) if len(mains) > 1 else mains:
             yield from _FileRun(self, main, agent=False).sessions()
         yield from self.agents(agents, None if every else self.sids)
 
@@ -246,16 +247,16 @@ class _FileRun:
         return item
 
     def _stream(self, main: _Mapper) -> Iterator[MappedEvent]:
-        records, route, check = self.records, self._route, self._check
-        while True:
-            if main.out:
+        route = self._route
+        if main.out:
+            yield from main.take()
+        for line, offset, rec in self.records:
+            if type(rec) is not dict:
+                self._check((line, offset, rec))
+            route(line, offset, rec)
+            if main.out:   # (a record makes events, or none while a response is open)
                 out, main.out = main.out, []
                 yield from out
-                continue
-            item = next(records, None)
-            if item is None:
-                break
-            route(*check(item))
         self._finish()
         yield from main.take()
 
