@@ -97,3 +97,32 @@ def test_get_by_id_reads_the_put_with_the_head(tmp_path: Path, cached: bool) -> 
     # event; held: the head alone (one statement)
     assert cost.statements == len(wanted) * (1 if cached else 2), cost.by_sql
 
+
+def test_store_update_and_delete_read_each_row_once(tmp_path: Path) -> None:
+    """The LangGraph store's update reads the item's latest version once (in
+    its transaction), and its delete -- a revocation with its purge -- reads
+    the versions and the tombstone once and asks for the full-text index once."""
+    from trajlog.adapters.langgraph.base_store import TrajlogStore
+
+    with trajlog.open(str(tmp_path / "s.db"), durability="normal", repack=False) as store:
+        s = TrajlogStore(store)
+        ns = ("users", "u1", "memories")
+        s.put(ns, "warm", {"text": "a"})   # (every statement prepared once)
+        s.put(ns, "warm", {"text": "b"})
+        s.delete(ns, "warm")
+        s.put(ns, "k", {"text": "hello"})
+        costs = {}
+        for name, op in (("update", lambda: s.put(ns, "k", {"text": "hello again"})),
+                         ("delete", lambda: s.delete(ns, "k"))):
+            with metered(store) as meter, meter.window() as cost:
+                op()
+            costs[name] = cost
+    latest = "FROM memories WHERE item_id = ? ORDER BY version DESC LIMIT 1"
+    versions = "FROM memories WHERE item_id = ? ORDER BY version"
+    update, delete = costs["update"], costs["delete"]
+    assert sum(n for sql, n in update.by_sql.items() if sql.endswith(latest)) == 1, update.by_sql
+    assert update.statements <= 11, update.by_sql
+    assert sum(n for sql, n in delete.by_sql.items() if sql.endswith(versions)) == 1, delete.by_sql
+    assert sum(n for sql, n in delete.by_sql.items() if "target_item = ?" in sql) == 1, (
+        delete.by_sql)
+    assert delete.statements <= 26, delete.by_sql
