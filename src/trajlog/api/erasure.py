@@ -17,11 +17,11 @@ the process's caches (by the caller), free pages (zeroed) and the WAL
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..codec.chunks import ZSTD, ChunkCompressor, blank_payloads, open_chunk, pack
+from ..codec.chunks import ZSTD, Chunk, ChunkCompressor, blank_payloads, open_chunk, pack
 from ..codec.compression import Compressor
 from ..codec.stream import decode_events
 from ..errors import ErasureError, record_damaged
@@ -30,6 +30,8 @@ from ..memory.model import PurgeReport
 from ..memory.replacement import replacement
 from ..memory.versions import TombstoneWriter, erased_lookup
 from ..storage.base import Backend, Writer
+
+_PAGE = 64   # rows fetched at a time: an erasure's memory stays bounded whatever it erases
 
 
 @dataclass(frozen=True, slots=True)
@@ -75,10 +77,13 @@ def erase_events(backend: Backend, target: Target, seqs: Sequence[int], *, reaso
             return found if found is not None else lookup(seq)
 
         for run in _runs(todo):
-            rows = iter(w.chunks(target.sid, run[0], run[-1]))
+            rows: Iterator[Chunk] = iter(())
             at = 0
             while at < len(run):
                 row = next((r for r in rows if r.last_seq >= run[at]), None)
+                if row is None:   # (the next rows of the run, a bounded page at a time)
+                    rows = iter(w.chunks(target.sid, run[at], run[-1], _PAGE))
+                    row = next((r for r in rows if r.last_seq >= run[at]), None)
                 if row is None or row.first_seq > run[at]:
                     raise ErasureError(f"session {target.session_id} holds no stored row for "
                                        f"seq {run[at]}")
