@@ -17,19 +17,21 @@ the process's caches (by the caller), free pages (zeroed) and the WAL
 from __future__ import annotations
 
 import bisect
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..codec.chunks import ZSTD, ChunkCompressor, blank_payloads, open_chunk, pack
+from ..codec.chunks import ZSTD, Chunk, ChunkCompressor, blank_payloads, open_chunk, pack
 from ..codec.compression import Compressor
 from ..codec.stream import decode_events
 from ..errors import ErasureError, record_damaged
 from ..events import Event
 from ..memory.model import PurgeReport
 from ..memory.replacement import replacement
-from ..memory.versions import erased_lookup, write_tombstone
+from ..memory.versions import TombstoneWriter, erased_lookup
 from ..storage.base import Backend, Writer
+
+_PAGE = 64   # rows fetched at a time: an erasure's memory stays bounded whatever it erases
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,44 +62,63 @@ def erase_events(backend: Backend, target: Target, seqs: Sequence[int], *, reaso
     blanked = rewritten = dropped = 0
     tids: list[int] = []
     with backend.transaction() as w:
-        todo = sorted({s for s in seqs if w.tombstone_for_event(target.sid, s) is None})
+        wanted = sorted(set(seqs))
+        # what it reads is proportional to what it erases: one statement for
+        # the tombstones already there, one for the rows of each run of seqs
+        gone = set(w.erased_seqs(target.sid, wanted[0], wanted[-1])) if wanted else set()
+        todo = [s for s in wanted if s not in gone]
         lookup = erased_lookup(w, target.sid)
-        at = 0
-        while at < len(todo):
-            row = w.chunk_at(target.sid, todo[at])
-            if row is None:
-                raise ErasureError(f"session {target.session_id} holds no stored row for "
-                                   f"seq {todo[at]}")
-            # todo is sorted: this row's seqs are the run from ``at`` (linear overall)
-            end = bisect.bisect_right(todo, row.last_seq, at)
-            here, at = todo[at:end], end
-            opened = open_chunk(target.key, row, chunks, erased=lookup)
-            if not isinstance(opened, tuple):
-                raise record_damaged(f"session {target.session_id}: the row holding seq "
-                                      f"{here[0]} does not verify ({opened.reason}); nothing "
-                                      "was erased")
-            raw, table = opened
-            for seq in here:
-                i = seq - row.first_seq
-                event = decode_events(raw, table, i, i + 1, Compressor(),
-                                      target.session_id)[0]
-                check = table[i].payload_check
-                stone = write_tombstone(w, _record(target.session_id, seq, event, check,
-                                                   reason, actor, now_ms),
-                                        kind="event", sid=target.sid, seq=seq, item=None,
-                                        reason=reason, actor=actor, now_ms=now_ms)
-                tids.append(stone.tid)
-            body = blank_payloads(bytes(raw), table, here)
-            stored = chunks.compress([body])[0] if row.codec == ZSTD else None
-            new = pack(target.key, body, row.first_seq, row.n, row.seed_chain, row.last_chain,
-                       stored)
-            check_row = open_chunk(target.key, new, chunks, erased=lookup)
-            if not isinstance(check_row, tuple):
-                raise record_damaged(f"session {target.session_id}: the erased row does not "
-                                      f"verify ({check_row.reason}); nothing was erased")
-            w.rewrite_chunk(target.sid, new)
-            blanked += len(here)
-            rewritten += 1
+        stones = TombstoneWriter(w)
+        made: dict[int, bytes] = {}      # seq -> the replacement its tombstone just took
+
+        def erased(seq: int) -> bytes | None:
+            # (the new row's check: what this erasure wrote, else what is stored)
+            found = made.get(seq)
+            return found if found is not None else lookup(seq)
+
+        for run in _runs(todo):
+            rows: Iterator[Chunk] = iter(())
+            at = 0
+            while at < len(run):
+                row = next((r for r in rows if r.last_seq >= run[at]), None)
+                if row is None:   # (the next rows of the run, a bounded page at a time)
+                    rows = iter(w.chunks(target.sid, run[at], run[-1], _PAGE))
+                    row = next((r for r in rows if r.last_seq >= run[at]), None)
+                if row is None or row.first_seq > run[at]:
+                    raise ErasureError(f"session {target.session_id} holds no stored row for "
+                                       f"seq {run[at]}")
+                # run is sorted: this row's seqs are the stretch from ``at``
+                end = bisect.bisect_right(run, row.last_seq, at)
+                here, at = run[at:end], end
+                opened = open_chunk(target.key, row, chunks, erased=lookup)
+                if not isinstance(opened, tuple):
+                    raise record_damaged(f"session {target.session_id}: the row holding seq "
+                                          f"{here[0]} does not verify ({opened.reason}); "
+                                          "nothing was erased")
+                raw, table = opened
+                lo = here[0] - row.first_seq
+                events = decode_events(raw, table, lo, here[-1] - row.first_seq + 1,
+                                       Compressor(), target.session_id)
+                for seq in here:
+                    event = events[seq - row.first_seq - lo]
+                    check = table[seq - row.first_seq].payload_check
+                    stone = stones.write(_record(target.session_id, seq, event, check, reason,
+                                                 actor, now_ms, made),
+                                         kind="event", sid=target.sid, seq=seq, item=None,
+                                         reason=reason, actor=actor, now_ms=now_ms)
+                    tids.append(stone.tid)
+                body = blank_payloads(bytes(raw), table, here)
+                stored = chunks.compress([body])[0] if row.codec == ZSTD else None
+                new = pack(target.key, body, row.first_seq, row.n, row.seed_chain,
+                           row.last_chain, stored)
+                check_row = open_chunk(target.key, new, chunks, erased=erased)
+                if not isinstance(check_row, tuple):
+                    raise record_damaged(f"session {target.session_id}: the erased row does "
+                                          f"not verify ({check_row.reason}); nothing was "
+                                          "erased")
+                w.rewrite_chunk(target.sid, new)
+                blanked += len(here)
+                rewritten += 1
         dropped = _drop_states(w, target)
         scrubbed = w.scrub_free_pages()
     checkpointed = backend.checkpoint()
@@ -113,12 +134,26 @@ def erase_events(backend: Backend, target: Target, seqs: Sequence[int], *, reaso
 
 
 def _record(session_id: str, seq: int, event: Event, check: int, reason: str,
-            actor: str | None, now_ms: int) -> Callable[[int], dict[str, Any]]:
-    """The record of an event's tombstone, given its tid."""
+            actor: str | None, now_ms: int,
+            made: dict[int, bytes]) -> Callable[[int], dict[str, Any]]:
+    """The record of an event's tombstone, given its tid (its replacement
+    noted in ``made``)."""
     def make(tid: int) -> dict[str, Any]:
+        made[seq] = payload = replacement(event, tid, reason, actor, now_ms)
         return {"session": session_id, "seq": seq, "type": event.type, "payload_check": check,
-                "replacement": replacement(event, tid, reason, actor, now_ms)}
+                "replacement": payload}
     return make
+
+
+def _runs(seqs: Sequence[int]) -> list[list[int]]:
+    """Sorted ``seqs`` cut into runs of consecutive seqs."""
+    runs: list[list[int]] = []
+    for seq in seqs:
+        if runs and runs[-1][-1] == seq - 1:
+            runs[-1].append(seq)
+        else:
+            runs.append([seq])
+    return runs
 
 
 def _drop_states(w: Writer, target: Target) -> int:

@@ -183,13 +183,13 @@ class LogReader:
             return table.chain(hi - 1)
         raise InvalidArgumentError(f"session {ref.id} has no event {seq}")
 
-    def event_at(self, ref: LogRef, seq: int, *, prefix: bool = False) -> Event | None:
-        """The event at ``seq`` (None if the log has none), from its verified row:
-        one statement (the head and the row -- with its body unless this
-        process holds the row opened), then the row opened once or taken from
-        the cache, and one payload decoded.  ``prefix``: ``seq`` is in a
-        child's inherited prefix, so it must be there whatever this log's
-        head says."""
+    def event_at(self, ref: LogRef, seq: int, *, prefix: bool = False,
+                 heads: list[int] | None = None) -> Event | None:
+        """The event at ``seq`` (None if the log has none), from its verified row: one
+        statement (the head and the row -- with its body unless this process holds the row
+        opened), then the row opened once or taken from the cache, and one payload decoded.
+        ``prefix``: ``seq`` is in a child's inherited prefix, so it must be there whatever
+        this log's head says.  ``heads`` gets the last seq of the head that statement read."""
         if ref.header.damage is not None:
             raise header_mismatch(ref.id, ref.header.damage)
         if seq < ref.seed:
@@ -203,6 +203,7 @@ class LogReader:
                 last, chain, row = reader.locate(ref.sid, seq, body=not warm)
             except HeadMismatchError as exc:
                 raise _named(exc, ref) from None
+            (heads if heads is not None else []).append(last)
             held = row is not None and row.first_seq <= seq <= row.last_seq
             if not prefix and seq > last:
                 if held:

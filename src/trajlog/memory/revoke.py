@@ -10,7 +10,7 @@ from ..codec.memory_frames import blank
 from ..errors import MemoryNotFoundError, StoreError
 from ..storage.base import Backend
 from .model import MemoryItem, PurgeReport
-from .versions import read_item, verified_rows, write_tombstone, write_version
+from .versions import open_versions, verified_rows, write_tombstone, write_version
 
 
 def revoke_item(backend: Backend, item_id: str, *, reason: str, actor: str | None,
@@ -27,17 +27,19 @@ def revoke_item(backend: Backend, item_id: str, *, reason: str, actor: str | Non
 def _revoke(backend: Backend, item_id: str, *, reason: str, actor: str | None,
             now_ms: int, check: Callable[[MemoryItem], None]) -> PurgeReport:
     with backend.transaction() as w:
-        versions = read_item(w, item_id)
+        # (what read_item reads, read once: the rows and the tombstone are used below)
+        rows = w.memory_versions(item_id)
+        already = w.tombstone_for_item(item_id) if rows else None
+        versions = open_versions(rows, already is not None)
         if not versions:
             raise MemoryNotFoundError(f"no memory item {item_id!r}")
         cur = versions[-1]
         check(cur)
-        rows = w.memory_versions(item_id)
-        already = w.tombstone_for_item(item_id)
         blanked = removed = 0
         tid = None if already is None else already.tid
+        has_index = w.memory_index_exists()   # (no schema change inside the transaction)
         try:
-            indexed = w.memory_indexed([r.mid for r in rows]) if w.memory_index_exists() else []
+            indexed = w.memory_indexed([r.mid for r in rows]) if has_index else []
         except StoreError:
             indexed = []
         if already is None:
@@ -49,13 +51,13 @@ def _revoke(backend: Backend, item_id: str, *, reason: str, actor: str | None,
             revoked = replace(cur, version=cur.version + 1, state="revoked", content=None,
                               created_ms=now_ms, stored="erased", conflicts_with=(),
                               decision={"actor": actor, "reason": reason, "tombstone": tid})
-            write_version(w, revoked, rows[-1].source_sid, None)
+            write_version(w, revoked, rows[-1].source_sid, None, last=rows[-1])
         for row in rows:   # every version that may hold content (the revoked one holds none)
             if row.state != "revoked" and any(row.frame[40:]):
                 w.blank_memory(row.mid, blank(row.frame))
                 blanked += 1
         damaged = False
-        if w.memory_index_exists():
+        if has_index:
             try:
                 with w.savepoint():
                     w.unindex_memory([r.mid for r in rows])

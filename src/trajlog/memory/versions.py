@@ -278,19 +278,39 @@ def current_item(reader: MemoryReader, row: MemoryRow, verified: VerifiedRows) -
 
 # -- tombstones ---------------------------------------------------------------
 
+class TombstoneWriter:
+    """The next tombstones of one write transaction: the last tid and its
+    chain are read once, then carried from one tombstone to the next (the
+    transaction holds the write lock; the schema's trigger still refuses a
+    tid that is not the next one)."""
+
+    def __init__(self, w: Writer) -> None:
+        self._w = w
+        self.tid = w.max_tid()
+        prev = w.tombstones(self.tid - 1, 1) if self.tid > 0 else []
+        self.chain = chain_of_record(prev[0].frame) if prev else TOMBSTONE_KEY
+
+    def write(self, make: Callable[[int], dict[str, Any]], *, kind: str, sid: int | None,
+              seq: int | None, item: str | None, reason: str, actor: str | None,
+              now_ms: int) -> TombstoneRow:
+        """Frame and insert the next tombstone; ``make(tid)`` gives its record."""
+        tid = self.tid + 1
+        record = {**make(tid), "tid": tid, "kind": kind, "reason": reason, "actor": actor,
+                  "time": now_ms}
+        frame, chain = encode_record(record, TOMBSTONE_KEY, tid - 1, self.chain,
+                                     FrameType.TOMBSTONE)
+        row = TombstoneRow(tid, kind, sid, seq, item, reason, actor, now_ms, frame)
+        self._w.insert_tombstone(row)
+        self.tid, self.chain = tid, chain
+        return row
+
+
 def write_tombstone(w: Writer, make: Callable[[int], dict[str, Any]], *, kind: str,
                     sid: int | None, seq: int | None, item: str | None, reason: str,
                     actor: str | None, now_ms: int) -> TombstoneRow:
     """Frame and insert the next tombstone; ``make(tid)`` gives its record."""
-    tid = w.max_tid() + 1
-    prev = w.tombstones(tid - 2, 1) if tid > 1 else []
-    chain = chain_of_record(prev[0].frame) if prev else TOMBSTONE_KEY
-    record = {**make(tid), "tid": tid, "kind": kind, "reason": reason, "actor": actor,
-              "time": now_ms}
-    frame, _ = encode_record(record, TOMBSTONE_KEY, tid - 1, chain, FrameType.TOMBSTONE)
-    row = TombstoneRow(tid, kind, sid, seq, item, reason, actor, now_ms, frame)
-    w.insert_tombstone(row)
-    return row
+    return TombstoneWriter(w).write(make, kind=kind, sid=sid, seq=seq, item=item,
+                                    reason=reason, actor=actor, now_ms=now_ms)
 
 
 def open_tombstone(row: TombstoneRow, prev_chain: int) -> tuple[dict[str, Any], int]:
@@ -352,6 +372,7 @@ def erased_lookup(reader: Reader, sid: int) -> Callable[[int], bytes | None]:
 
 
 __all__ = [
+    "TombstoneWriter",
     "VerifiedRows",
     "VersionWriter",
     "checked_replacement",

@@ -441,7 +441,8 @@ class MemoryView:
     def _change(self, item_id: str, *, to: str, allowed: tuple[str, ...], reason: str,
                 actor: str | None, content: Any = None, new_content: bool = False,
                 extra: Mapping[str, Any] | None = None, retention: Any = _KEEP,
-                renew: bool = False) -> MemoryItem:
+                renew: bool = False,
+                seen: builtins.list[MemoryItem] | None = None) -> MemoryItem:
         if not isinstance(reason, str) or not reason:
             raise InvalidArgumentError("a state change says why (reason=...)")
         with self._backend.transaction() as w:
@@ -450,6 +451,8 @@ class MemoryView:
                 raise MemoryNotFoundError(f"no memory item {item_id!r}")
             cur = current_item(w, last, self._verified)
             self._check_visible(cur)
+            if seen is not None:
+                seen.append(cur)
             if cur.scope == "global":
                 raise GlobalScopeReadOnlyError(f"memory item {item_id} is global: read-only "
                                                "at run time")
@@ -519,11 +522,14 @@ class MemoryView:
         quarantine).  ``retention`` (``{"ttl_ms": n}``, ``{"until_event": t}``
         or None for none) replaces the item's and restarts its clock; left
         out, the item keeps its retention and expiry."""
-        cur = self.get(item_id)
+        if not isinstance(item_id, str):   # (as get() refuses it)
+            raise TypeError(f"item id must be str, not {type(item_id).__name__}")
+        seen: builtins.list[MemoryItem] = []   # (the version it corrects, read once)
         corrected = self._change(item_id, to="active", allowed=("provisional", "active",
                                                                 "quarantined"),
                                  reason=reason, actor=actor, content=content, new_content=True,
-                                 retention=retention)
+                                 retention=retention, seen=seen)
+        cur = seen[0]
         if cur.state == "quarantined":  # out of quarantine, as restore() is
             self._supersede(item_id, cur.conflicts_with, reason, actor)
         return corrected

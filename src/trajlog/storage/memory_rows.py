@@ -287,10 +287,11 @@ def tombstones(conn: apsw.Connection, after_tid: int, limit: int) -> list[Tombst
         (after_tid, limit))]
 
 
-def erased_seqs(conn: apsw.Connection, sid: int) -> list[int]:
+def erased_seqs(conn: apsw.Connection, sid: int, first: int = 0,
+                last: int = (1 << 63) - 1) -> list[int]:
     rows: list[Any] = conn.execute(
         "SELECT target_seq FROM tombstones WHERE target_kind = 'event' AND target_sid = ? "
-        "ORDER BY target_seq", (sid,)).fetchall()
+        "AND target_seq BETWEEN ? AND ? ORDER BY target_seq", (sid, first, last)).fetchall()
     return [int(r[0]) for r in rows]
 
 

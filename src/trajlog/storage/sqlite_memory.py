@@ -105,9 +105,9 @@ class MemoryReads:
         with translate():
             return mr.tombstones(self.conn, after_tid, limit)
 
-    def erased_seqs(self, sid: int) -> list[int]:
+    def erased_seqs(self, sid: int, first: int = 0, last: int = (1 << 63) - 1) -> list[int]:
         with translate():
-            return mr.erased_seqs(self.conn, sid)
+            return mr.erased_seqs(self.conn, sid, first, last)
 
     def memory_head(self) -> tuple[int, int, int, int]:
         with translate():

@@ -363,8 +363,19 @@ class ThreadLog:
         return restored[0], restored[1], sorted(pending.get(restored[1], ()))
 
     def entry(self, ns: str, cid: str) -> Head | None:
-        """The checkpoint ``cid`` of ``ns``, if live."""
+        """The checkpoint ``cid`` of ``ns``, if live.  A put this process
+        holds no copy of is read with the head in one statement (the put
+        then comes from the cache): the head says whether anything came
+        since ``seen``, which the index is valid as of."""
         self.ensure_full()
+        seq = self.puts.get(ns, {}).get(cid)
+        if seq is not None and seq not in self.cache and seq >= self.session.header.seed_length:
+            heads: list[int] = []
+            s = self.session
+            ev = s._e.reading.event_at(s._ref, seq, heads=heads)
+            if ev is not None and heads and heads[-1] == self.seen:
+                self._keep(ev)
+                return seq, cid, list(self.writes.get((ns, cid), ()))
         self.catch_up()
         seq = self.puts.get(ns, {}).get(cid)
         return None if seq is None else (seq, cid, list(self.writes.get((ns, cid), ())))
