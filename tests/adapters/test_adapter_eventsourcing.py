@@ -223,6 +223,29 @@ def test_reads_cost_one_head_read_and_a_read_after_them_spares_the_insert_one(st
     assert page.statements == 2, page.by_sql
 
 
+def test_what_a_recorder_wrote_it_writes_and_reads_again_without_a_session_look_up(store):
+    """The handles of the sessions an insert wrote are kept: the next insert
+    of the same originator runs no ``sessions`` statement (neither for the
+    originator nor for the application sequence), only the transaction and
+    its rows, and reading the originator back is the head read and the rows
+    (kits.costkit counts the statements, no clock)."""
+    from kits.costkit import metered
+
+    rec = TrajlogApplicationRecorder(store)
+    oid = uuid.UUID(int=7)
+    rec.insert_events([_ev(oid, 1)])
+    with metered(store) as meter:
+        again = meter.measure(lambda _: rec.insert_events([_ev(oid, 2)]))
+        read = meter.measure(lambda _: rec.select_events(oid))
+        new = meter.measure(lambda _: rec.insert_events([_ev(uuid.UUID(int=8), 1)]))
+    assert not [sql for sql in again.by_sql if "FROM sessions" in sql], again.by_sql
+    assert again.statements == 6, again.by_sql   # BEGIN, SAVEPOINT, 2 rows, RELEASE, COMMIT
+    assert read.statements == 2, read.by_sql
+    # a new originator: looked up in the transaction only (the application's is kept)
+    assert sum(n for sql, n in new.by_sql.items() if "FROM sessions" in sql) == 2, new.by_sql
+    assert [e.originator_version for e in rec.select_events(oid)] == [1, 2]
+
+
 def test_a_new_originator_is_written_without_a_read_and_a_stale_guess_is_retried(store):
     """The first insert of an originator this recorder never saw reads
     nothing before its transaction (the append's ``expect_last`` checks that

@@ -229,10 +229,15 @@ class TrajlogRecorder:
                 session = self.store.session(session_id)
             except SessionNotFoundError:
                 return None
-            if len(self._sessions) >= _CACHED:
-                self._sessions.pop(next(iter(self._sessions)))
-            self._sessions[session_id] = session
+            self._cache(session)
         return session
+
+    def _cache(self, session: Session) -> None:
+        sessions = self._sessions
+        if session.id not in sessions:
+            if len(sessions) >= _CACHED:
+                sessions.pop(next(iter(sessions)))
+            sessions[session.id] = session
 
     def _head(self, session_id: str, field: str,
               guess: bool = False) -> tuple[int, int | None]:
@@ -314,13 +319,16 @@ class TrajlogRecorder:
             if not writes:
                 return []
             try:
-                # cached handles spare the store a look-up per session
+                # cached handles spare the store two look-ups per session
                 handles = [(self._sessions.get(w[0], w[0]), w[1], w[2]) for w in writes]
-                written = self.store.append_atomic(handles, create=create)
+                done = self.store._append_atomic(handles, create)
             except LogMovedError:
                 for sid, _ in keep:  # another writer won: read those logs again
                     self._heads.pop(sid, None)
                 continue
+            written = [events for _, events in done]
+            for session, _ in done:  # the next write and read of it need no look-up
+                self._cache(session)
             for (sid, value), events in zip(keep, written, strict=False):
                 self._keep(sid, (events[-1].seq, value))
             if self._LOGGED and stored_events:
