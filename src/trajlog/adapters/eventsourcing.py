@@ -157,6 +157,24 @@ def _uuid5(name: str) -> str:
     return str(uuid.uuid5(NAMESPACE, name))
 
 
+def _noted(key: str, payload: dict[str, Any], stored: StoredEvent,
+           policy: RedactionPolicy | None) -> dict[str, Any]:
+    """The notification of a stored event whose event carries ``payload``:
+    the same state (decoded JSON is made again: no value shared between two
+    payloads)."""
+    if "state_json" in payload:
+        return {"originator_id": key, "v": stored.originator_version, "topic": stored.topic,
+                **_state(stored.state, policy, NOTIFICATION)}
+    return {"originator_id": key, **payload}
+
+
+@functools.lru_cache(maxsize=_CACHED)
+def _uuid_of(key: str) -> uuid.UUID:
+    """An originator id from its key (cached: a page of notifications names
+    few originators many times; a UUID is immutable)."""
+    return uuid.UUID(key)
+
+
 def _bytes(ev: Event, session_id: str) -> bytes:
     data = ev.data
     text = data.get("state")
@@ -271,9 +289,10 @@ class TrajlogRecorder:
                tracking: Tracking | None) -> list[Event]:
         """Write the events (and the tracking record) in one transaction;
         return the notification events (none if not ``_LOGGED``)."""
+        keys = [self._key(stored.originator_id) for stored in stored_events]
         groups: dict[str, list[StoredEvent]] = {}
-        for stored in stored_events:
-            groups.setdefault(self._key(stored.originator_id), []).append(stored)
+        for key, stored in zip(keys, stored_events, strict=True):
+            groups.setdefault(key, []).append(stored)
         for key, group in groups.items():
             versions = [s.originator_version for s in group]
             if any(b <= a for a, b in itertools.pairwise(versions)):
@@ -281,6 +300,10 @@ class TrajlogRecorder:
         track_sid = None if tracking is None else self._sid("tracking",
                                                             tracking.application_name)
         policy = self.store.redaction
+        # each stored event's payload, made once (a retry reuses it) and shared
+        # by its notification: its state decoded once
+        items: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        notes: list[tuple[str, dict[str, Any]]] | None = None
         for attempt in range(_RETRIES):
             writes: list[tuple[str, list[tuple[str, dict[str, Any]]], int | None]] = []
             create: dict[str, dict[str, Any]] = {}
@@ -293,9 +316,11 @@ class TrajlogRecorder:
                 if last_version is not None and first <= last_version:
                     raise IntegrityError(f"originator {key} has version {last_version}: "
                                          f"version {first} cannot follow it")
-                writes.append((sid, [(EVENT, {"v": s.originator_version, "topic": s.topic,
-                                              **_state(s.state, policy)}) for s in group],
-                               last_seq))
+                made = items.get(key)
+                if made is None:
+                    made = items[key] = [(EVENT, {"v": s.originator_version, "topic": s.topic,
+                                                  **_state(s.state, policy)}) for s in group]
+                writes.append((sid, made, last_seq))
                 create[sid] = {"eventsourcing": {"recorder": self.name, "originator_id": key}}
                 keep.append((sid, group[-1].originator_version))
             if tracking is not None and track_sid is not None:
@@ -310,10 +335,11 @@ class TrajlogRecorder:
                     "recorder": self.name, "tracking": tracking.application_name}}
                 keep.append((track_sid, tracking.notification_id))
             if self._LOGGED and stored_events:
-                writes.append((self.log_id, [(NOTIFICATION, {
-                    "originator_id": self._key(s.originator_id), "v": s.originator_version,
-                    "topic": s.topic, **_state(s.state, policy, NOTIFICATION)})
-                    for s in stored_events], None))
+                if notes is None:
+                    at = {key: iter(made) for key, made in items.items()}
+                    notes = [(NOTIFICATION, _noted(key, next(at[key])[1], s, policy))
+                             for key, s in zip(keys, stored_events, strict=True)]
+                writes.append((self.log_id, notes, None))
                 create[self.log_id] = {"eventsourcing": {"recorder": self.name,
                                                          "application_sequence": True}}
             if not writes:
@@ -379,12 +405,17 @@ class TrajlogRecorder:
                 self._note_head(sid, read[-1])
         oid = self._originator(key)
         events = [ev for ev in read if ev.type == EVENT]
+        sid = session.id
         try:
-            found = [StoredEvent(originator_id=oid, originator_version=ev.data["v"],
-                                 topic=ev.data["topic"], state=_bytes(ev, session.id))
-                     for ev in events]
-        except (KeyError, TypeError):
-            _erased(session.id, events, ("v", "topic"))
+            found = []
+            for ev in events:
+                data = ev.data
+                text = data.get("state")   # (UTF-8 state: the usual one, encoded here)
+                found.append(StoredEvent(
+                    originator_id=oid, originator_version=data["v"], topic=data["topic"],
+                    state=text.encode() if type(text) is str else _bytes(ev, sid)))
+        except (KeyError, TypeError, AttributeError):
+            _erased(sid, events, ("v", "topic"))
             raise
         if desc:
             found.reverse()
@@ -427,6 +458,8 @@ class TrajlogApplicationRecorder(TrajlogAggregateRecorder, ApplicationRecorder):
         first = max(first, 1)
         found: list[Notification] = []
         wanted = frozenset(topics)
+        sid = session.id
+        originator = self._originator if self.originator_id_type == "text" else _uuid_of
         # read in windows from ``first``: a page of the usual log (notifications
         # only, no topic filter) is one window of ``limit`` events, one head
         # read, and nothing past the page decoded
@@ -442,14 +475,16 @@ class TrajlogApplicationRecorder(TrajlogAggregateRecorder, ApplicationRecorder):
                 if ev.type != NOTIFICATION:
                     continue
                 try:
-                    if wanted and data["topic"] not in wanted:
+                    topic = data["topic"]
+                    if wanted and topic not in wanted:
                         continue
+                    text = data.get("state")
                     found.append(Notification(
-                        id=ev.seq + 1, originator_id=self._originator(data["originator_id"]),
-                        originator_version=data["v"], topic=data["topic"],
-                        state=_bytes(ev, session.id)))
-                except (KeyError, TypeError):
-                    _erased(session.id, [ev], ("topic", "originator_id", "v"))
+                        id=ev.seq + 1, originator_id=originator(data["originator_id"]),
+                        originator_version=data["v"], topic=topic,
+                        state=text.encode() if type(text) is str else _bytes(ev, sid)))
+                except (KeyError, TypeError, AttributeError):
+                    _erased(sid, [ev], ("topic", "originator_id", "v"))
                     raise
                 if len(found) >= limit:
                     break
