@@ -54,11 +54,8 @@ copy of every event's state: erase the notification with the event.
 
 from __future__ import annotations
 
-import base64
 import functools
 import itertools
-import json
-import math
 import threading
 import time
 import uuid
@@ -83,89 +80,28 @@ from eventsourcing.utils import Environment, EnvType, resolve_topic
 from ..api import Session, Store
 from ..api.store import open as open_store
 from ..errors import (
-    ErasedEventError,
     LogMovedError,
     SessionNotFoundError,
-    UnredactableValueError,
 )
 from ..events import Event
-from ..redaction import RedactionPolicy
+from ._es_state import EVENT, NOTIFICATION
+from ._es_state import erased as _erased
+from ._es_state import noted as _noted
+from ._es_state import stored_bytes as _bytes
+from ._es_state import to_payload as _state
 from ._es_versions import Versions as _Versions
 from ._es_versions import field as _field
 
 #: Namespace of the session ids: ``uuid5(NAMESPACE, "<name>/<kind>/<key>")``.
 NAMESPACE = uuid.UUID("f81ee4f1-80ef-42d2-95ea-5e1171eb681e")
-EVENT, NOTIFICATION, TRACKING = ("eventsourcing/event", "eventsourcing/notification",
-                                 "eventsourcing/tracking")
+TRACKING = "eventsourcing/tracking"
 _RETRIES = 100        # conflicts in a row before giving up (each means another writer won)
 _CACHED = 10_000      # heads kept per recorder
 _POLL = 0.1           # seconds: how often a subscription looks for other processes' writes
-_SAFE = 2 ** 53       # ints a JSON state keeps exactly through an event payload
-_NOT_JSON = object()
-
-
-def _found(policy: RedactionPolicy | None, text: str) -> str | None:
-    """The kind of the first finding the policy would act on in ``text``."""
-    for scanner in () if policy is None else policy.scanners:
-        for f in scanner.scan(text):
-            if policy is not None and policy.actions.get(f.kind, policy.default) != "allow":
-                return f.kind
-    return None
-
-
-def _plain(value: Any) -> bool:
-    """Does a decoded JSON value survive an event payload as it is?"""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return True
-    if isinstance(value, int):
-        return -_SAFE <= value <= _SAFE
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list):
-        return all(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return all(_plain(v) for v in value.values())
-    return False
-
-
-def _state(state: bytes, policy: RedactionPolicy | None = None,
-           event_type: str = EVENT) -> dict[str, Any]:
-    try:
-        text = state.decode("utf-8")
-        if policy is None:
-            return {"state": text}
-    except UnicodeDecodeError:
-        b64 = base64.b64encode(state).decode("ascii")
-        if _found(policy, b64) is not None:
-            return {"state_hex": "h" + state.hex()}
-        return {"state_b64": b64}
-    kind = _found(policy, text)
-    if kind is None:
-        return {"state": text}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = _NOT_JSON
-    if value is _NOT_JSON or not _plain(value):
-        raise UnredactableValueError(event_type, "$.state", kind, "UTF-8 state, not JSON")
-    return {"state_json": value}
-
-
 @functools.lru_cache(maxsize=_CACHED)
 def _uuid5(name: str) -> str:
     """A session id (cached: every read and write asks for one)."""
     return str(uuid.uuid5(NAMESPACE, name))
-
-
-def _noted(key: str, payload: dict[str, Any], stored: StoredEvent,
-           policy: RedactionPolicy | None) -> dict[str, Any]:
-    """The notification of a stored event whose event carries ``payload``:
-    the same state (decoded JSON is made again: no value shared between two
-    payloads)."""
-    if "state_json" in payload:
-        return {"originator_id": key, "v": stored.originator_version, "topic": stored.topic,
-                **_state(stored.state, policy, NOTIFICATION)}
-    return {"originator_id": key, **payload}
 
 
 @functools.lru_cache(maxsize=_CACHED)
@@ -173,37 +109,6 @@ def _uuid_of(key: str) -> uuid.UUID:
     """An originator id from its key (cached: a page of notifications names
     few originators many times; a UUID is immutable)."""
     return uuid.UUID(key)
-
-
-def _bytes(ev: Event, session_id: str) -> bytes:
-    data = ev.data
-    text = data.get("state")
-    if text is not None:
-        return cast(str, text).encode("utf-8")
-    if "state_json" in data:
-        return json.dumps(_thaw(data["state_json"]), ensure_ascii=False,
-                          separators=(",", ":")).encode("utf-8")
-    if "state_hex" in data:
-        return bytes.fromhex(data["state_hex"][1:])
-    if "state_b64" in data:
-        return base64.b64decode(data["state_b64"])
-    raise ErasedEventError(session_id, ev.seq, "its stored event's state is gone")
-
-
-def _erased(session_id: str, events: Sequence[Event], names: Sequence[str]) -> None:
-    """Raise :class:`ErasedEventError` for the first of ``events`` that lacks
-    one of ``names`` (a read that failed on a missing field)."""
-    for ev in events:
-        for name in names:
-            _field(ev, session_id, name)
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_thaw(v) for v in value]
-    return value
 
 
 class TrajlogRecorder:
