@@ -112,6 +112,35 @@ def test_pop_and_clear_are_events_the_views_honour(db: str) -> None:
     s.close()
 
 
+def test_each_call_is_one_executor_call(db: str) -> None:
+    """Every hop between the event loop and a thread costs more than the
+    commit's own CPU work: ``add_items``, ``get_items``, ``pop_item`` and
+    ``clear_session`` are one executor call each (the look-up, the walk and
+    the commit together)."""
+    s = TrajlogSession("hops", db)
+    hops: dict[str, int] = {}
+
+    async def go() -> None:
+        loop = asyncio.get_running_loop()
+        real, n = loop.run_in_executor, [0]
+
+        def counted(*args: Any) -> Any:
+            n[0] += 1
+            return real(*args)
+
+        loop.run_in_executor = counted  # type: ignore[method-assign]
+        for name, op in [("add", lambda: s.add_items(ITEMS[:5])), ("get", s.get_items),
+                         ("pop", s.pop_item), ("clear", s.clear_session)]:
+            n[0] = 0
+            await op()
+            hops[name] = n[0]
+
+    run(go())
+    assert hops == {"add": 1, "get": 1, "pop": 1, "clear": 1}, hops
+    assert run(s.get_items()) == [] and run(s.pop_item()) is None
+    s.close()
+
+
 def test_limit_reads_only_the_tail(db: str) -> None:
     s = TrajlogSession("long", db)
     run(s.add_items([{"role": "user", "content": f"m{i}"} for i in range(3000)]))

@@ -223,6 +223,69 @@ def test_reads_cost_one_head_read_and_a_read_after_them_spares_the_insert_one(st
     assert page.statements == 2, page.by_sql
 
 
+def test_what_a_recorder_wrote_it_writes_and_reads_again_without_a_session_look_up(store):
+    """The handles of the sessions an insert wrote are kept: the next insert
+    of the same originator runs no ``sessions`` statement (neither for the
+    originator nor for the application sequence), only the transaction and
+    its rows, and reading the originator back is the head read and the rows
+    (kits.costkit counts the statements, no clock)."""
+    from kits.costkit import metered
+
+    rec = TrajlogApplicationRecorder(store)
+    oid = uuid.UUID(int=7)
+    rec.insert_events([_ev(oid, 1)])
+    with metered(store) as meter:
+        again = meter.measure(lambda _: rec.insert_events([_ev(oid, 2)]))
+        read = meter.measure(lambda _: rec.select_events(oid))
+        new = meter.measure(lambda _: rec.insert_events([_ev(uuid.UUID(int=8), 1)]))
+    assert not [sql for sql in again.by_sql if "FROM sessions" in sql], again.by_sql
+    assert again.statements == 6, again.by_sql   # BEGIN, SAVEPOINT, 2 rows, RELEASE, COMMIT
+    assert read.statements == 2, read.by_sql
+    # a new originator: looked up in the transaction only (the application's is kept)
+    assert sum(n for sql, n in new.by_sql.items() if "FROM sessions" in sql) == 2, new.by_sql
+    assert [e.originator_version for e in rec.select_events(oid)] == [1, 2]
+
+
+def _calls(code, act):
+    """How many times ``act`` calls the function of ``code`` (a count, no clock)."""
+    import sys
+
+    n = 0
+
+    def profile(frame, event, _arg):
+        nonlocal n
+        if event == "call" and frame.f_code is code:
+            n += 1
+
+    sys.setprofile(profile)
+    try:
+        act()
+    finally:
+        sys.setprofile(None)
+    return n
+
+
+def test_an_insert_maps_each_state_once_and_a_page_makes_each_originator_id_once(store):
+    """Python work per event: an insert decodes each stored state once (its
+    notification shares the event's mapping), and a page of notifications
+    builds an originator's UUID once, not once per notification."""
+    import trajlog.adapters.eventsourcing as es
+
+    rec = TrajlogApplicationRecorder(store)
+    batches = [[_ev(uuid.UUID(int=a), v, b'{"n":%d}' % v) for v in range(1, 11)]
+               for a in range(1, 6)]
+    states = _calls(es._state.__code__, lambda: [rec.insert_events(b) for b in batches])
+    assert states == 50, states
+    es._uuid_of.cache_clear()
+    page: list = []
+    fresh = TrajlogApplicationRecorder(store)
+    made = _calls(uuid.UUID.__init__.__code__,
+                  lambda: page.extend(fresh.select_notifications(1, 50)))
+    assert len(page) == 50 and made <= 5, made
+    assert [(n.originator_id, n.originator_version, n.state) for n in page] == [
+        (e.originator_id, e.originator_version, e.state) for b in batches for e in b]
+
+
 def test_a_new_originator_is_written_without_a_read_and_a_stale_guess_is_retried(store):
     """The first insert of an originator this recorder never saw reads
     nothing before its transaction (the append's ``expect_last`` checks that

@@ -54,11 +54,8 @@ copy of every event's state: erase the notification with the event.
 
 from __future__ import annotations
 
-import base64
 import functools
 import itertools
-import json
-import math
 import threading
 import time
 import uuid
@@ -83,109 +80,35 @@ from eventsourcing.utils import Environment, EnvType, resolve_topic
 from ..api import Session, Store
 from ..api.store import open as open_store
 from ..errors import (
-    ErasedEventError,
     LogMovedError,
     SessionNotFoundError,
-    UnredactableValueError,
 )
 from ..events import Event
-from ..redaction import RedactionPolicy
+from ._es_state import EVENT, NOTIFICATION
+from ._es_state import erased as _erased
+from ._es_state import noted as _noted
+from ._es_state import stored_bytes as _bytes
+from ._es_state import to_payload as _state
 from ._es_versions import Versions as _Versions
 from ._es_versions import field as _field
 
 #: Namespace of the session ids: ``uuid5(NAMESPACE, "<name>/<kind>/<key>")``.
 NAMESPACE = uuid.UUID("f81ee4f1-80ef-42d2-95ea-5e1171eb681e")
-EVENT, NOTIFICATION, TRACKING = ("eventsourcing/event", "eventsourcing/notification",
-                                 "eventsourcing/tracking")
+TRACKING = "eventsourcing/tracking"
 _RETRIES = 100        # conflicts in a row before giving up (each means another writer won)
 _CACHED = 10_000      # heads kept per recorder
 _POLL = 0.1           # seconds: how often a subscription looks for other processes' writes
-_SAFE = 2 ** 53       # ints a JSON state keeps exactly through an event payload
-_NOT_JSON = object()
-
-
-def _found(policy: RedactionPolicy | None, text: str) -> str | None:
-    """The kind of the first finding the policy would act on in ``text``."""
-    for scanner in () if policy is None else policy.scanners:
-        for f in scanner.scan(text):
-            if policy is not None and policy.actions.get(f.kind, policy.default) != "allow":
-                return f.kind
-    return None
-
-
-def _plain(value: Any) -> bool:
-    """Does a decoded JSON value survive an event payload as it is?"""
-    if isinstance(value, bool) or value is None or isinstance(value, str):
-        return True
-    if isinstance(value, int):
-        return -_SAFE <= value <= _SAFE
-    if isinstance(value, float):
-        return math.isfinite(value)
-    if isinstance(value, list):
-        return all(_plain(v) for v in value)
-    if isinstance(value, dict):
-        return all(_plain(v) for v in value.values())
-    return False
-
-
-def _state(state: bytes, policy: RedactionPolicy | None = None,
-           event_type: str = EVENT) -> dict[str, Any]:
-    try:
-        text = state.decode("utf-8")
-        if policy is None:
-            return {"state": text}
-    except UnicodeDecodeError:
-        b64 = base64.b64encode(state).decode("ascii")
-        if _found(policy, b64) is not None:
-            return {"state_hex": "h" + state.hex()}
-        return {"state_b64": b64}
-    kind = _found(policy, text)
-    if kind is None:
-        return {"state": text}
-    try:
-        value = json.loads(text)
-    except ValueError:
-        value = _NOT_JSON
-    if value is _NOT_JSON or not _plain(value):
-        raise UnredactableValueError(event_type, "$.state", kind, "UTF-8 state, not JSON")
-    return {"state_json": value}
-
-
 @functools.lru_cache(maxsize=_CACHED)
 def _uuid5(name: str) -> str:
     """A session id (cached: every read and write asks for one)."""
     return str(uuid.uuid5(NAMESPACE, name))
 
 
-def _bytes(ev: Event, session_id: str) -> bytes:
-    data = ev.data
-    text = data.get("state")
-    if text is not None:
-        return cast(str, text).encode("utf-8")
-    if "state_json" in data:
-        return json.dumps(_thaw(data["state_json"]), ensure_ascii=False,
-                          separators=(",", ":")).encode("utf-8")
-    if "state_hex" in data:
-        return bytes.fromhex(data["state_hex"][1:])
-    if "state_b64" in data:
-        return base64.b64decode(data["state_b64"])
-    raise ErasedEventError(session_id, ev.seq, "its stored event's state is gone")
-
-
-def _erased(session_id: str, events: Sequence[Event], names: Sequence[str]) -> None:
-    """Raise :class:`ErasedEventError` for the first of ``events`` that lacks
-    one of ``names`` (a read that failed on a missing field)."""
-    for ev in events:
-        for name in names:
-            _field(ev, session_id, name)
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_thaw(v) for v in value]
-    return value
+@functools.lru_cache(maxsize=_CACHED)
+def _uuid_of(key: str) -> uuid.UUID:
+    """An originator id from its key (cached: a page of notifications names
+    few originators many times; a UUID is immutable)."""
+    return uuid.UUID(key)
 
 
 class TrajlogRecorder:
@@ -229,10 +152,15 @@ class TrajlogRecorder:
                 session = self.store.session(session_id)
             except SessionNotFoundError:
                 return None
-            if len(self._sessions) >= _CACHED:
-                self._sessions.pop(next(iter(self._sessions)))
-            self._sessions[session_id] = session
+            self._cache(session)
         return session
+
+    def _cache(self, session: Session) -> None:
+        sessions = self._sessions
+        if session.id not in sessions:
+            if len(sessions) >= _CACHED:
+                sessions.pop(next(iter(sessions)))
+            sessions[session.id] = session
 
     def _head(self, session_id: str, field: str,
               guess: bool = False) -> tuple[int, int | None]:
@@ -266,9 +194,10 @@ class TrajlogRecorder:
                tracking: Tracking | None) -> list[Event]:
         """Write the events (and the tracking record) in one transaction;
         return the notification events (none if not ``_LOGGED``)."""
+        keys = [self._key(stored.originator_id) for stored in stored_events]
         groups: dict[str, list[StoredEvent]] = {}
-        for stored in stored_events:
-            groups.setdefault(self._key(stored.originator_id), []).append(stored)
+        for key, stored in zip(keys, stored_events, strict=True):
+            groups.setdefault(key, []).append(stored)
         for key, group in groups.items():
             versions = [s.originator_version for s in group]
             if any(b <= a for a, b in itertools.pairwise(versions)):
@@ -276,6 +205,10 @@ class TrajlogRecorder:
         track_sid = None if tracking is None else self._sid("tracking",
                                                             tracking.application_name)
         policy = self.store.redaction
+        # each stored event's payload, made once (a retry reuses it) and shared
+        # by its notification: its state decoded once
+        items: dict[str, list[tuple[str, dict[str, Any]]]] = {}
+        notes: list[tuple[str, dict[str, Any]]] | None = None
         for attempt in range(_RETRIES):
             writes: list[tuple[str, list[tuple[str, dict[str, Any]]], int | None]] = []
             create: dict[str, dict[str, Any]] = {}
@@ -288,9 +221,11 @@ class TrajlogRecorder:
                 if last_version is not None and first <= last_version:
                     raise IntegrityError(f"originator {key} has version {last_version}: "
                                          f"version {first} cannot follow it")
-                writes.append((sid, [(EVENT, {"v": s.originator_version, "topic": s.topic,
-                                              **_state(s.state, policy)}) for s in group],
-                               last_seq))
+                made = items.get(key)
+                if made is None:
+                    made = items[key] = [(EVENT, {"v": s.originator_version, "topic": s.topic,
+                                                  **_state(s.state, policy)}) for s in group]
+                writes.append((sid, made, last_seq))
                 create[sid] = {"eventsourcing": {"recorder": self.name, "originator_id": key}}
                 keep.append((sid, group[-1].originator_version))
             if tracking is not None and track_sid is not None:
@@ -305,22 +240,26 @@ class TrajlogRecorder:
                     "recorder": self.name, "tracking": tracking.application_name}}
                 keep.append((track_sid, tracking.notification_id))
             if self._LOGGED and stored_events:
-                writes.append((self.log_id, [(NOTIFICATION, {
-                    "originator_id": self._key(s.originator_id), "v": s.originator_version,
-                    "topic": s.topic, **_state(s.state, policy, NOTIFICATION)})
-                    for s in stored_events], None))
+                if notes is None:
+                    at = {key: iter(made) for key, made in items.items()}
+                    notes = [(NOTIFICATION, _noted(key, next(at[key])[1], s, policy))
+                             for key, s in zip(keys, stored_events, strict=True)]
+                writes.append((self.log_id, notes, None))
                 create[self.log_id] = {"eventsourcing": {"recorder": self.name,
                                                          "application_sequence": True}}
             if not writes:
                 return []
             try:
-                # cached handles spare the store a look-up per session
+                # cached handles spare the store two look-ups per session
                 handles = [(self._sessions.get(w[0], w[0]), w[1], w[2]) for w in writes]
-                written = self.store.append_atomic(handles, create=create)
+                done = self.store._append_atomic(handles, create)
             except LogMovedError:
                 for sid, _ in keep:  # another writer won: read those logs again
                     self._heads.pop(sid, None)
                 continue
+            written = [events for _, events in done]
+            for session, _ in done:  # the next write and read of it need no look-up
+                self._cache(session)
             for (sid, value), events in zip(keep, written, strict=False):
                 self._keep(sid, (events[-1].seq, value))
             if self._LOGGED and stored_events:
@@ -371,12 +310,17 @@ class TrajlogRecorder:
                 self._note_head(sid, read[-1])
         oid = self._originator(key)
         events = [ev for ev in read if ev.type == EVENT]
+        sid = session.id
         try:
-            found = [StoredEvent(originator_id=oid, originator_version=ev.data["v"],
-                                 topic=ev.data["topic"], state=_bytes(ev, session.id))
-                     for ev in events]
-        except (KeyError, TypeError):
-            _erased(session.id, events, ("v", "topic"))
+            found = []
+            for ev in events:
+                data = ev.data
+                text = data.get("state")   # (UTF-8 state: the usual one, encoded here)
+                found.append(StoredEvent(
+                    originator_id=oid, originator_version=data["v"], topic=data["topic"],
+                    state=text.encode() if type(text) is str else _bytes(ev, sid)))
+        except (KeyError, TypeError, AttributeError):
+            _erased(sid, events, ("v", "topic"))
             raise
         if desc:
             found.reverse()
@@ -419,6 +363,8 @@ class TrajlogApplicationRecorder(TrajlogAggregateRecorder, ApplicationRecorder):
         first = max(first, 1)
         found: list[Notification] = []
         wanted = frozenset(topics)
+        sid = session.id
+        originator = self._originator if self.originator_id_type == "text" else _uuid_of
         # read in windows from ``first``: a page of the usual log (notifications
         # only, no topic filter) is one window of ``limit`` events, one head
         # read, and nothing past the page decoded
@@ -434,14 +380,16 @@ class TrajlogApplicationRecorder(TrajlogAggregateRecorder, ApplicationRecorder):
                 if ev.type != NOTIFICATION:
                     continue
                 try:
-                    if wanted and data["topic"] not in wanted:
+                    topic = data["topic"]
+                    if wanted and topic not in wanted:
                         continue
+                    text = data.get("state")
                     found.append(Notification(
-                        id=ev.seq + 1, originator_id=self._originator(data["originator_id"]),
-                        originator_version=data["v"], topic=data["topic"],
-                        state=_bytes(ev, session.id)))
-                except (KeyError, TypeError):
-                    _erased(session.id, [ev], ("topic", "originator_id", "v"))
+                        id=ev.seq + 1, originator_id=originator(data["originator_id"]),
+                        originator_version=data["v"], topic=topic,
+                        state=text.encode() if type(text) is str else _bytes(ev, sid)))
+                except (KeyError, TypeError, AttributeError):
+                    _erased(sid, [ev], ("topic", "originator_id", "v"))
                     raise
                 if len(found) >= limit:
                     break

@@ -244,12 +244,22 @@ class Store:
         exist yet is made, ordinary, with ``cwd="."``, in the same
         transaction.  Turn markers are refused (they move the writer lease).
         Returns each write's events, in order."""
+        return [events for _, events in self._append_atomic(writes, create)]
+
+    def _append_atomic(self, writes: Iterable[tuple[str | Session, Iterable[Any], int | None]],
+                       create: Mapping[str, Mapping[str, Any] | None] | None,
+                       ) -> list[tuple[Session, list[Event]]]:
+        """:meth:`append_atomic`, with each write's session handle (a caller
+        that keeps them writes and reads those sessions again without looking
+        them up)."""
         self._check_open()
         e = self._e
         made = dict(create or {})
         plan: list[tuple[str, LogRef | None, list[Row], int | None]] = []
         named: set[str] = set()
+        targets: list[str | Session] = []
         for target, items, expect_last in writes:
+            targets.append(target)
             ref: LogRef | None = target._ref if isinstance(target, Session) else None
             session_id = target.id if isinstance(target, Session) else target
             if not isinstance(session_id, str):
@@ -302,7 +312,9 @@ class Store:
         result: list[tuple[LogRef, list[Event]]] = writer.commit.submit(Request(apply, None))
         for ref, _ in result:
             writer.after_commit(ref)
-        return [returned(p[2], events) for p, (_, events) in zip(plan, result, strict=True)]
+        return [(target if isinstance(target, Session) and target._ref is ref
+                 else Session(e, ref), returned(p[2], events))
+                for target, p, (ref, events) in zip(targets, plan, result, strict=True)]
 
     def load(self, session_id: str) -> Session:
         """Verify a session and make it whole after a crash; return it.

@@ -307,28 +307,35 @@ class TrajlogSession:
         self._pops[s.id] = (written.seq, ev.seq - 1, walk.hidden, walk.stop)
         return True, items[-1]
 
+    def _pop_item_sync(self, branch: str) -> Any:
+        handle = self._handle(branch, False)
+        if handle is None:
+            return None
+        while True:
+            done, item = self._pop_sync(handle.sync)
+            if done:
+                return item
+
     async def pop_item(self) -> Any:
         """Append ``history/pop`` for the newest visible item and return it
         (None when there is none).  Concurrent pops, through any handle or
         process, each return a different item."""
         self._check_open()
-        handle = await self._run(self._handle, self._branch, False)
+        # one executor call for the look-up, the walk and the commit (as add_items)
+        return await self._run(self._pop_item_sync, self._branch)
+
+    def _clear_sync(self, branch: str) -> None:
+        handle = self._handle(branch, False)
         if handle is None:
-            return None
-        while True:
-            done, item = await self._run(self._pop_sync, handle.sync)
-            if done:
-                return item
+            return
+        s = handle.sync
+        self._pops.pop(s.id, None)
+        s.append(CLEAR, {"through": s.last_seq})
 
     async def clear_session(self) -> None:
         """Append ``history/clear`` through the last event: no item stays visible."""
         self._check_open()
-        handle = await self._run(self._handle, self._branch, False)
-        if handle is None:
-            return
-        self._pops.pop(handle.sync.id, None)
-        last = await handle.last_seq()
-        await handle.append(CLEAR, {"through": last})
+        await self._run(self._clear_sync, self._branch)
 
     # -- branches: trajlog forks, in the style of AdvancedSQLiteSession -------------------
 
