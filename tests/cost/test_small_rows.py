@@ -83,3 +83,19 @@ def test_a_read_over_small_rows_checks_their_bodies_in_few_calls_and_statements(
     assert checks <= READ_ROWS + 4, (checks, calls.most_common(12))
     # the first READ_ROWS rows, then up to READ_MAX_ROWS small rows a statement
     assert len(fetches) <= 2 + N // READ_MAX_ROWS, fetches
+
+
+def test_a_read_over_small_rows_a_get_opened_joins_them_still(tmp_path):
+    """Rows ``get`` opened are in the cache with only their own payload
+    checked, which a read over them cannot use: they were opened again one
+    by one at every read (a scan a row: a LangGraph list after get_tuple by
+    id); as rows the cache does not hold fully, they join a run."""
+    with trajlog.open(str(tmp_path / "s.db"), repack=False) as store:
+        s = store.create_session(cwd="/cost")
+        for i in range(N):
+            s.append("user/message", {"content": "x" * 250, "i": i}, time=T0)
+        for seq in range(N):
+            assert s.get(seq).seq == seq
+        calls = _read(s)
+    assert calls["scan_table"] <= READ_ROWS + N // 64, calls.most_common(12)
+    assert calls["open_chunk"] <= READ_ROWS, calls.most_common(12)

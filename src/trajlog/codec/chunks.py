@@ -456,10 +456,13 @@ class ChunkCache:
                 row.raw_len, row.codec) in self._items
 
     def fresh(self, key: int, rows: Sequence[Chunk]) -> list[Chunk]:
-        """The rows of ``rows`` not held (:meth:`has`, without a call a row)."""
-        items = self._items
-        return [r for r in rows if (key, r.first_seq, r.body_check, r.seed_chain, r.last_chain,
-                                    r.n, r.raw_len, r.codec) not in items]
+        """The rows of ``rows`` not held with every payload checked (a row a
+        ``get`` opened has only its own payload's check: a read over it would
+        open it again alone, and not keep it -- as fresh, it joins a run)."""
+        items, checked = self._items, self._checked
+        return [r for r in rows if (name := (key, r.first_seq, r.body_check, r.seed_chain,
+                                             r.last_chain, r.n, r.raw_len, r.codec))
+                not in items or checked.get(name) is not None]
 
     def holds(self, key: int, seq: int) -> bool:
         """Whether a row of ``key`` holding ``seq`` is remembered (a hint:
