@@ -127,6 +127,21 @@ size_t tl_frame_size(size_t stored_len);
 uint64_t tl_checksum(const uint8_t *data, size_t len, uint64_t seed);
 
 /*
+** Check the body checks of n chunk rows at once (FORMAT.md 7.2, step 2):
+** their stored bodies lie end to end in buf, and rows holds three values a
+** row -- its first seq, its stored body's length, its body check -- so that
+** row i's body is the rows[3i+1] bytes after row i-1's.  Row i holds when
+** tl_checksum(body, key + first seq) (the sum mod 2^64) equals its check.
+**
+** Sets ok[i] to 1 for each row that holds and 0 for each that does not; a
+** body that would run past buf_len fails, and so does every row after it.
+** Returns how many rows hold (n when all do).  Returns 0, writing nothing,
+** when n is 0 or a needed pointer is NULL (buf may be NULL when buf_len is 0).
+*/
+size_t tl_check_bodies(const uint8_t *buf, size_t buf_len, uint64_t key, const uint64_t *rows,
+                       size_t n, uint8_t *ok);
+
+/*
 ** Encode one frame into out[0..) and advance the cursor.
 **
 **   out, out_cap     destination; needs tl_frame_size(payload_len) bytes

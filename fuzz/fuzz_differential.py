@@ -7,7 +7,8 @@ scan it, classify it with and without a watermark, decode its first header and
 search it for a frame.  Any difference, or any exception, is a finding.  The
 input is also cut into payloads and encoded by both kernels, which must agree
 byte for byte, and checked against the JSON rules (``json_ok``,
-``encode_events``) with the same verdicts.
+``encode_events``) with the same verdicts; chunk rows cut from it get the
+same body-check flags (``check_bodies``).
 """
 
 from __future__ import annotations
@@ -44,6 +45,16 @@ def one_input(data: bytes) -> None:
     types = [(b % 9) or 2 for b in buf[: len(pieces)]] + [2] * (len(pieces) - len(buf))
     assert C.encode_batch(key, pieces, types, cursor) == PY.encode_batch(key, pieces, types,
                                                                          cursor)
+    # chunk rows cut from the bytes (lengths from the bytes, some past the
+    # end), every other check the true one: the same flags from both
+    rows: list[int] = []
+    at = 0
+    for i, b in enumerate(buf[:cap]):
+        size = b * 3
+        check = C.checksum(buf[at:at + size], (key + seq + i) & (2**64 - 1)) if i % 2 else b
+        rows += [(seq + i) & (2**64 - 1), size, check]
+        at += size
+    assert C.check_bodies(buf, key, rows) == PY.check_bodies(buf, key, rows)
     depth = cap * 4   # 0..160: past the 128 the core honours
     assert C.json_ok(buf, depth) == PY.json_ok(buf, depth)
     assert C.encode_events(key, pieces, cursor, depth) == PY.encode_events(key, pieces, cursor,

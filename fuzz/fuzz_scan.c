@@ -1,7 +1,8 @@
 /*
 ** fuzz_scan.c -- arbitrary bytes through tl_scan: never crashes, never reads
 ** outside the buffer, and the verify-only and recording modes agree (and
-** tl_scan_some with tl_scan).
+** tl_scan_some with tl_scan); tl_check_bodies on rows cut from the same
+** bytes flags exactly the bodies tl_checksum says hold.
 **
 ** Input: 8 bytes of key, 1 byte of array capacity, then the log bytes.
 */
@@ -58,6 +59,48 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
     some_rc = tl_scan_some(copy, size, key, &some_cur, NULL, SIZE_MAX, &n, &verify_hints, 1, 0);
     FUZZ_ASSERT(n >= total && some_cur.offset <= size && some_cur.offset % TL_ALIGN == 0);
     FUZZ_ASSERT(some_rc != TL_BAD_PAYLOAD && some_rc != TL_OK && some_rc != TL_INVALID_ARG);
+
+    /* tl_check_bodies: up to 8 rows cut from the bytes at lengths the bytes
+    ** give (0..765, often past the end of a short input), every other row's
+    ** check the true one: each flag is what tl_checksum of that body says, a
+    ** body past the end fails with every row after it, the count is the flags'. */
+    {
+        uint64_t rows[3 * 8];
+        uint8_t ok[8];
+        size_t i, nrows = size ? 1 + copy[0] % 8 : 0, at = 0, held, count = 0;
+        int past = 0;
+        for (i = 0; i < nrows; i++) {
+            uint64_t len = (uint64_t)copy[i % size] * 3u;
+            rows[3 * i] = cur.next_seq + i;
+            rows[3 * i + 1] = len;
+            rows[3 * i + 2] = key ^ i;
+            if (!past && len <= size - at) {
+                if (i & 1)
+                    rows[3 * i + 2] = tl_checksum(copy + at, (size_t)len, key + rows[3 * i]);
+                at += (size_t)len;
+            } else {
+                past = 1;
+            }
+        }
+        held = tl_check_bodies(copy, size, key, rows, nrows, ok);
+        FUZZ_ASSERT(held <= nrows);
+        at = 0;
+        past = 0;
+        for (i = 0; i < nrows; i++) {
+            uint64_t len = rows[3 * i + 1];
+            if (past || len > size - at) {
+                past = 1;
+                FUZZ_ASSERT(ok[i] == 0);
+                continue;
+            }
+            FUZZ_ASSERT(ok[i] == (tl_checksum(copy + at, (size_t)len, key + rows[3 * i]) ==
+                                  rows[3 * i + 2]));
+            FUZZ_ASSERT(ok[i] || !(i & 1));
+            at += (size_t)len;
+            count += ok[i];
+        }
+        FUZZ_ASSERT(held == count);
+    }
 
     if (rc != TL_END) {
         uint64_t found = 0;

@@ -58,6 +58,26 @@ def checksum(data: Any, seed: int) -> int:
     return _xxh3(data, seed=seed)
 
 
+def check_bodies(buf: Any, key: int, rows: Sequence[int]) -> bytes:
+    """One flag a row (1: its body check holds) for the stored bodies of
+    ``len(rows) // 3`` chunk rows laid end to end in ``buf``; ``rows`` gives
+    ``first_seq, len(body), body_check`` of each.  A row holds when the
+    checksum of its body, seeded with ``key + first_seq`` (mod 2**64),
+    equals its check (FORMAT.md 7.2); a body that would run past the end of
+    ``buf`` fails, and so does every row after it."""
+    n = len(rows) // 3
+    ok = bytearray(n)
+    view = memoryview(buf).cast("B")
+    at = 0
+    for i in range(n):
+        first, size, check = rows[3 * i], rows[3 * i + 1], rows[3 * i + 2]
+        if size > len(view) - at:
+            break
+        ok[i] = _xxh3(view[at:at + size], seed=(key + first) & MASK64) == check
+        at += size
+    return bytes(ok)
+
+
 def strerror(status: int) -> str:
     return MESSAGES.get(status, "unknown status")
 
@@ -424,6 +444,7 @@ def scan_table(buf: Any, key: int, cursor: Cursor, max_frames: int,
 
 __all__ = [
     "NAME",
+    "check_bodies",
     "checksum",
     "decode_header",
     "encode_batch",

@@ -75,7 +75,7 @@ def test_chunks_cut_at_the_cap_and_open_verified():
 
 
 def _fields(row) -> dict:
-    return {f: getattr(row, f) for f in row.__dataclass_fields__}
+    return {f: getattr(row, f) for f in row._fields}
 
 
 def test_chunks_a_batch_is_few_rows_and_a_single_append_one_lean_row(store):

@@ -22,7 +22,7 @@ from ..codec import ScanReport, Verdict, Watermark
 from ..codec.chunks import ChunkCache, ChunkCompressor
 from ..codec.compression import Compressor
 from ..codec.records import decode_metadata, header_check, open_state, seal_state
-from ..codec.stream import READ_ROWS, FrameRun, LogStream, decode_events, decode_one
+from ..codec.stream import FrameRun, LogStream, decode_events, decode_one
 from ..codec.tlog import frame_bytes
 from ..errors import (
     CorruptionError,
@@ -161,7 +161,7 @@ class LogReader:
         """The stream reader of ``ref``'s rows; ``cached=False`` (verify)
         opens every row afresh, whatever this process opened before."""
         sid = ref.sid
-        return LogStream(ref.key, lambda a, b: reader.chunks(sid, a, b, READ_ROWS),
+        return LogStream(ref.key, lambda a, b, n, size: reader.chunks(sid, a, b, n, size),
                          lambda: reader.max_seq(sid), self._compressor, self._chunks,
                          cache=self.cache if cached else None, pool=self._pool, session=ref.id,
                          erased=erased_lookup(reader, sid), lean=cached)

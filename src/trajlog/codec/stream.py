@@ -44,13 +44,18 @@ from .chunks import (
 from .compression import Compressor
 from .frames import ScanReport, Verdict, Watermark, _kernel
 
-READ_ROWS = 16  # chunk rows per fetch (~1 MiB raw at the cap): bounded memory
+READ_ROWS = 16  # chunk rows per fetch at the cap (~1 MiB raw): bounded memory
+# ... and of smaller rows, as many as make that many raw bytes (a run of
+# single-append rows in a few statements, not one per 16 rows), at most:
+READ_MAX_ROWS = 512
+READ_BYTES = READ_ROWS * CAP
 _EAGER = msgspec.msgpack.Decoder(Event)
 _LAZY = msgspec.msgpack.Decoder(LazyEvent)
 _set = msgspec.structs.force_setattr
 
-# fetch(first, last): at most READ_ROWS rows holding first..last, from the one holding first
-Fetch = Callable[[int, int], list[Chunk]]
+# fetch(first, last, limit, budget): the rows holding first..last, from the one holding
+# first: at most ``limit``, and none past the row whose raw bytes reach ``budget``
+Fetch = Callable[[int, int, int, int], list[Chunk]]
 
 
 @dataclass(frozen=True, slots=True)
@@ -121,7 +126,14 @@ class LogStream:
                 rows, fresh, pending = ahead
                 ahead = None
             else:
-                rows = [row for row in self._fetch(want, last) if row.last_seq >= want]
+                # (the rows the cache is to remember: as many as ever; after
+                # them, many small rows a statement)
+                rows = self._fetch(want, last, READ_ROWS if remember and
+                                   self._cache is not None else READ_MAX_ROWS, READ_BYTES)
+                # (only the first row can end before ``want``: the last row
+                # starting at or before it; every later one starts after it)
+                if rows and rows[0].last_seq < want:
+                    del rows[0]
                 # (the rows not in the cache: those to decompress at once or join)
                 fresh, pending = (self._uncached(rows) if len(rows) > 1 else rows), None
             if not rows:  # (a row already read comes back when the next one is missing)
@@ -133,7 +145,9 @@ class LogStream:
                 # pool -- one C call that releases the GIL -- while these rows
                 # are scanned and decoded.
                 nxt = rows[-1].last_seq + 1
-                more = [row for row in self._fetch(nxt, last) if row.last_seq >= nxt]
+                more = self._fetch(nxt, last, READ_MAX_ROWS, READ_BYTES)
+                if more and more[0].last_seq < nxt:
+                    del more[0]
                 if more:
                     unheld = self._uncached(more)
                     todo = self._chunks.checked(self._key, unheld, self._kernel)
@@ -361,4 +375,5 @@ def _defect(status: int, reason: str, offset: int, frames: int, cursor: Cursor,
                       cursor, 0, 0, reason, watermark, head_mismatch)
 
 
-__all__ = ["READ_ROWS", "Batch", "FrameRun", "LogStream", "decode_events", "decode_one"]
+__all__ = ["READ_BYTES", "READ_MAX_ROWS", "READ_ROWS", "Batch", "FrameRun", "LogStream",
+           "decode_events", "decode_one"]

@@ -219,11 +219,12 @@ class Reader(MemoryReader, Protocol):
         a chunk or an index row (-1: none), read at one instant."""
         ...
 
-    def chunks(self, sid: int, first: int, last: int, limit: int = -1) -> list[Chunk]:
+    def chunks(self, sid: int, first: int, last: int, limit: int = -1,
+               budget: int = -1) -> list[Chunk]:
         """The chunk rows holding seqs ``first .. last`` of the session's own
         log, in order, from the row that contains ``first`` (at most ``limit``
-        rows, -1: all); a missing row is simply absent (the reader finds the
-        gap)."""
+        rows, -1: all; none past the row whose raw bytes reach ``budget``);
+        a missing row is simply absent (the reader finds the gap)."""
         ...
 
     def chunk_at(self, sid: int, seq: int) -> Chunk | None:

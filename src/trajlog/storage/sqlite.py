@@ -221,9 +221,10 @@ class SQLiteReader(MemoryReads):
         with translate():
             return st.head_stored(self.conn, sid)
 
-    def chunks(self, sid: int, first: int, last: int, limit: int = -1) -> list[Chunk]:
+    def chunks(self, sid: int, first: int, last: int, limit: int = -1,
+               budget: int = -1) -> list[Chunk]:
         with translate():
-            return st.chunks(self.conn, sid, first, last, limit)
+            return st.chunks(self.conn, sid, first, last, limit, budget)
 
     def chunk_at(self, sid: int, seq: int) -> Chunk | None:
         with translate():

@@ -291,6 +291,7 @@ def heartbeat(conn: apsw.Connection, sid: int, owner: str, now: int) -> None:
 
 _CHUNK_TYPES = (_INT,) * 7 + ((bytes,),)
 _U64 = 0xFFFFFFFFFFFFFFFF
+_make = tuple.__new__
 
 
 def _chunk(conn: apsw.Connection, r: Sequence[Any]) -> Chunk:
@@ -299,9 +300,9 @@ def _chunk(conn: apsw.Connection, r: Sequence[Any]) -> Chunk:
             or type(r[6]) is not int or type(r[7]) is not bytes):
         _typed(conn, "chunks", r[0] >> 32 if type(r[0]) is int else None, r, CHUNK_COLUMNS,
                _CHUNK_TYPES)
-    # (u64 inlined: a read over small rows makes one Chunk per single append)
-    return Chunk(r[0] & 0xFFFFFFFF, r[1], r[2], r[3], r[4] & _U64, r[5] & _U64, r[6] & _U64,
-                 r[7])
+    # (u64 inlined, no Chunk.__new__: a read over small rows makes one a row)
+    return _make(Chunk, (r[0] & 0xFFFFFFFF, r[1], r[2], r[3], r[4] & _U64, r[5] & _U64,
+                         r[6] & _U64, r[7]))
 
 
 def chunk_rows(sid: int, chunks: Sequence[Chunk],
@@ -340,17 +341,28 @@ def insert_chunk(conn: apsw.Connection, row: Sequence[Any]) -> None:
 
 @_readable("chunks")
 def chunks(conn: apsw.Connection, sid: int, first: int, last: int,
-           limit: int = -1) -> list[Chunk]:
+           limit: int = -1, budget: int = -1) -> list[Chunk]:
     """The rows holding seqs first..last, in order: from the row that
     contains ``first`` (or the first row after it, if none does); at most
-    ``limit`` rows (-1: all)."""
+    ``limit`` rows (-1: all), none past the one whose raw bytes reach
+    ``budget`` (-1: no bound): many small rows a statement, few big ones."""
     lo, hi = bound(sid, first), bound(sid, last)
     # The limit is written into the statement: a bound LIMIT makes SQLite
     # prepare the statement anew at every call (measured: 30 us a call).
-    return [_chunk(conn, r) for r in conn.execute(
+    cursor = conn.execute(
         f"SELECT {CHUNK_COLUMNS} FROM chunks WHERE cid BETWEEN coalesce((SELECT max(cid) FROM "
         f"chunks WHERE cid BETWEEN ? AND ?), ?) AND ? ORDER BY cid LIMIT {int(limit)}",
-        (rid(sid, 0), lo, lo, hi))]
+        (rid(sid, 0), lo, lo, hi))
+    if budget < 0:
+        return [_chunk(conn, r) for r in cursor]
+    rows, total = [], 0
+    for r in cursor:
+        rows.append(_chunk(conn, r))
+        total += r[2]
+        if total >= budget:
+            cursor.close()   # (ends the statement, and the read it holds)
+            break
+    return rows
 
 
 @_readable("chunks")
