@@ -14,7 +14,7 @@ import trajlog
 from kits.tamper import raw, views, write_txn
 from trajlog import errors, projections
 from trajlog.projections import FOLDS, from_scratch
-from trajlog.storage import statements as storage
+from trajlog.storage import projection_rows as storage
 
 
 def agent_turn(s, k, *, error=False, crash=False):

@@ -48,7 +48,6 @@ _TURNS = ("event_index_markers", "type IN ('turn/start', 'turn/end', 'sandbox/mo
 _PAUSE = ("event_index_pauses", "type IN ('redaction/paused', 'redaction/resumed')")
 _MARKERS = {"turn/start": _TURNS, "turn/end": _TURNS, "sandbox/mode": _TURNS,
             "redaction/paused": _PAUSE, "redaction/resumed": _PAUSE}
-CALL_INSERT = "INSERT INTO call_index(sid, call_id, seq) VALUES (?, ?, ?)"
 
 
 def i64(value: int) -> int:
@@ -551,83 +550,7 @@ def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int |
     return None if rows[0][0] is None else int(rows[0][0]) & 0xFFFFFFFF
 
 
-# -- the call index --------------------------------------------------------------------
-
-def insert_calls(conn: apsw.Connection, sid: int, rows: Sequence[tuple[str, int]]) -> None:
-    if len(rows) == 1:   # (a single append's one call: no executemany set-up)
-        conn.execute(CALL_INSERT, (sid, *rows[0]))
-        return
-    conn.executemany(CALL_INSERT, [(sid, call_id, seq) for call_id, seq in rows])
-
-
-def call_requested(conn: apsw.Connection, sid: int, call_id: str) -> int | None:
-    """The seq where the session's own log requests ``call_id`` (None: it does not)."""
-    rows: list[Any] = conn.execute("SELECT seq FROM call_index WHERE sid = ? AND call_id = ?",
-                                   (sid, call_id)).fetchall()
-    if not rows:
-        return None
-    if type(rows[0][0]) is not int:
-        raise _damaged(conn, "call_index", sid, "its seq is not an integer")
-    return int(rows[0][0])
-
-
-_JSON = msgspec.json.Encoder()
-
-
-def calls_requested(conn: apsw.Connection, sid: int, call_ids: Sequence[str]) -> dict[str, int]:
-    """The seq where the session's own log requests each of ``call_ids`` that
-    it requests, in one statement (the ids passed as one JSON array)."""
-    if not call_ids:
-        return {}
-    out: dict[str, int] = {}
-    for call_id, seq in conn.execute(
-            "SELECT call_id, seq FROM call_index WHERE sid = ? AND call_id IN "
-            "(SELECT value FROM json_each(?))", (sid, _JSON.encode(list(call_ids)))):
-        if type(call_id) is not str or type(seq) is not int:
-            raise _damaged(conn, "call_index", sid, "a call row holds a value of the wrong type")
-        out[call_id] = seq
-    return out
-
-
-def call_count(conn: apsw.Connection, sid: int) -> int:
-    """How many call rows the session has."""
-    rows: list[Any] = conn.execute("SELECT count(*) FROM call_index WHERE sid = ?",
-                                   (sid,)).fetchall()
-    return int(rows[0][0])
-
-
-# -- projection states ----------------------------------------------------------------
-
-def projection_state(conn: apsw.Connection, sid: int, name: str,
-                     version: int) -> tuple[int, int, bytes] | None:
-    """(seq, chain u64, state) of the saved projection state, if any."""
-    try:
-        rows: list[Any] = conn.execute(
-            "SELECT seq, chain, state FROM projection_states WHERE sid = ? AND name = ? "
-            "AND version = ?", (sid, name, version)).fetchall()
-    except UnicodeDecodeError:
-        return None  # (a derived state: a damaged one is rebuilt from the log)
-    if not rows or type(rows[0][0]) is not int or type(rows[0][1]) is not int or type(
-            rows[0][2]) is not bytes:
-        return None  # (a derived state: a damaged one is rebuilt from the log)
-    return int(rows[0][0]), u64(rows[0][1]), bytes(rows[0][2])
-
-
-def save_projection_state(conn: apsw.Connection, sid: int, name: str, version: int, seq: int,
-                          chain: int, state: bytes) -> None:
-    """Keep one state per (session, projection): other versions are dropped."""
-    conn.execute("DELETE FROM projection_states WHERE sid = ? AND name = ?", (sid, name))
-    conn.execute("INSERT INTO projection_states VALUES (?,?,?,?,?,?)",
-                 (sid, name, version, seq, i64(chain), state))
-
-
-def drop_projection_states(conn: apsw.Connection, sid: int) -> int:
-    conn.execute("DELETE FROM projection_states WHERE sid = ?", (sid,))
-    return int(conn.changes())
-
-
-__all__ = ["CALL_INSERT", "CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT",
-           "MAX_SESSION_SEQ", "call_count", "call_requested", "calls_requested", "chunk_at",
-           "chunk_meta", "chunk_sizes", "chunks", "head", "i64", "insert_calls", "insert_chunk",
-           "insert_chunks", "insert_index", "insert_session", "lease", "now_ms", "rid",
-           "set_lease", "u64"]
+__all__ = ["CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT",
+           "MAX_SESSION_SEQ", "chunk_at", "chunk_meta", "chunk_sizes", "chunks", "head", "i64",
+           "insert_chunk", "insert_chunks", "insert_index", "insert_session", "lease", "now_ms",
+           "rid", "set_lease", "u64"]
