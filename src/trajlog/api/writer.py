@@ -385,8 +385,7 @@ class WriteEngine:
         marker = turn_marker(rows)
         op = None if marker is None else self.leases.turn_op(ref.sid, marker)
         copies = owned(rows)   # (now: the caller's data as it was serialized)
-        result: list[Event] = self.commit.call(
-            lambda tx: self.apply(tx, ref, rows, expect_last, op), ref.sid)
+        result: list[Event] = self.commit.call(self.apply, ref.sid, (ref, rows, expect_last, op))
         if op is not None:
             self.leases.after_turn_op(ref.sid, op, True)
         self.after_commit(ref)
@@ -440,7 +439,7 @@ class WriteEngine:
         state = self.state(tx, ref)
         # 2. another writer's live lease refuses the append; ours is kept alive
         if state.lease.owner is not None:
-            state.lease = self.leases.check(tx, ref.sid, ref.id, state.lease)
+            state.lease = self.leases.check(tx, ref.sid, ref.header.id, state.lease)
         # 3. the identity's privacy mode decides what of each event is stored
         if redactor is not None:
             rows = route_private(redactor, ref, rows)

@@ -95,25 +95,43 @@ class GroupCommit:
                 self._leader = True
         return self._settle(request, follower)
 
-    def call(self, apply: Callable[[Writer], Any], key: Any = None) -> Any:
-        """``submit(Request(apply, key))``, with a fast path: when no commit is
-        in progress (so nobody is queued) the caller commits ``apply`` alone,
-        inline -- no request object, no hand-off, no callback -- and then
-        passes the lead to whoever queued meanwhile."""
+    def call(self, apply: Callable[..., Any], key: Any = None, args: tuple[Any, ...] = (),
+             ) -> Any:
+        """``submit(Request(lambda tx: apply(tx, *args), key))``, with a fast
+        path: when no commit is in progress (so nobody is queued) the caller
+        commits ``apply`` alone, inline -- no request object, no closure, no
+        hand-off, no callback -- and then passes the lead to whoever queued
+        meanwhile.  (A refusal leaves the transaction to commit: it wrote
+        nothing but, maybe, its own lease's heartbeat.)"""
         mutex = self._mutex
         with mutex:
             if self._backend.closed:
                 raise StoreClosedError("the store is closed")
             if self._leader:
-                request = Request(apply, key)
+                request = Request(lambda tx: apply(tx, *args), key)
                 self._queue.append(request)
             else:
                 self._leader = True
                 request = None
         if request is not None:
             return self._settle(request, True)
+        result: Any = None
+        error: BaseException | None = None
         try:
-            result, error = self._commit_one(apply)
+            # (commit of one request without its object, written out: this
+            # runs on every lone append)
+            with self._backend.transaction() as tx:
+                if tx.foreign_commit:
+                    self._on_foreign()
+                try:
+                    result = apply(tx, *args)
+                except self._refusals as exc:
+                    error = exc
+        except BaseException as exc:
+            self._on_failure(None)  # the transaction failed: caches may be ahead of the log
+            if error is None:
+                error = unexpected(exc) if isinstance(exc, Exception) else exc
+            result = None
         finally:
             with mutex:
                 if self._queue:
@@ -217,27 +235,6 @@ class GroupCommit:
             worker = self._worker
         if worker is not None:
             worker.join(10)
-
-    def _commit_one(self, apply: Callable[[Writer], Any]) -> tuple[Any, BaseException | None]:
-        """:meth:`commit` of one request, without its object: ``(result,
-        error)``, nothing raised.  A refusal leaves the transaction to commit
-        (it wrote nothing but, maybe, its own lease's heartbeat)."""
-        result: Any = None
-        error: BaseException | None = None
-        try:
-            with self._backend.transaction() as tx:
-                if tx.foreign_commit:
-                    self._on_foreign()
-                try:
-                    result = apply(tx)
-                except self._refusals as exc:
-                    error = exc
-        except BaseException as exc:
-            self._on_failure(None)  # the transaction failed: caches may be ahead of the log
-            if error is None:
-                error = unexpected(exc) if isinstance(exc, Exception) else exc
-            result = None
-        return result, error
 
     def commit(self, batch: list[Request]) -> None:
         """Run ``batch`` in one transaction; every request ends with a result
