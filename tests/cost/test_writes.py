@@ -140,7 +140,7 @@ def test_a_batch_of_1000(tmp_path, kind):
 # append, prepare (validation, serialization), the engine's stages, the inline
 # commit (the request's apply called with its arguments: no closure) and the
 # framing wrapper; a Cursor and a Plan made in C.
-FRAMES = {"trajlog._kernel_c": 40, "trajlog._kernel_py": 54}
+FRAMES = {"trajlog._kernel_c": 39, "trajlog._kernel_py": 53}
 
 
 @pytest.mark.parametrize("kind", [None, "frame"])

@@ -361,6 +361,10 @@ def returned(rows: Sequence[Row], events: list[Event],
     if events and events[0] is rows[0].event:
         if copies is None:
             return fresh_events([r.payload for r in rows], events[0].seq)
+        if len(rows) == 1:   # (a single append's: no loop)
+            data, r = copies[0], rows[0]
+            return [decode_event(r.payload, r.event.seq) if data is None
+                    else replace(r.event, data=data)]
         out, seq = [], events[0].seq
         for r, data in zip(rows, copies, strict=True):
             out.append(decode_event(r.payload, seq) if data is None

@@ -101,8 +101,7 @@ class GroupCommit:
         path: when no commit is in progress (so nobody is queued) the caller
         commits ``apply`` alone, inline -- no request object, no closure, no
         hand-off, no callback -- and then passes the lead to whoever queued
-        meanwhile.  (A refusal leaves the transaction to commit: it wrote
-        nothing but, maybe, its own lease's heartbeat.)"""
+        meanwhile."""
         mutex = self._mutex
         with mutex:
             if self._backend.closed:
@@ -115,23 +114,8 @@ class GroupCommit:
                 request = None
         if request is not None:
             return self._settle(request, True)
-        result: Any = None
-        error: BaseException | None = None
         try:
-            # (commit of one request without its object, written out: this
-            # runs on every lone append)
-            with self._backend.transaction() as tx:
-                if tx.foreign_commit:
-                    self._on_foreign()
-                try:
-                    result = apply(tx, *args)
-                except self._refusals as exc:
-                    error = exc
-        except BaseException as exc:
-            self._on_failure(None)  # the transaction failed: caches may be ahead of the log
-            if error is None:
-                error = unexpected(exc) if isinstance(exc, Exception) else exc
-            result = None
+            result, error = self._commit_one(apply, args)
         finally:
             with mutex:
                 if self._queue:
@@ -235,6 +219,29 @@ class GroupCommit:
             worker = self._worker
         if worker is not None:
             worker.join(10)
+
+    def _commit_one(self, apply: Callable[..., Any], args: tuple[Any, ...],
+                    ) -> tuple[Any, BaseException | None]:
+        """:meth:`commit` of one request, without its object: ``(result,
+        error)`` of ``apply(tx, *args)``, nothing raised.  A refusal leaves the
+        transaction to commit (it wrote nothing but, maybe, its own lease's
+        heartbeat)."""
+        result: Any = None
+        error: BaseException | None = None
+        try:
+            with self._backend.transaction() as tx:
+                if tx.foreign_commit:
+                    self._on_foreign()
+                try:
+                    result = apply(tx, *args)
+                except self._refusals as exc:
+                    error = exc
+        except BaseException as exc:
+            self._on_failure(None)  # the transaction failed: caches may be ahead of the log
+            if error is None:
+                error = unexpected(exc) if isinstance(exc, Exception) else exc
+            result = None
+        return result, error
 
     def commit(self, batch: list[Request]) -> None:
         """Run ``batch`` in one transaction; every request ends with a result

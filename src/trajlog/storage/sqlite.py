@@ -374,18 +374,18 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
 
 class _Transaction:
     """``BEGIN IMMEDIATE`` .. ``COMMIT`` on the write connection, under the
-    backend's write lock; ``ROLLBACK`` if the block raises.  A class rather
-    than a generator: it runs on every append.  Another connection's commit
-    is seen by the write connection's data version (a file control, not a
-    statement): it moves when a transaction of this connection starts after
-    another connection committed, and when this connection commits; so it is
-    read after ``BEGIN IMMEDIATE`` (moved: a foreign commit) and again once
-    the transaction ended, under the lock (no transaction starts between)."""
+    backend's write lock; ``ROLLBACK`` if the block raises (a class, not a
+    generator: it runs on every append).  Another connection's commit moves
+    the data version (a file control, not a statement) when this connection's
+    next transaction starts, as this connection's own commit does: so it is
+    read after ``BEGIN IMMEDIATE`` (moved: a foreign commit) and once the
+    transaction ended, under the lock (no transaction starts between)."""
 
-    __slots__ = ("_backend",)
+    __slots__ = ("_backend", "_cur")
 
     def __init__(self, backend: SQLiteBackend) -> None:
         self._backend = backend   # (one per backend, reused: it keeps no state of its own)
+        self._cur = backend._write.cursor()   # (BEGIN/COMMIT without a cursor made each)
 
     def __enter__(self) -> SQLiteWriter:
         backend = self._backend
@@ -395,7 +395,7 @@ class _Transaction:
                 raise StoreClosedError("the store is closed")
             conn = backend._write
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                self._cur.execute("BEGIN IMMEDIATE")
                 try:
                     foreign = conn.data_version() != backend._data_version
                     if foreign:
@@ -420,7 +420,7 @@ class _Transaction:
         try:
             if exc is None:
                 try:
-                    conn.execute("COMMIT")
+                    self._cur.execute("COMMIT")
                 except BaseException:
                     if not conn.getautocommit():
                         conn.execute("ROLLBACK")
