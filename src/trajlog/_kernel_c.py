@@ -64,6 +64,7 @@ def strerror(status: int) -> str:
 
 
 _tls = threading.local()
+_from_buffer, _NULL, _new = ffi.from_buffer, ffi.NULL, tuple.__new__
 
 
 def _scratch() -> Any:
@@ -102,15 +103,15 @@ def encode_events(key: int, payloads: Sequence[Any], cursor: Cursor,
             and 0 <= offset <= MASK64 and 0 <= next_seq <= MASK64 and 0 <= chain <= MASK64
             and type(json_depth) is int and 0 <= json_depth <= 0xFFFFFFFF):
         return Status.INVALID_ARG, b"", cursor, 0, 0
-    cur, written, check, failed = _event_scratch()
+    sc = getattr(_tls, "ev", None)   # (_event_scratch inlined: this runs on every append)
+    cur, written, check, failed = _event_scratch() if sc is None else sc
     cur.offset, cur.next_seq, cur.chain = offset, next_seq, chain
     if n == 1:  # one payload: no arrays to build
         payload = payloads[0]
         size = len(payload)
         out = bytearray(HEADER_SIZE + size + (-size & 7))
-        status = lib.tl_encode_events(ffi.from_buffer(out), len(out), key,
-                                      ffi.from_buffer(payload), size, ffi.NULL, 1, json_depth,
-                                      cur, written, check, failed)
+        status = lib.tl_encode_events(_from_buffer(out), len(out), key, _from_buffer(payload),
+                                      size, _NULL, 1, json_depth, cur, written, check, failed)
     else:
         blob = b"".join(payloads)
         ends = list(accumulate(map(len, payloads)))
@@ -119,9 +120,10 @@ def encode_events(key: int, payloads: Sequence[Any], cursor: Cursor,
         status = lib.tl_encode_events(ffi.from_buffer(out), len(out), key, ffi.from_buffer(blob),
                                       len(blob), ffi.new("uint64_t[]", ends), n, json_depth,
                                       cur, written, check, failed)
-    if status != Status.OK:
+    if status:   # (not Status.OK, 0)
         return status, b"", cursor, 0, int(failed[0])
-    return (status, bytes(out), Cursor(cur.offset, cur.next_seq, cur.chain), int(check[0]), 0)
+    # (a Cursor made in C: a NamedTuple's own __new__ is a Python call)
+    return status, bytes(out), _new(Cursor, (cur.offset, cur.next_seq, cur.chain)), check[0], 0
 
 
 def encode_batch(key: int, payloads: Sequence[Any], types: Sequence[int], cursor: Cursor,

@@ -24,7 +24,7 @@ from __future__ import annotations
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Any
+from typing import Any, NamedTuple
 
 from .errors import ValidationError
 from .event_types import (
@@ -106,10 +106,10 @@ def outcome(result: Any, type_: str = "tool/result") -> str:
     return "error" if d.get("is_error") else "done"
 
 
-@dataclass(slots=True)
-class Plan:
+class Plan(NamedTuple):
     """What a run of events would change in a :class:`Tracker`, computed
-    without changing it (:meth:`Tracker.plan`, then :meth:`Tracker.apply`)."""
+    without changing it (:meth:`Tracker.plan`, then :meth:`Tracker.apply`).
+    (A named tuple made in C: one is made on every append.)"""
 
     calls: dict[str, tuple[Phase, str]]   # calls left requested or started
     done: set[str]                        # calls finished
@@ -122,6 +122,7 @@ class Plan:
 # used (any phase: an id is requested once), and for each id of ``answered``
 # the log mentioned, its phase at that point.
 Prior = Callable[[Sequence[str], Sequence[str]], dict[str, Phase]]
+_new = tuple.__new__   # (a Plan made in C, without the named tuple's own __new__)
 
 
 @dataclass
@@ -266,7 +267,7 @@ class Tracker:
                 if check and step is None:
                     raise ValidationError(f"step/end at seq {seq}: no step is open")
                 step = None
-        return Plan(calls, done, turn, step)
+        return _new(Plan, (calls, done, turn, step))
 
     def _prior(self, events: Iterable[Event]) -> dict[str, Phase]:
         """What ``prior`` says of the ids ``events`` name that this tracker

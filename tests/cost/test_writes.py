@@ -138,8 +138,9 @@ def test_a_batch_of_1000(tmp_path, kind):
 # (sys.setprofile "call" events of the calling thread: functions, generators and
 # comprehensions), per kernel.  Today's bookkeeping on the path: the session's
 # append, prepare (validation, serialization), the engine's stages, the inline
-# commit and the framing wrapper.
-FRAMES = {"trajlog._kernel_c": 56, "trajlog._kernel_py": 68}
+# commit (the request's apply called with its arguments: no closure) and the
+# framing wrapper; a Cursor and a Plan made in C.
+FRAMES = {"trajlog._kernel_c": 39, "trajlog._kernel_py": 53}
 
 
 @pytest.mark.parametrize("kind", [None, "frame"])

@@ -33,9 +33,9 @@ def test_concurrency_threads_group_commit(tmp_path):
     group.commit = counting  # type: ignore[method-assign]
     alone = group._commit_one   # (the fast path: a lone request committed inline)
 
-    def counting_alone(apply):
+    def counting_alone(apply, args):
         batches.append(1)
-        return alone(apply)
+        return alone(apply, args)
 
     group._commit_one = counting_alone  # type: ignore[method-assign]
     own = [st.create_session(cwd=f"/t{i}") for i in range(8)]

@@ -68,11 +68,12 @@ from ..errors import (
     LogMovedError,
     ValidationError,
 )
-from ..events import Event, check_json, decode_event, encode_event, with_seq
+from ..events import Event, check_json, decode_event, encode_event
 from ..lifecycle import Plan
 from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
 from ..storage import Reader
 from ..storage.event_index import (
+    MARKED,
     PREFIXES,
     SPARSE,
     IndexRow,
@@ -90,6 +91,7 @@ from .logstate import LogState
 from .reading import LogReader
 
 SMALL_ROW = CAP // 2        # a row below this is merged by a repack
+_new = tuple.__new__        # a Cursor made in C (a NamedTuple's own __new__ is Python)
 
 
 class Row(msgspec.Struct, gc=False):
@@ -245,9 +247,9 @@ def frame(ref: LogRef, rows: Sequence[Row], first: int, chain: int,
 
     # one kernel call: the JSON rules checked again on the very bytes framed
     # (whatever made the row), the frames, and the row's body check
-    return encode_chunks(ref.key, [r.payload for r in rows], Cursor(0, first, chain),
-                         compressor, session=ref.id, json_depth=EVENT_JSON_DEPTH,
-                         explain=explain)
+    payloads = [rows[0].payload] if len(rows) == 1 else [r.payload for r in rows]
+    return encode_chunks(ref.key, payloads, _new(Cursor, (0, first, chain)), compressor,
+                         session=ref.header.id, json_depth=EVENT_JSON_DEPTH, explain=explain)
 
 
 # -- 11. index rows and marks ---------------------------------------------------------------
@@ -258,9 +260,12 @@ def index_entries(events: Sequence[Event], first: int, chunks: Sequence[Chunk],
     ``(call id, seq)`` of each tool call they request (the call index)."""
     dense: list[Mark] = []
     if len(events) == 1:   # (a single append: most have no index row and no mark)
-        row = entry(events[0], first)
-        index = [] if row is None else [row]
-        event_marks(events[0], first, dense)
+        ev = events[0]
+        t = ev.type   # (entry's and event_marks' own tests inlined: no call for most)
+        index: list[IndexRow] = [entry(ev, first)] if (  # type: ignore[list-item]
+            t in SPARSE or ev.idempotency_key is not None or t.startswith(PREFIXES)) else []
+        if t in MARKED:
+            event_marks(ev, first, dense)
         if not dense:
             return index, [None] * len(chunks), ()
     else:
@@ -313,8 +318,9 @@ def count_small_rows(state: LogState, chunks: Sequence[Chunk], plan: Plan,
 
 def with_seqs(events: Sequence[Event], first: int) -> list[Event]:
     """The events as written, with their seqs from ``first``."""
-    if len(events) == 1:
-        return [with_seq(events[0], first)]
+    if len(events) == 1:   # (with_seq inlined)
+        set_field(events[0], "seq", first)
+        return [events[0]]
     for i, ev in enumerate(events):   # (with_seq inlined: no Python call per event)
         set_field(ev, "seq", first + i)
     return list(events)
@@ -355,6 +361,10 @@ def returned(rows: Sequence[Row], events: list[Event],
     if events and events[0] is rows[0].event:
         if copies is None:
             return fresh_events([r.payload for r in rows], events[0].seq)
+        if len(rows) == 1:   # (a single append's: no loop)
+            data, r = copies[0], rows[0]
+            return [decode_event(r.payload, r.event.seq) if data is None
+                    else replace(r.event, data=data)]
         out, seq = [], events[0].seq
         for r, data in zip(rows, copies, strict=True):
             out.append(decode_event(r.payload, seq) if data is None

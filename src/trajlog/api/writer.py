@@ -100,6 +100,7 @@ def _followed(type_: str) -> bool:
 _ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
 _NO_ENVELOPE: Mapping[str, Any] = MappingProxyType({})
 _PAYLOAD = msgspec.msgpack.Encoder()
+_MARKS = {"turn/start": "turn/start", "turn/end": "turn/end"}   # (turn_marker of one row)
 # Refusals: raised before a request writes anything, so its group commit goes on.
 _REFUSALS = (InvalidArgumentError, LeaseHeldError, InvalidStateError)
 
@@ -382,11 +383,10 @@ class WriteEngine:
         """Append ``rows`` through group commit; the events once durable."""
         if not rows:
             return []
-        marker = turn_marker(rows)
+        marker = _MARKS.get(rows[0].event.type) if len(rows) == 1 else turn_marker(rows)
         op = None if marker is None else self.leases.turn_op(ref.sid, marker)
         copies = owned(rows)   # (now: the caller's data as it was serialized)
-        result: list[Event] = self.commit.call(
-            lambda tx: self.apply(tx, ref, rows, expect_last, op), ref.sid)
+        result: list[Event] = self.commit.call(self.apply, ref.sid, (ref, rows, expect_last, op))
         if op is not None:
             self.leases.after_turn_op(ref.sid, op, True)
         self.after_commit(ref)
@@ -440,7 +440,7 @@ class WriteEngine:
         state = self.state(tx, ref)
         # 2. another writer's live lease refuses the append; ours is kept alive
         if state.lease.owner is not None:
-            state.lease = self.leases.check(tx, ref.sid, ref.id, state.lease)
+            state.lease = self.leases.check(tx, ref.sid, ref.header.id, state.lease)
         # 3. the identity's privacy mode decides what of each event is stored
         if redactor is not None:
             rows = route_private(redactor, ref, rows)
@@ -475,7 +475,7 @@ class WriteEngine:
             self._tx = None
         # 8. supersedes, compactions and status events, checked against the log
         added: list[tuple[int, int]] = []
-        if checked(rows):
+        if rows[0].check if len(rows) == 1 else checked(rows):
             added = check_rules(self._reading, tx, ref, events, first,
                                 self._index.compactions(tx, ref, state, events))
         # 9. a full log refuses more events

@@ -17,13 +17,15 @@ from typing import Any
 import msgspec
 from msgspec.structs import force_setattr as _set
 
+from .. import _backend
 from .._format import FLAG_ZSTD, Cursor, Kernel, Status
 from ..errors import error_for
 from ..events import Event, SessionHeader, decode_event, decode_lazy
 from .chunks import RAW, Chunk, ChunkCompressor, cut, frame_sizes, pack
 from .compression import Compressor
-from .frames import _kernel, checksum, decode_header, payload_of
+from .frames import checksum, decode_header, payload_of
 
+_OK = Status.OK
 COMPRESS_FROM = 4096   # a run this long is stored compressed (shorter ones wait for a repack)
 _ENCODER = msgspec.msgpack.Encoder()
 _DECODER = msgspec.msgpack.Decoder()
@@ -45,9 +47,10 @@ def encode_chunks(key: int, payloads: Sequence[bytes], cursor: Cursor,
     payload the JSON rules refuse is handed to ``explain`` (its index) first,
     which may raise the precise error."""
     n = len(payloads)
-    status, blob, end, check, failed = _kernel(kernel).encode_events(
-        key, payloads, cursor, json_depth)
-    if status != Status.OK:
+    if kernel is None:   # (frames._kernel inlined: this runs on every append)
+        kernel = _backend.get_kernel()
+    status, blob, end, check, failed = kernel.encode_events(key, payloads, cursor, json_depth)
+    if status != _OK:
         if status == Status.NOT_JSON and explain is not None:
             explain(failed)
         raise error_for(status, seq=cursor.next_seq + failed, session=session)

@@ -95,17 +95,19 @@ class GroupCommit:
                 self._leader = True
         return self._settle(request, follower)
 
-    def call(self, apply: Callable[[Writer], Any], key: Any = None) -> Any:
-        """``submit(Request(apply, key))``, with a fast path: when no commit is
-        in progress (so nobody is queued) the caller commits ``apply`` alone,
-        inline -- no request object, no hand-off, no callback -- and then
-        passes the lead to whoever queued meanwhile."""
+    def call(self, apply: Callable[..., Any], key: Any = None, args: tuple[Any, ...] = (),
+             ) -> Any:
+        """``submit(Request(lambda tx: apply(tx, *args), key))``, with a fast
+        path: when no commit is in progress (so nobody is queued) the caller
+        commits ``apply`` alone, inline -- no request object, no closure, no
+        hand-off, no callback -- and then passes the lead to whoever queued
+        meanwhile."""
         mutex = self._mutex
         with mutex:
             if self._backend.closed:
                 raise StoreClosedError("the store is closed")
             if self._leader:
-                request = Request(apply, key)
+                request = Request(lambda tx: apply(tx, *args), key)
                 self._queue.append(request)
             else:
                 self._leader = True
@@ -113,7 +115,7 @@ class GroupCommit:
         if request is not None:
             return self._settle(request, True)
         try:
-            result, error = self._commit_one(apply)
+            result, error = self._commit_one(apply, args)
         finally:
             with mutex:
                 if self._queue:
@@ -218,10 +220,12 @@ class GroupCommit:
         if worker is not None:
             worker.join(10)
 
-    def _commit_one(self, apply: Callable[[Writer], Any]) -> tuple[Any, BaseException | None]:
+    def _commit_one(self, apply: Callable[..., Any], args: tuple[Any, ...],
+                    ) -> tuple[Any, BaseException | None]:
         """:meth:`commit` of one request, without its object: ``(result,
-        error)``, nothing raised.  A refusal leaves the transaction to commit
-        (it wrote nothing but, maybe, its own lease's heartbeat)."""
+        error)`` of ``apply(tx, *args)``, nothing raised.  A refusal leaves the
+        transaction to commit (it wrote nothing but, maybe, its own lease's
+        heartbeat)."""
         result: Any = None
         error: BaseException | None = None
         try:
@@ -229,7 +233,7 @@ class GroupCommit:
                 if tx.foreign_commit:
                     self._on_foreign()
                 try:
-                    result = apply(tx)
+                    result = apply(tx, *args)
                 except self._refusals as exc:
                     error = exc
         except BaseException as exc:

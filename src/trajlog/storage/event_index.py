@@ -44,6 +44,7 @@ _BY_MARK = {"mark:step-start": STEP_START, "mark:step-end": STEP_END,
             "mark:requested": REQUESTED, "mark:call": CALL, "mark:closed": RESULT}
 _CODES = {t: _BY_MARK[m] for t, m in MARKS.items() if _BY_MARK[m] != REQUESTED}
 _REQUESTS = frozenset(t for t, m in MARKS.items() if _BY_MARK[m] == REQUESTED)
+MARKED = frozenset(_CODES) | _REQUESTS   # the types event_marks may mark
 _ENC = msgspec.msgpack.Encoder()
 _DEC = msgspec.msgpack.Decoder(list[tuple[int, int, str | None]])
 
@@ -140,6 +141,6 @@ def split_marks(marks: Sequence[Mark], bounds: Sequence[tuple[int, int]]) -> lis
     return out
 
 
-__all__ = ["CALL", "PAUSES", "PREFIXES", "REQUESTED", "RESULT", "SPARSE", "STEP_END", "STEP_START",
-           "IndexRow", "Mark", "entry", "event_marks", "marks_of", "pack_marks", "requested",
-           "split_marks", "unpack_marks"]
+__all__ = ["CALL", "MARKED", "PAUSES", "PREFIXES", "REQUESTED", "RESULT", "SPARSE", "STEP_END",
+           "STEP_START", "IndexRow", "Mark", "entry", "event_marks", "marks_of", "pack_marks",
+           "requested", "split_marks", "unpack_marks"]

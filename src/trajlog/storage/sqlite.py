@@ -168,10 +168,14 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
 
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
                marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
-        with translate():
-            if len(chunks) == 1 and not index and not calls:   # (most single appends)
+        if len(chunks) == 1 and not index and not calls:   # (most single appends)
+            try:   # (translate's test without its object: this runs on every append)
                 st.insert_chunk(self.conn, st.chunk_row(sid, chunks[0], marks[0]))
-                return
+            except apsw.Error as exc:
+                with translate():
+                    raise exc
+            return
+        with translate():
             if len(chunks) == 1 or not index:
                 st.insert_chunks(self.conn, st.chunk_rows(sid, chunks, marks))
                 if index:
@@ -233,21 +237,18 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
 
 class _Transaction:
     """``BEGIN IMMEDIATE`` .. ``COMMIT`` on the write connection, under the
-    backend's write lock; ``ROLLBACK`` if the block raises.  A class rather
-    than a generator: it runs on every append.
+    backend's write lock; ``ROLLBACK`` if the block raises (a class, not a
+    generator: it runs on every append).  Another connection's commit moves
+    the data version (a file control, not a statement) when this connection's
+    next transaction starts, as this connection's own commit does: so it is
+    read after ``BEGIN IMMEDIATE`` (moved: a foreign commit) and once the
+    transaction ended, under the lock (no transaction starts between)."""
 
-    Another connection's commit is seen by the write connection's data
-    version (``sqlite3_file_control(SQLITE_FCNTL_DATA_VERSION)``: a call, not
-    a statement).  It moves when a transaction of this connection starts
-    after another connection committed, and when this connection commits; so
-    it is read after ``BEGIN IMMEDIATE`` (moved since the last one ended: a
-    foreign commit) and again once the transaction ended, under the lock
-    (no transaction of this connection starts in between)."""
-
-    __slots__ = ("_backend",)
+    __slots__ = ("_backend", "_cur")
 
     def __init__(self, backend: SQLiteBackend) -> None:
         self._backend = backend   # (one per backend, reused: it keeps no state of its own)
+        self._cur = backend._write.cursor()   # (BEGIN/COMMIT without a cursor made each)
 
     def __enter__(self) -> SQLiteWriter:
         backend = self._backend
@@ -257,7 +258,7 @@ class _Transaction:
                 raise StoreClosedError("the store is closed")
             conn = backend._write
             try:
-                conn.execute("BEGIN IMMEDIATE")
+                self._cur.execute("BEGIN IMMEDIATE")
                 try:
                     foreign = conn.data_version() != backend._data_version
                     if foreign:
@@ -270,9 +271,8 @@ class _Transaction:
             except apsw.Error as exc:
                 with translate():
                     raise exc
-            writer = backend._writer
-            writer.foreign_commit = foreign
-            return writer
+            backend._writer.foreign_commit = foreign
+            return backend._writer
         except BaseException:
             backend._lock.release()
             raise
@@ -283,7 +283,7 @@ class _Transaction:
         try:
             if exc is None:
                 try:
-                    conn.execute("COMMIT")
+                    self._cur.execute("COMMIT")
                 except BaseException:
                     if not conn.getautocommit():
                         conn.execute("ROLLBACK")
