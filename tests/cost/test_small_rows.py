@@ -99,3 +99,29 @@ def test_a_read_over_small_rows_a_get_opened_joins_them_still(tmp_path):
         calls = _read(s)
     assert calls["scan_table"] <= READ_ROWS + N // 64, calls.most_common(12)
     assert calls["open_chunk"] <= READ_ROWS, calls.most_common(12)
+
+
+def test_a_tail_again_checks_no_body_again(tmp_path):
+    """``tail`` opens the log's last (big) row with only the payloads it hands
+    out checked, and the cache keeps it so; a second ``tail`` takes it from
+    the cache.  Counting such a row as fresh -- as the rule for small rows a
+    ``get`` opened does -- checked its whole body again at every ``tail``
+    (~4 us of a ~90 us ``tail(50)``)."""
+    with trajlog.open(str(tmp_path / "t.db"), repack=False) as store:
+        s = store.create_session(cwd="/cost")
+        s.append_batch([("user/message", {"content": "y" * 300, "i": i}) for i in range(2000)])
+        store.repack(s.id)
+        assert len(s.tail(50)) == 50   # warm: the last rows opened and kept
+        calls: Counter[str] = Counter()
+
+        def count(frame: Any, event: str, arg: Any) -> None:
+            if event == "call":
+                calls[frame.f_code.co_name] += 1
+        sys.setprofile(count)
+        try:
+            got = s.tail(50)
+        finally:
+            sys.setprofile(None)
+    assert [ev.seq for ev in got] == list(range(1950, 2000))
+    assert calls["checksum"] + calls["check_bodies"] == 0, calls.most_common(12)
+    assert calls["open_chunk"] == 0, calls.most_common(12)

@@ -456,13 +456,16 @@ class ChunkCache:
                 row.raw_len, row.codec) in self._items
 
     def fresh(self, key: int, rows: Sequence[Chunk]) -> list[Chunk]:
-        """The rows of ``rows`` not held with every payload checked (a row a
-        ``get`` opened has only its own payload's check: a read over it would
-        open it again alone, and not keep it -- as fresh, it joins a run)."""
+        """The rows of ``rows`` not held, and the small rows held without
+        every payload checked (a row a ``get`` opened has only its own
+        payload's check: a read over it would open it again alone, and not
+        keep it -- as fresh, it joins a run).  A big row held so (a ``tail``
+        opened it) is not fresh: :meth:`open` takes it from here when its
+        checks cover the read's, without its body checked again."""
         items, checked = self._items, self._checked
         return [r for r in rows if (name := (key, r.first_seq, r.body_check, r.seed_chain,
                                              r.last_chain, r.n, r.raw_len, r.codec))
-                not in items or checked.get(name) is not None]
+                not in items or (r.raw_len < SMALL and checked.get(name) is not None)]
 
     def holds(self, key: int, seq: int) -> bool:
         """Whether a row of ``key`` holding ``seq`` is remembered (a hint:
