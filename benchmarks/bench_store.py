@@ -255,7 +255,8 @@ def round_reads(raw_path: str, path: str, sid: str, n: int, out: dict[str, float
 def round_single(tmp: Path, events: list[Any], single_n: int, durability: str,
                  out: dict[str, float]) -> None:
     """Interleaved blocks of 50: raw autocommit, trajlog single appends, and
-    (FULL) the ceiling: a BEGIN IMMEDIATE transaction with the head update."""
+    the ceiling: a BEGIN IMMEDIATE transaction with the head update (the
+    least SQL of a durable append with a head row, without the framing)."""
     sync = durability.upper()
     raw = raw_conn(fresh(tmp, f"raw_single_{sync}.db"), sync)
     store = trajlog.open(fresh(tmp, f"single_{sync}.db"), durability=durability)
@@ -275,22 +276,20 @@ def round_single(tmp: Path, events: list[Any], single_n: int, durability: str,
         for i in block:
             s.append(events[i][0], events[i][1], time=T0 + i)
         t_ours += time.perf_counter() - t
-        if durability == "full":
-            t = time.perf_counter()
-            for i in block:
-                head.execute("BEGIN IMMEDIATE")
-                head.execute("INSERT INTO raw VALUES (1, ?, ?)", (i, raw_body(i, events[i])))
-                head.execute("UPDATE heads SET last_seq = ? WHERE sid = 1", (i,))
-                head.execute("COMMIT")
-            t_head += time.perf_counter() - t
+        t = time.perf_counter()
+        for i in block:
+            head.execute("BEGIN IMMEDIATE")
+            head.execute("INSERT INTO raw VALUES (1, ?, ?)", (i, raw_body(i, events[i])))
+            head.execute("UPDATE heads SET last_seq = ? WHERE sid = 1", (i,))
+            head.execute("COMMIT")
+        t_head += time.perf_counter() - t
     store.close()
     raw.close()
     head.close()
     out[f"raw_single_{durability}"] = single_n / t_raw
     out[f"single_{durability}"] = single_n / t_ours
     out[f"ratio_single_{durability}"] = t_raw / t_ours
-    if durability == "full":
-        out["ceiling_single_full"] = t_raw / t_head
+    out[f"ceiling_single_{durability}"] = t_raw / t_head
 
 
 def round_repack(tmp: Path, events: list[Any], n: int, out: dict[str, float]) -> None:
@@ -456,12 +455,12 @@ def median_range(values: list[float]) -> dict[str, float]:
     return {"median": statistics.median(values), "min": min(values), "max": max(values)}
 
 
-TARGETS = {   # figure: (comparison, target)
-    "ratio_batch": (">=", 1.2), "ratio_load_eager": (">=", 1.0), "ratio_load_lazy": (">=", 1.3),
-    "ratio_bytes": ("<=", 0.35), "ratio_tail50": ("<=", 2.0), "ratio_get_cold": ("<=", 10.0),
-    "ratio_get_warm": ("<=", 2.0), "ratio_single_full": (">=", 0.9),
-    "ratio_threads64": (">=", 3.0), "ratio_asyncio64": (">=", 3.0),
-    "ratio_threads8": (">=", 1.6),
+TARGETS = {   # figure: (comparison, target) -- the speed targets of the store (docs/performance.md)
+    "ratio_single_normal": (">=", 0.9), "ratio_single_full": (">=", 0.9),
+    "ratio_batch": (">=", 1.2), "ratio_load_eager": (">=", 1.2), "ratio_load_lazy": (">=", 1.2),
+    "ratio_tail50": ("<=", 1.2), "ratio_get_cold": ("<=", 4.0), "ratio_bytes": ("<=", 0.40),
+    "ratio_get_warm": ("<=", 2.0), "ratio_threads64": (">=", 5.0),
+    "ratio_asyncio64": (">=", 5.0), "ratio_threads8": (">=", 1.6),
 }
 
 
