@@ -14,6 +14,7 @@ with the work that lowers the cost.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from typing import Any
 
 import apsw
@@ -146,11 +147,6 @@ FRAMES = {"trajlog._kernel_c": 39, "trajlog._kernel_py": 53}
 @pytest.mark.parametrize("kind", [None, "frame"])
 def test_python_frames_per_single_append(tmp_path, kind):
     def measure(kind: str | None, name: str) -> float:
-        calls = [0]
-
-        def count(frame: Any, event: str, arg: Any) -> None:
-            if event == "call":
-                calls[0] += 1
         with _fresh(tmp_path, "normal", name) as store:
             writer = store._e.writer
             if kind == "frame":   # one more layer of bookkeeping on the path
@@ -160,13 +156,11 @@ def test_python_frames_per_single_append(tmp_path, kind):
             for t, d in turns(60, seed=1, tag="w"):
                 s.append(t, d, time=T0)
             s.append("turn/start", {}, time=T0)
-            sys.setprofile(count)
-            try:
+
+            def appends() -> None:
                 for i in range(100):
                     s.append("user/message", {"content": f"hello {i}"}, time=T0)
-            finally:
-                sys.setprofile(None)
-        return calls[0] / 100
+            return _frames(appends) / 100
 
     limit = FRAMES[get_kernel().__name__]
     clean = measure(None, "a")
@@ -178,6 +172,22 @@ def test_python_frames_per_single_append(tmp_path, kind):
 
 def _at_most(value: float, limit: float) -> None:
     assert value <= limit, (value, limit)
+
+
+def _frames(run: Callable[[], Any]) -> int:
+    """Python frames the calling thread enters during ``run()``
+    (``sys.setprofile`` "call" events: functions, generators, comprehensions)."""
+    calls = [0]
+
+    def count(frame: Any, event: str, arg: Any) -> None:
+        if event == "call":
+            calls[0] += 1
+    sys.setprofile(count)
+    try:
+        run()
+    finally:
+        sys.setprofile(None)
+    return calls[0] - 1   # (run's own frame)
 
 
 # Python frames entered per event of a batch of 1000 (sys.setprofile "call"
@@ -202,24 +212,17 @@ def test_python_frames_per_batched_event(tmp_path, kind):
     batches = [timed(batch(1000, 20 + i, f"f{i}_")) for i in range(3)]
 
     def measure(kind: str | None, name: str) -> float:
-        calls = [0]
-
-        def count(frame: Any, event: str, arg: Any) -> None:
-            if event == "call":
-                calls[0] += 1
         with _fresh(tmp_path, "normal", name) as store:
             writer = store._e.writer
             if kind == "frame":   # one more Python call per event on the path
                 writer._types_seen = _Seen(writer._types_seen)
             s = store.create_session(cwd="/cost")
             s.append_batch(batches[0])
-            sys.setprofile(count)
-            try:
+
+            def appends() -> None:
                 s.append_batch(batches[1])
                 s.append_batch(batches[2])
-            finally:
-                sys.setprofile(None)
-        return calls[0] / 2000
+            return _frames(appends) / 2000
 
     limit = BATCH_FRAMES[get_kernel().__name__]
     clean = measure(None, "a")

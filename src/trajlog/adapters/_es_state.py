@@ -8,7 +8,7 @@ from __future__ import annotations
 import base64
 import json
 import math
-from collections.abc import Mapping, Sequence
+from collections.abc import Sequence
 from typing import Any, cast
 
 from eventsourcing.persistence import StoredEvent
@@ -17,6 +17,7 @@ from ..errors import ErasedEventError, UnredactableValueError
 from ..events import Event
 from ..redaction import RedactionPolicy
 from ._es_versions import field as _field
+from ._plain import thaw
 
 EVENT, NOTIFICATION = "eventsourcing/event", "eventsourcing/notification"
 _SAFE = 2 ** 53       # ints a JSON state keeps exactly through an event payload
@@ -92,7 +93,7 @@ def stored_bytes(ev: Event, session_id: str) -> bytes:
     if text is not None:
         return cast(str, text).encode("utf-8")
     if "state_json" in data:
-        return json.dumps(_thaw(data["state_json"]), ensure_ascii=False,
+        return json.dumps(thaw(data["state_json"]), ensure_ascii=False,
                           separators=(",", ":")).encode("utf-8")
     if "state_hex" in data:
         return bytes.fromhex(data["state_hex"][1:])
@@ -107,15 +108,6 @@ def erased(session_id: str, events: Sequence[Event], names: Sequence[str]) -> No
     for ev in events:
         for name in names:
             _field(ev, session_id, name)
-
-
-def _thaw(value: Any) -> Any:
-    if isinstance(value, Mapping):
-        return {k: _thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_thaw(v) for v in value]
-    return value
-
 
 
 __all__ = ["EVENT", "NOTIFICATION", "erased", "noted", "stored_bytes", "to_payload"]

@@ -400,18 +400,25 @@ def locate(conn: apsw.Connection, sid: int, seq: int,
     return last, u64(chain), _chunk(conn, rows[0][2:])
 
 
+def _row_ints(conn: apsw.Connection, sid: int, column: str, after: int,
+              upto: int) -> list[tuple[int, int, int]]:
+    """``(first_seq, n, <column>)`` of the rows starting after ``after`` up
+    to ``upto``, in order (an integer column; no bodies)."""
+    rows: list[Any] = conn.execute(
+        f"SELECT cid, n, {column} FROM chunks WHERE cid > ? AND cid <= ? ORDER BY cid",
+        (bound(sid, after), bound(sid, upto))).fetchall()
+    for r in rows:   # (the common case in one test: no call per row)
+        if type(r[0]) is not int or type(r[1]) is not int or type(r[2]) is not int:
+            _typed(conn, "chunks", sid, r, f"cid, n, {column}", (_INT,) * 3)
+    return [(r[0] & 0xFFFFFFFF, r[1], r[2]) for r in rows]
+
+
 @_readable("chunks")
 def chunk_meta(conn: apsw.Connection, sid: int, after: int,
                upto: int) -> list[tuple[int, int, int]]:
     """``(first_seq, n, raw_len)`` of the rows starting after ``after`` up to
     ``upto`` (no bodies: what a repack plans with)."""
-    rows: list[Any] = conn.execute(
-        "SELECT cid, n, raw_len FROM chunks WHERE cid > ? AND cid <= ? ORDER BY cid",
-        (bound(sid, after), bound(sid, upto))).fetchall()
-    for r in rows:   # (the common case in one test: no call per row)
-        if type(r[0]) is not int or type(r[1]) is not int or type(r[2]) is not int:
-            _typed(conn, "chunks", sid, r, "cid, n, raw_len", (_INT,) * 3)
-    return [(r[0] & 0xFFFFFFFF, r[1], r[2]) for r in rows]
+    return _row_ints(conn, sid, "raw_len", after, upto)
 
 
 def chunk_sizes(conn: apsw.Connection, sid: int) -> tuple[int, int, int]:
@@ -459,13 +466,8 @@ def row_checks(conn: apsw.Connection, sid: int, first: int,
                last: int) -> list[tuple[int, int, int]]:
     """``(first_seq, n, body_check)`` of the rows starting at seqs ``first`` ..
     ``last``, in order (no bodies)."""
-    rows: list[Any] = conn.execute(
-        "SELECT cid, n, body_check FROM chunks WHERE cid BETWEEN ? AND ? ORDER BY cid",
-        (rid(sid, first), rid(sid, last))).fetchall()
-    for r in rows:   # (the common case in one test: no call per row)
-        if type(r[0]) is not int or type(r[1]) is not int or type(r[2]) is not int:
-            _typed(conn, "chunks", sid, r, "cid, n, body_check", (_INT,) * 3)
-    return [(r[0] & 0xFFFFFFFF, r[1], u64(r[2])) for r in rows]
+    return [(seq, n, u64(check))
+            for seq, n, check in _row_ints(conn, sid, "body_check", first - 1, last)]
 
 
 def repack(conn: apsw.Connection, sid: int, merged: Chunk, marks: bytes | None) -> int:

@@ -22,6 +22,7 @@ from langchain_core.messages import BaseMessage
 from ...api import Session
 from ...errors import ErasureError
 from ...events import Event
+from .._plain import thaw
 from ._log import ADAPTER, DELETED, FORGET, PUT, WRITES, pack_tree, unpack
 from ._mirror import MIRRORED
 
@@ -59,15 +60,6 @@ def find_message(value: Any, message_id: str, depth: int = 0) -> BaseMessage | N
         if found is not None:
             return found
     return None
-
-
-def thaw(value: Any) -> Any:
-    """A stored event's data as plain dicts and lists."""
-    if isinstance(value, Mapping):
-        return {k: thaw(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [thaw(v) for v in value]
-    return value
 
 
 def _scrub(node: Any, texts: frozenset[str], tree: bool) -> Any:
