@@ -162,16 +162,23 @@ def test_python_frames_per_single_append(tmp_path, kind):
                     s.append("user/message", {"content": f"hello {i}"}, time=T0)
             return _frames(appends) / 100
 
-    limit = FRAMES[get_kernel().__name__]
-    clean = measure(None, "a")
-    assert clean <= limit, f"{clean} Python frames per append; today's limit {limit}"
-    if kind is not None:
-        planted = min(limit, clean)
-        fails(lambda: _at_most(measure(kind, "b"), planted))
+    _frames_guard(measure, FRAMES, kind, "append")
 
 
 def _at_most(value: float, limit: float) -> None:
     assert value <= limit, (value, limit)
+
+
+def _frames_guard(measure: Callable[[str | None, str], float], limits: dict[str, float],
+                  kind: str | None, what: str) -> None:
+    """Today's frames per ``what`` within this kernel's limit; and with a
+    planted ``kind`` of regression, over what was measured clean."""
+    limit = limits[get_kernel().__name__]
+    clean = measure(None, "a")
+    assert clean <= limit, f"{clean} Python frames per {what}; today's limit {limit}"
+    if kind is not None:
+        planted = min(limit, clean)
+        fails(lambda: _at_most(measure(kind, "b"), planted))
 
 
 def _frames(run: Callable[[], Any]) -> int:
@@ -224,12 +231,7 @@ def test_python_frames_per_batched_event(tmp_path, kind):
                 s.append_batch(batches[2])
             return _frames(appends) / 2000
 
-    limit = BATCH_FRAMES[get_kernel().__name__]
-    clean = measure(None, "a")
-    assert clean <= limit, f"{clean} Python frames per batched event; today's limit {limit}"
-    if kind is not None:
-        planted = min(limit, clean)
-        fails(lambda: _at_most(measure(kind, "b"), planted))
+    _frames_guard(measure, BATCH_FRAMES, kind, "batched event")
 
 
 # Stored bytes per raw frame byte of three batches of 1000 (0.336 today): a
