@@ -75,8 +75,7 @@ int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size) {
             rows[3 * i + 1] = len;
             rows[3 * i + 2] = key ^ i;
             if (!past && len <= size - at) {
-                if (i & 1)
-                    rows[3 * i + 2] = tl_checksum(copy + at, (size_t)len, key + rows[3 * i]);
+                if (i & 1) rows[3 * i + 2] = tl_checksum(copy + at, (size_t)len, key + rows[3 * i]);
                 at += (size_t)len;
             } else {
                 past = 1;
