@@ -179,7 +179,24 @@ class StoreClosedError(StoreError):
 
 
 class StoreBusyError(StoreError):
-    """The database stayed locked by another connection past the busy timeout."""
+    """The database stayed locked by another connection past the lock timeout,
+    or refused a transaction that may succeed if run again: retryable."""
+
+
+class HeadMovedError(StoreBusyError):
+    """An append did not start at its session's next seq: another writer moved
+    the head since this one read it.  Nothing was written; the writer refreshes
+    that one session and tries again.  Carries ``sid`` (the backend's key)."""
+
+    def __init__(self, message: str, *, sid: int | None = None) -> None:
+        self.sid = sid
+        super().__init__(message)
+
+
+class TransactionConflictError(StoreBusyError):
+    """The database ended a transaction to break a deadlock or a serialization
+    conflict with another one; nothing of it was written, and running it
+    again may succeed (group commit does, a bounded number of times)."""
 
 
 class SchemaError(StoreError):
@@ -492,6 +509,7 @@ __all__ = [
     "FormatError",
     "GlobalScopeReadOnlyError",
     "HeadMismatchError",
+    "HeadMovedError",
     "IdempotencyConflictError",
     "ImportConflictError",
     "ImportFormatError",
@@ -521,6 +539,7 @@ __all__ = [
     "StoreError",
     "TornTailError",
     "TrajlogError",
+    "TransactionConflictError",
     "UnbalancedLogError",
     "UnredactableValueError",
     "UnsupportedFormatError",

@@ -120,17 +120,13 @@ def erase_events(backend: Backend, target: Target, seqs: Sequence[int], *, reaso
                 blanked += len(here)
                 rewritten += 1
         dropped = _drop_states(w, target)
-        scrubbed = w.scrub_free_pages()
-    checkpointed = backend.checkpoint()
+    purge = backend.purge()
     first = tids[0] if tids else None
     return PurgeReport(f"event:{target.session_id}:{','.join(map(str, seqs))}", first,
                        already=not tids, frames_blanked=blanked, chunk_rows_rewritten=rewritten,
                        projection_states_dropped=dropped, caches_cleared=True,
-                       free_pages_scrubbed=scrubbed, wal_checkpointed=checkpointed,
-                       sessions_affected=tuple(i for _, i in target.readers),
-                       notes=(() if checkpointed else (
-                           "the WAL could not be checkpointed (another connection holds a "
-                           "read snapshot); its old pages go at the next checkpoint",)))
+                       purged=purge.done, residues=purge.residues,
+                       sessions_affected=tuple(i for _, i in target.readers))
 
 
 def _record(session_id: str, seq: int, event: Event, check: int, reason: str,

@@ -126,8 +126,12 @@ class PurgeReport:
     index_rows_removed: int = 0
     projection_states_dropped: int = 0
     caches_cleared: bool = False
-    free_pages_scrubbed: int = 0
-    wal_checkpointed: bool = False
+    #: what the backend's purge removed of the bytes' physical copies (free
+    #: pages zeroed, the write-ahead log emptied, dead row versions vacuumed)
+    purged: tuple[str, ...] = ()
+    #: the copies it could not reach, and when they go (a write-ahead log a
+    #: reader still needs, dead tuples until VACUUM, archives, replicas, backups)
+    residues: tuple[str, ...] = ()
     sessions_affected: tuple[str, ...] = ()
     notes: tuple[str, ...] = ()
 

@@ -39,7 +39,8 @@ def _revoke(backend: Backend, item_id: str, *, reason: str, actor: str | None,
         tid = None if already is None else already.tid
         has_index = w.memory_index_exists()   # (no schema change inside the transaction)
         try:
-            indexed = w.memory_indexed([r.mid for r in rows]) if has_index else []
+            with w.savepoint():   # (a failure outside one would end the transaction)
+                indexed = w.memory_indexed([r.mid for r in rows]) if has_index else []
         except StoreError:
             indexed = []
         if already is None:
@@ -64,22 +65,19 @@ def _revoke(backend: Backend, item_id: str, *, reason: str, actor: str | None,
                 removed = len(indexed)
             except StoreError:
                 damaged = True
-        scrubbed = w.scrub_free_pages()
     notes: tuple[str, ...] = ()
     if damaged:
         # The index could not be read to delete the item's words from it: it
         # goes whole (its pages zeroed by secure_delete); searches read the
         # canonical rows until rebuild_memory_index().
         backend.memory_index(False)
-        with backend.transaction() as w:
-            scrubbed += w.scrub_free_pages()
         notes = ("the full-text index was damaged and has been dropped; "
                  "rebuild_memory_index() makes it again",)
-    checkpointed = backend.checkpoint()
+    purge = backend.purge()
     return PurgeReport(f"memory:{item_id}", tid, already is not None,
                        memory_versions_blanked=blanked, index_rows_removed=removed,
-                       caches_cleared=True, free_pages_scrubbed=scrubbed,
-                       wal_checkpointed=checkpointed, notes=notes)
+                       caches_cleared=True, purged=purge.done, residues=purge.residues,
+                       notes=notes)
 
 
 __all__ = ["revoke_item"]

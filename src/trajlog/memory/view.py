@@ -85,11 +85,12 @@ def _now() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _fts_query(query: str) -> str:
-    words = _WORD.findall(query)
+def _words(query: str) -> list[str]:
+    """The words of a search query (the backend builds its own query of them)."""
+    words: list[str] = _WORD.findall(query)
     if not words:
         raise InvalidArgumentError(f"search query {query!r} holds no words")
-    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+    return words
 
 
 class MemoryView:
@@ -242,10 +243,10 @@ class MemoryView:
         tys = names(types, TYPES, "type")
         scopes_ = self._scopes(scopes)
         reader = self._backend.reader()
-        match = _fts_query(query)
+        words = _words(query)
         if reader.memory_index_exists():
             try:
-                rows = reader.memory_search(match, self.identity.tenant, scopes_, tys, limit)
+                rows = reader.memory_search(words, self.identity.tenant, scopes_, tys, limit)
             except StoreError:
                 # a damaged derived index degrades recall, never correctness
                 return self._scan(query, scopes_, tys, limit)
@@ -281,7 +282,7 @@ class MemoryView:
             raise TypeError(f"query must be str, not {type(query).__name__}")
         tys = names(types, TYPES, "type")
         scopes_ = self._scopes(scopes)
-        match = _fts_query(query)
+        words = _words(query)
         reader = self._backend.reader()
         if not reader.memory_index_exists():
             yield from sorted(self._scan(query, scopes_, tys, 2**62),
@@ -290,7 +291,7 @@ class MemoryView:
         before = (2**62, 2**62)
         while True:
             try:
-                rows = reader.memory_recent(match, self.identity.tenant, scopes_, tys, before,
+                rows = reader.memory_recent(words, self.identity.tenant, scopes_, tys, before,
                                             page)
             except StoreError:
                 # a damaged derived index degrades recall, never correctness

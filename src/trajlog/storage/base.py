@@ -21,9 +21,28 @@ The contract a backend keeps (docs/architecture.md, "The storage seam"):
   whatever the number of writers).  Rows change only by a repack (rows merged
   into one holding the same frames).
 * **Transactions**: :meth:`Backend.transaction` is the one way to write --
-  all of it or none, serialized by the backend; :meth:`Backend.reader` reads
-  committed data.  ``Writer.savepoint`` nests a part that can be rolled back
-  alone (group commit isolates each request this way).
+  all of it or none; :meth:`Backend.reader` reads committed data.
+  Concurrency is per session: :meth:`Writer.lock_heads` locks the heads a
+  transaction writes, in sid order (a backend that runs one write
+  transaction at a time, like SQLite, locks nothing and says through
+  ``foreign_commit`` when cached heads may be stale); an append that does not
+  start at its head's next seq is refused with ``HeadMovedError`` having
+  written nothing; a deadlock or serialization failure ends the transaction
+  with ``TransactionConflictError``, and group commit runs it again.
+  ``Writer.savepoint`` nests a part that can be rolled back alone (group
+  commit isolates each request this way).  **A StoreError raised inside a
+  transaction ends the transaction unless it was raised inside a
+  savepoint** (PostgreSQL aborts the whole transaction at the first failed
+  statement): a caller that tolerates a failure runs that part in a
+  savepoint.
+* **Ids**: sids come from the backend (never reused on PostgreSQL; they
+  need not be dense).  Memory version and tombstone ids are dense per
+  store: in a write transaction, :meth:`MemoryReader.memory_max_mid` and
+  :meth:`MemoryReader.max_tid` reserve the ids after them until the
+  transaction ends (a backend with concurrent writers locks the memory head).
+* **Erasure** leaves copies a backend may or may not be able to remove
+  (free pages, a write-ahead log, dead tuples, replicas, backups):
+  :meth:`Backend.purge` removes what it can and names what remains.
 * **Errors** surface as :mod:`trajlog.errors` types (``StoreError`` and its
   subclasses), never as the driver's own exceptions.
 """
@@ -119,7 +138,10 @@ Scope = tuple[str, str]
 class MemoryReader(Protocol):
     """Reads of memory versions, tombstones and the memory index (schema 6)."""
 
-    def memory_max_mid(self) -> int: ...
+    def memory_max_mid(self) -> int:
+        """The highest memory version id made; in a write transaction the ids
+        after it are this transaction's until it ends."""
+        ...
 
     def memory_versions(self, item_id: str) -> list[MemoryRow]:
         """Every version of one item, oldest first."""
@@ -163,16 +185,19 @@ class MemoryReader(Protocol):
 
     def memory_index_exists(self) -> bool: ...
 
-    def memory_search(self, match: str, tenant: str, scopes: Sequence[Scope],
+    def memory_search(self, words: Sequence[str], tenant: str, scopes: Sequence[Scope],
                       types: Sequence[str] | None, limit: int) -> list[MemoryRow]:
-        """Full-text search of active versions; scope filters before the rank."""
+        """Full-text search of active versions holding every one of ``words``
+        (plain words: the backend builds its own query from them), best
+        first; scope filters before the rank."""
         ...
 
-    def memory_recent(self, match: str, tenant: str, scopes: Sequence[Scope],
+    def memory_recent(self, words: Sequence[str], tenant: str, scopes: Sequence[Scope],
                       types: Sequence[str] | None, before: tuple[int, int],
                       limit: int) -> list[MemoryRow]:
-        """Full-text matches (active latest versions), the latest written
-        first, from just before ``before`` = (created_ms, mid)."""
+        """Full-text matches of every one of ``words`` (active latest
+        versions), the latest written first, from just before ``before`` =
+        (created_ms, mid)."""
         ...
 
     def memory_indexed(self, mids: Sequence[int]) -> list[int]:
@@ -191,7 +216,10 @@ class MemoryReader(Protocol):
         """The seqs of ``sid``'s own log under a tombstone, ``first .. last``, in order."""
         ...
 
-    def max_tid(self) -> int: ...
+    def max_tid(self) -> int:
+        """The highest tombstone id made (reserving the next, as
+        :meth:`memory_max_mid` does)."""
+        ...
 
     def memory_head(self) -> tuple[int, int, int, int]:
         """``(last version, last tombstone)`` the head says were made, then
@@ -225,6 +253,12 @@ class Reader(MemoryReader, Protocol):
         log, in order, from the row that contains ``first`` (at most ``limit``
         rows, -1: all; none past the row whose raw bytes reach ``budget``);
         a missing row is simply absent (the reader finds the gap)."""
+        ...
+
+    def log_range(self, sid: int, first: int, last: int, limit: int = -1,
+                  budget: int = -1) -> LogRange:
+        """:meth:`chunks` with the index rows and marks of the seqs those rows
+        hold, read at one instant in one call (one round trip on a server)."""
         ...
 
     def chunk_at(self, sid: int, seq: int) -> Chunk | None:
@@ -303,8 +337,18 @@ class Writer(Reader, Protocol):
     """The writes of one transaction (from :meth:`Backend.transaction`)."""
 
     #: True when another connection committed since this backend last wrote:
-    #: whatever the caller cached about the logs may be stale.
+    #: whatever the caller cached about the logs may be stale.  A backend that
+    #: cannot tell store-wide says False and answers per session instead, from
+    #: :meth:`lock_heads`.
     foreign_commit: bool
+
+    def lock_heads(self, sids: Sequence[int]) -> dict[int, Head]:
+        """Lock the heads of ``sids`` until the transaction ends, in sid order
+        (so that two transactions never wait on each other in a cycle), and
+        return them as they stand in this transaction.  A backend that runs
+        one write transaction at a time has nothing to lock and returns ``{}``
+        (its ``foreign_commit`` says when cached heads may be stale)."""
+        ...
 
     def insert_session(self, row: SessionRow, last_seq: int, chain_head: int) -> int:
         """Insert a header (``row.sid`` is ignored) and its head; returns the sid."""
@@ -355,23 +399,38 @@ class Writer(Reader, Protocol):
         """Store a row's body with erased payloads blanked (same frames and chains)."""
         ...
 
-    def scrub_free_pages(self) -> int:
-        """Zero every free page of the file; returns how many there were."""
-        ...
-
     def savepoint(self) -> AbstractContextManager[None]:
         """A nested part of the transaction: an exception inside rolls back
         only that part (and propagates)."""
         ...
 
     def in_transaction(self) -> bool:
-        """False once a failure has ended the transaction itself."""
+        """False once a failure has ended the transaction itself (on
+        PostgreSQL, any failed statement outside a savepoint)."""
         ...
+
+
+class Purge(NamedTuple):
+    """What :meth:`Backend.purge` did, and the copies of erased bytes that
+    remain beyond its reach (each a sentence a report can show)."""
+
+    done: tuple[str, ...]
+    residues: tuple[str, ...]
+
+
+class LogRange(NamedTuple):
+    """Chunk rows with the index rows and marks of the seqs they hold."""
+
+    chunks: list[Chunk]
+    index_rows: list[IndexRow]
+    marks: list[Mark]
 
 
 class Backend(Protocol):
     """A trajlog store's database."""
 
+    #: where the store lives, safe to print (a file's path; a server URL
+    #: without its password)
     path: str
     durability: str
     #: the highest seq a session's own log may reach in this backend
@@ -396,12 +455,18 @@ class Backend(Protocol):
     def transaction(self) -> AbstractContextManager[Writer]:
         """A write transaction: committed (durably, as ``durability`` says)
         when the block ends, rolled back if it raises.  Serialized in-process;
-        across processes by the database's own lock."""
+        across processes by the database's locks (see :meth:`Writer.lock_heads`)."""
         ...
 
-    def checkpoint(self) -> bool:
-        """Move committed pages out of any write-ahead log into the database
-        and empty the log; False if a reader's snapshot prevented it."""
+    def purge(self) -> Purge:
+        """After an erasure committed: remove the physical copies of erased
+        bytes this backend can reach (free pages, its write-ahead log, dead
+        row versions) and name those that remain."""
+        ...
+
+    def size(self) -> int:
+        """The bytes the store takes in the database (its files; a server's
+        tables, indexes and their TOAST)."""
         ...
 
     def memory_index(self, present: bool) -> None:
@@ -416,5 +481,5 @@ class Backend(Protocol):
     def closed(self) -> bool: ...
 
 
-__all__ = ["Backend", "Head", "Lease", "MemoryReader", "MemoryRow", "Reader", "Scope", "SessionRow",
-           "TombstoneRow", "Writer"]
+__all__ = ["Backend", "Head", "Lease", "LogRange", "MemoryReader", "MemoryRow", "Purge", "Reader",
+           "Scope", "SessionRow", "TombstoneRow", "Writer"]

@@ -220,6 +220,12 @@ def fts_exists(conn: apsw.Connection) -> bool:
                              "AND name = 'memory_fts'").fetchall()[0][0])
 
 
+def fts_match(words: Sequence[str]) -> str:
+    """The FTS5 query matching every one of ``words``, each a quoted string
+    (so that no word is read as FTS5 syntax)."""
+    return " ".join('"' + w.replace('"', '""') + '"' for w in words)
+
+
 def search(conn: apsw.Connection, match: str, tenant: str, scopes: Sequence[Scope],
            types: Sequence[str] | None, limit: int) -> list[MemoryRow]:
     """Active versions matching ``match`` (an FTS5 query), best first; the

@@ -24,6 +24,7 @@ SQLite: :func:`i64` and :func:`u64` are the one conversion).
 from __future__ import annotations
 
 import contextlib
+import os
 import threading
 import uuid
 import weakref
@@ -42,7 +43,7 @@ from . import memory_rows as mr
 from . import migrate as migrations
 from . import projection_rows as projections
 from . import statements as st
-from .base import Head, Lease, SessionRow
+from .base import Head, Lease, LogRange, Purge, SessionRow
 from .errors_map import translate
 from .event_index import IndexRow, Mark
 from .schema import MEMORY_FTS, MIN_SQLITE, SCHEMA_VERSION
@@ -87,6 +88,16 @@ class SQLiteReader(MemoryReads):
                budget: int = -1) -> list[Chunk]:
         with translate():
             return st.chunks(self.conn, sid, first, last, limit, budget)
+
+    def log_range(self, sid: int, first: int, last: int, limit: int = -1,
+                  budget: int = -1) -> LogRange:
+        with translate():
+            rows = st.chunks(self.conn, sid, first, last, limit, budget)
+            if not rows:
+                return LogRange(rows, [], [])
+            lo, hi = rows[0].first_seq, rows[-1].last_seq
+            return LogRange(rows, st.index_range(self.conn, sid, lo - 1, hi),
+                            st.marks(self.conn, sid, lo, hi))
 
     def chunk_at(self, sid: int, seq: int) -> Chunk | None:
         with translate():
@@ -198,6 +209,9 @@ class SQLiteWriter(MemoryWrites, SQLiteReader):
     def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
         with translate():
             return st.repack(self.conn, sid, merged, marks)
+
+    def lock_heads(self, sids: Sequence[int]) -> dict[int, Head]:
+        return {}   # (BEGIN IMMEDIATE holds the whole file; foreign_commit says the rest)
 
     def set_lease(self, sid: int, lease: Lease) -> None:
         with translate():
@@ -428,6 +442,31 @@ class SQLiteBackend:
             self._check_open()
             with translate():
                 return mr.checkpoint(self._write)
+
+    def purge(self) -> Purge:
+        """Zero the free pages (erased bytes freed by the rewrite) in a
+        transaction of their own, then checkpoint and truncate the WAL."""
+        with self.transaction() as w:
+            pages = w.scrub_free_pages()
+        done = [f"{pages} free page(s) of the file zeroed"]
+        residues = ["copies of the file made outside trajlog (backups, replicas) keep what "
+                    "they copied"]
+        if self.checkpoint():
+            done.append("the WAL checkpointed and truncated")
+        else:
+            residues.insert(0, "the WAL's old pages: another connection holds a read snapshot; "
+                               "they go at the next checkpoint")
+        return Purge(tuple(done), tuple(residues))
+
+    def size(self) -> int:
+        """The file's bytes with its WAL and shared-memory file (0 in memory)."""
+        if self._memory:
+            return 0
+        total = 0
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                total += os.path.getsize(self.path + suffix)
+        return total
 
     def memory_index(self, present: bool) -> None:
         """Make (``present``) or drop the derived memory full-text index, on a

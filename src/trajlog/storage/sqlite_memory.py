@@ -74,16 +74,17 @@ class MemoryReads:
         with translate():
             return mr.fts_exists(self.conn)
 
-    def memory_search(self, match: str, tenant: str, scopes: Sequence[Scope],
+    def memory_search(self, words: Sequence[str], tenant: str, scopes: Sequence[Scope],
                       types: Sequence[str] | None, limit: int) -> list[MemoryRow]:
         with translate():
-            return mr.search(self.conn, match, tenant, scopes, types, limit)
+            return mr.search(self.conn, mr.fts_match(words), tenant, scopes, types, limit)
 
-    def memory_recent(self, match: str, tenant: str, scopes: Sequence[Scope],
+    def memory_recent(self, words: Sequence[str], tenant: str, scopes: Sequence[Scope],
                       types: Sequence[str] | None, before: tuple[int, int],
                       limit: int) -> list[MemoryRow]:
         with translate():
-            return mr.recent(self.conn, match, tenant, scopes, types, before, limit)
+            return mr.recent(self.conn, mr.fts_match(words), tenant, scopes, types, before,
+                             limit)
 
     def memory_indexed(self, mids: Sequence[int]) -> list[int]:
         with translate():
