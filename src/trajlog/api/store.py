@@ -309,7 +309,9 @@ class Store:
                 raise
             return done
 
-        result: list[tuple[LogRef, list[Event]]] = writer.commit.submit(Request(apply, None))
+        sids = tuple(sorted({p[1].sid for p in plan if p[1] is not None}))  # (locked first)
+        result: list[tuple[LogRef, list[Event]]] = writer.commit.submit(
+            Request(apply, None, sids))
         for ref, _ in result:
             writer.after_commit(ref)
         return [(target if isinstance(target, Session) and target._ref is ref

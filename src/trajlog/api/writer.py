@@ -131,9 +131,8 @@ class WriteEngine:
 
     @contextlib.contextmanager
     def transaction(self) -> Iterator[Writer]:
-        """A write transaction outside group commit (session creation, leases,
-        saved projection states).  Cached states are dropped if another
-        connection committed meanwhile, or if this transaction fails."""
+        """A write transaction outside group commit (session creation, leases, saved
+        projection states); cached states dropped as :meth:`state` says, or if it fails."""
         try:
             with self._backend.transaction() as tx:
                 if tx.foreign_commit:
@@ -157,10 +156,7 @@ class WriteEngine:
             state.stale = True
 
     def _forget_key(self, key: Any) -> None:
-        if key is None:
-            self._states.clear()
-        else:
-            self._states.pop(key, None)
+        self._states.pop(key, None) if key is not None else self._states.clear()
 
     def state(self, tx: Writer, ref: LogRef) -> LogState:
         """The session's head, lease, lifecycle and compactions, in step with its log."""
@@ -170,13 +166,16 @@ class WriteEngine:
             self._foreign()
         states, sid = self._states, ref.sid
         state = states.get(sid)
+        locked = tx.lock_heads((sid,))   # (per-session locks: the head, locked; SQLite: {})
         if state is not None:
             if sid != self._recent:   # the most recently used last
                 states[sid] = states.pop(sid)
                 self._recent = sid
+            if locked and locked.get(sid) != (state.synced_seq, state.chain, state.lease):
+                state.stale = True   # another writer moved this session
             if not state.stale:
                 return state
-        last_seq, chain, lease = tx.head(ref.sid)
+        last_seq, chain, lease = locked[sid] if sid in locked else tx.head(ref.sid)
         if state is not None and last_seq >= state.synced_seq:
             # Another writer appended: follow its events (a log only grows).
             if last_seq > state.synced_seq:
