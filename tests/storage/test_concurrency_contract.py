@@ -122,3 +122,28 @@ def test_a_batch_locks_its_sessions_in_sid_order_first(tmp_path):
         assert seen == [1, 1, 1]
     finally:
         backend.close()
+
+
+class Verdict(SQLiteBackend):
+    """SQLite whose writer liveness is decided by the backend, as a server's
+    is (``alive``: its answer for every lease)."""
+
+    alive: bool | None = None
+
+    def lease_alive(self, lease: Any) -> bool | None:
+        return self.alive
+
+
+@pytest.mark.parametrize("alive", [True, False, None])
+def test_the_backend_decides_whether_a_lease_holder_lives(tmp_path, alive):
+    path = str(tmp_path / "s.db")
+    backend = Verdict(path)
+    backend.alive = alive
+    with trajlog.open(path) as a, trajlog.open(path, backend=backend) as b:
+        s = a.create_session()
+        with s.lease():   # a live writer (this process, its store open)
+            if alive is False:   # the backend says its holder is gone: taken over
+                assert b.session(s.id).append("note", {}).seq == 0
+            else:   # True, or no verdict and the host+pid rule: refused
+                with pytest.raises(trajlog.errors.LeaseHeldError):
+                    b.session(s.id).append("note", {})

@@ -125,7 +125,7 @@ class WriteEngine:
         self._types_seen: dict[str, bool] = {}  # valid types -> checked in the transaction
         self.commit = GroupCommit(backend, _REFUSALS, self._forget_key, self._foreign)
         self.leases = Leases(self.transaction, options.writer_id, options.lease_ttl_ms,
-                             self._lease_changed)
+                             self._lease_changed, backend.lease_alive)
 
     # -- transactions and the state cache ---------------------------------------
 

@@ -443,6 +443,9 @@ class SQLiteBackend:
             with translate():
                 return mr.checkpoint(self._write)
 
+    def lease_alive(self, lease: Lease) -> bool | None:
+        return None   # (one machine: the host+pid rule and the heartbeat decide)
+
     def purge(self) -> Purge:
         """Zero the free pages (erased bytes freed by the rewrite) in a
         transaction of their own, then checkpoint and truncate the WAL."""
