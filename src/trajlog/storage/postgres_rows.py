@@ -191,10 +191,7 @@ def log_range(conn: Conn, sid: int, first: int, last: int, limit: int,
             marks += _marks_of(r[9], sid)
         else:
             index.append(IndexRow(int(r[1]) & 0xFFFFFFFF, *r[10:17]))
-    if out:
-        lo, hi = out[0].first_seq, out[-1].last_seq
-        marks = [m for m in marks if lo <= m.seq <= hi and first <= m.seq <= last]
-    return out, index, marks
+    return out, index, marks   # (the marks of exactly the rows read, as SQLite's)
 
 
 def chunk_at(conn: Conn, sid: int, seq: int) -> Chunk | None:
