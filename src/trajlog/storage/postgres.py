@@ -242,7 +242,15 @@ class _Transaction:
                 raise StoreClosedError("the store is closed")
             conn = backend._write_connection()
             with backend._errors:
-                conn.execute(backend._begin_write)
+                try:
+                    conn.execute(backend._begin_write)
+                except psycopg.OperationalError:
+                    if not conn.broken:
+                        raise
+                    # the idle connection was lost (a server restart, a
+                    # terminated backend): nothing was sent, connect again
+                    conn = backend._write_connection()
+                    conn.execute(backend._begin_write)
             writer = backend._writer
             writer.conn, writer._heads = conn, {}
             return writer
@@ -362,18 +370,31 @@ class PostgresBackend:
                 return fn(snap, *args)
         if self._closed:
             raise StoreClosedError("the store is closed")
-        with self._errors, self._pool.connection() as conn:
-            try:
-                with conn.pipeline():
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    conn.execute(self._settings)
-                    result = fn(conn, *args)
-                    conn.execute("COMMIT")
-                return result
-            finally:
-                if not conn.closed and conn.info.transaction_status != _IDLE:
-                    with contextlib.suppress(psycopg.Error):
-                        conn.execute("ROLLBACK")
+        with self._errors:
+            for attempt in (0, 1):
+                with self._pool.connection() as conn:
+                    try:
+                        return self._read_unit(conn, fn, args)
+                    except psycopg.OperationalError:
+                        if attempt or not conn.broken:
+                            raise
+                # a pooled connection was lost (a server restart, a terminated
+                # backend): drop the dead ones, read again (reads are idempotent)
+                self._pool.check()
+        raise AssertionError("unreachable")
+
+    def _read_unit(self, conn: pr.Conn, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                conn.execute(self._settings)
+                result = fn(conn, *args)
+                conn.execute("COMMIT")
+            return result
+        finally:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK")
 
     def reader(self) -> PgReader:
         return self._reader
