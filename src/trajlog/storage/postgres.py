@@ -293,13 +293,20 @@ class PostgresBackend:
     exists (create it ``NOLOGIN`` and make the app's login roles its
     members); a role that may not create it gets a ``SchemaError`` saying to
     run ``trajlog migrate`` as the owner.
+
+    :meth:`purge` runs VACUUM when this role owns the tables (it frees the
+    erased row versions but leaves their bytes in the pages' free space);
+    ``vacuum_full`` makes it VACUUM FULL instead (the tables rewritten into
+    new files, none of their pages holding the erased bytes -- at the price
+    of an exclusive lock on them, every tenant's rows, for the rewrite).
     """
 
     max_session_seq = MAX_SESSION_SEQ
     foreign_commits = 0   # (never counted: see PgWriter.foreign_commit)
 
     def __init__(self, url: str, *, durability: str = "full", lock_timeout_ms: int = 10_000,
-                 tenant: str = "", schema: str = "trajlog", pool_size: int = 8) -> None:
+                 tenant: str = "", schema: str = "trajlog", pool_size: int = 8,
+                 vacuum_full: bool = False) -> None:
         if durability not in ("full", "normal"):
             raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
         self._url = url
@@ -307,6 +314,7 @@ class PostgresBackend:
         self.durability = durability
         self.tenant = tenant
         self.schema = schema
+        self._vacuum_full = vacuum_full
         try:
             secret = conninfo_to_dict(url).get("password")
         except psycopg.Error:
@@ -486,21 +494,27 @@ class PostgresBackend:
                     "SELECT bool_and(pg_has_role(c.relowner, 'USAGE')) FROM pg_class c JOIN "
                     "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
                     "c.relname = ANY(%s)", (self.schema, list(tables))).fetchone()
-                if owned and owned[0]:
-                    for table in tables:
-                        conn.execute(f"VACUUM {ident(self.schema)}.{ident(table)}")
-                    done.append("VACUUM ran on " + ", ".join(tables) + " (and their TOAST): the "
-                                "erased row versions' space is free for reuse")
-                else:
-                    residues.append("the erased row versions (dead tuples) and their TOAST "
-                                    "chunks stay in the table files until a VACUUM by the "
-                                    "tables' owner or autovacuum")
-        residues += [
-            "VACUUM frees the space of dead row versions without zeroing it: their bytes can "
-            "stay in the data files' free space until overwritten",
-            "the server's WAL segments keep the erased bytes until they are recycled after "
-            "checkpoints; the WAL archive, streaming replicas and base backups keep them under "
-            "the operator's retention"]
+                ran = bool(owned and owned[0])
+                full = " FULL" if self._vacuum_full else ""
+                for table in tables if ran else ():
+                    conn.execute(f"VACUUM{full} {ident(self.schema)}.{ident(table)}")
+        if ran:
+            done.append(f"VACUUM{full} ran on " + ", ".join(tables) + " and their TOAST" + (
+                ": the tables were rewritten into new files, no page of them holds the erased "
+                "bytes" if full else ": the erased row versions' space is free for reuse"))
+        else:
+            residues.append("the erased row versions (dead tuples) and their TOAST chunks stay "
+                            "in the table files until a VACUUM by the tables' owner or "
+                            "autovacuum")
+        residues.append(
+            "the old files of the rewritten tables are free space of the file system, not "
+            "overwritten" if ran and full else
+            "VACUUM frees the space of dead row versions without zeroing it: their bytes stay "
+            "in the pages' free space until overwritten (VACUUM FULL by the owner rewrites the "
+            "tables without them)")
+        residues.append("the server's WAL segments keep the erased bytes until they are "
+                        "recycled after checkpoints; the WAL archive, streaming replicas and "
+                        "base backups keep them under the operator's retention")
         return Purge(tuple(done), tuple(residues))
 
     def size(self) -> int:
