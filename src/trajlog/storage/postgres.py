@@ -173,6 +173,13 @@ class PgWriter(PgMemoryWrites, PgReader):
 
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
                marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
+        got = self._heads.get(sid)
+        if got is None and len(chunks) == 1 and not index and not calls:
+            # (most single appends: the head's lock, its check and the row in one statement)
+            moved = self._run(pr.insert_at_head, sid, chunks[0], marks[0])
+            if moved is not None:
+                self._heads[sid] = moved
+                return
         got = self.head(sid)   # (locked: nobody else appends until this transaction ends)
         if chunks[0].first_seq != got.last_seq + 1:
             raise HeadMovedError(f"the append starts at seq {chunks[0].first_seq} but the "
@@ -210,17 +217,18 @@ class PgWriter(PgMemoryWrites, PgReader):
         assert conn is not None
         heads = dict(self._heads)   # (a rolled-back savepoint releases the locks it took)
         with self._backend._errors:
-            conn.execute("SAVEPOINT request")
+            conn.execute("SAVEPOINT request", prepare=False)
         try:
             yield
         except BaseException:
             if conn.info.transaction_status in (_INTRANS, pq.TransactionStatus.INERROR):
                 with self._backend._errors:
-                    conn.execute("ROLLBACK TO SAVEPOINT request; RELEASE SAVEPOINT request")
+                    conn.execute("ROLLBACK TO SAVEPOINT request; RELEASE SAVEPOINT request",
+                                 prepare=False)
                 self._heads = heads
             raise
         with self._backend._errors:
-            conn.execute("RELEASE SAVEPOINT request")
+            conn.execute("RELEASE SAVEPOINT request", prepare=False)
 
     def in_transaction(self) -> bool:
         return self.conn is not None and self.conn.info.transaction_status == _INTRANS
@@ -243,14 +251,14 @@ class _Transaction:
             conn = backend._write_connection()
             with backend._errors:
                 try:
-                    conn.execute(backend._begin_write)
+                    conn.execute(backend._begin_write, prepare=False)
                 except psycopg.OperationalError:
                     if not conn.broken:
                         raise
                     # the idle connection was lost (a server restart, a
                     # terminated backend): nothing was sent, connect again
                     conn = backend._write_connection()
-                    conn.execute(backend._begin_write)
+                    conn.execute(backend._begin_write, prepare=False)
             writer = backend._writer
             writer.conn, writer._heads = conn, {}
             return writer
@@ -267,9 +275,9 @@ class _Transaction:
             assert conn is not None
             with backend._errors:
                 if exc is None:
-                    conn.execute("COMMIT")
+                    conn.execute("COMMIT", prepare=False)
                 elif not conn.closed and conn.info.transaction_status != _IDLE:
-                    conn.execute("ROLLBACK")
+                    conn.execute("ROLLBACK", prepare=False)
         finally:
             backend._lock.release()
         if isinstance(exc, psycopg.Error):
@@ -394,15 +402,15 @@ class PostgresBackend:
     def _read_unit(self, conn: pr.Conn, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         try:
             with conn.pipeline():
-                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare=False)
                 conn.execute(self._settings)
                 result = fn(conn, *args)
-                conn.execute("COMMIT")
+                conn.execute("COMMIT", prepare=False)
             return result
         finally:
             if not conn.closed and conn.info.transaction_status != _IDLE:
                 with contextlib.suppress(psycopg.Error):
-                    conn.execute("ROLLBACK")
+                    conn.execute("ROLLBACK", prepare=False)
 
     def reader(self) -> PgReader:
         return self._reader
@@ -416,7 +424,7 @@ class PostgresBackend:
             raise StoreClosedError("the store is closed")
         with self._pool.connection() as conn:
             with self._errors:
-                conn.execute(self._begin_snapshot)
+                conn.execute(self._begin_snapshot, prepare=False)
             self._local.snap = conn
             try:
                 yield self._reader
@@ -425,7 +433,7 @@ class PostgresBackend:
                 status = conn.info.transaction_status
                 if not conn.closed and status != _IDLE:
                     with self._errors:
-                        conn.execute("COMMIT" if status == _INTRANS else "ROLLBACK")
+                        conn.execute("COMMIT" if status == _INTRANS else "ROLLBACK", prepare=False)
 
     def transaction(self) -> _Transaction:
         return self._transaction

@@ -278,6 +278,24 @@ def marks(conn: Conn, sid: int, first: int, last: int) -> list[Mark]:
     return out
 
 
+_LEASE_OF_H = ", ".join(f"(SELECT {c} FROM h)" for c in (
+    "lease_owner", "lease_host", "lease_pid", "lease_started_ms", "lease_heartbeat_ms"))
+
+
+def insert_at_head(conn: Conn, sid: int, row: Chunk, mark: bytes | None) -> Head | None:
+    """A single append's chunk row in one statement that first locks the
+    head: inserted only when it starts at the head's next seq.  The head it
+    moved to (None: it had moved -- nothing written, the transaction goes on)."""
+    params = keys.chunk_row(sid, row, mark)
+    found = _all(conn, f"WITH h AS (SELECT {HEAD_COLUMNS} FROM session_heads WHERE {T} AND "
+                 f"sid = %s FOR UPDATE) INSERT INTO chunks({CHUNK_COLUMNS}, marks) "
+                 "SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s FROM h WHERE h.last_seq = %s "
+                 f"RETURNING {_LEASE_OF_H}", (sid, *params, row.first_seq - 1))
+    if not found:
+        return None
+    return Head(row.last_seq, row.last_chain, Lease(*found[0]))
+
+
 def insert(conn: Conn, sid: int, rows: Sequence[Chunk], index: Sequence[IndexRow],
            packed: Sequence[bytes | None], calls: Sequence[tuple[str, int]]) -> None:
     """Chunk rows, each followed by its index rows, then the call rows: one
