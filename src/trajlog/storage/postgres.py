@@ -563,8 +563,12 @@ def _literal(value: str) -> str:
 
 def _version(conn: pr.Conn, schema: str) -> int | None:
     """The schema's version row (None: no schema, or no version table)."""
-    found = conn.execute("SELECT to_regclass(%s)", (f"{ident(schema)}.meta",)).fetchone()
-    if not found or found[0] is None:
+    # (a scan of the catalog, not to_regclass: its cache may still miss a
+    # schema another opener has just made)
+    found = conn.execute("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                         "c.relnamespace WHERE n.nspname = %s AND c.relname = 'meta'",
+                         (schema,)).fetchone()
+    if not found:
         return None
     row = conn.execute(f"SELECT version FROM {ident(schema)}.meta WHERE one = 1").fetchone()
     return None if row is None else int(row[0])
