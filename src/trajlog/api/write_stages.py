@@ -74,12 +74,10 @@ from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
 from ..storage import Reader
 from ..storage.event_index import (
     MARKED,
-    PREFIXES,
-    SPARSE,
     IndexRow,
     Mark,
-    entry,
     event_marks,
+    index_rows,
     marks_of,
     pack_marks,
     requested,
@@ -258,21 +256,14 @@ def index_entries(events: Sequence[Event], first: int, chunks: Sequence[Chunk],
                   ) -> tuple[list[IndexRow], list[bytes | None], Sequence[tuple[str, int]]]:
     """The events' index rows, their marks packed per chunk row, and the
     ``(call id, seq)`` of each tool call they request (the call index)."""
+    index = index_rows(events, first)
     dense: list[Mark] = []
-    if len(events) == 1:   # (a single append: most have no index row and no mark)
-        ev = events[0]
-        t = ev.type   # (entry's and event_marks' own tests inlined: no call for most)
-        index: list[IndexRow] = [entry(ev, first)] if (  # type: ignore[list-item]
-            t in SPARSE or ev.idempotency_key is not None or t.startswith(PREFIXES)) else []
-        if t in MARKED:
-            event_marks(ev, first, dense)
+    if len(events) == 1:   # (a single append: most have no mark)
+        if events[0].type in MARKED:   # (event_marks' own test inlined: no call for most)
+            event_marks(events[0], first, dense)
         if not dense:
             return index, [None] * len(chunks), ()
     else:
-        # (entry's own test inlined: a call only for an event that has an index row)
-        index = [entry(ev, first + i) for i, ev in enumerate(events)  # type: ignore[misc]
-                 if (t := ev.type) in SPARSE or ev.idempotency_key is not None
-                 or t.startswith(PREFIXES)]
         dense = marks_of(events, first)
     if len(chunks) == 1:
         marks = [pack_marks(dense)]
