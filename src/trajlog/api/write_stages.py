@@ -90,6 +90,7 @@ from .reading import LogReader
 
 SMALL_ROW = CAP // 2        # a row below this is merged by a repack
 _new = tuple.__new__        # a Cursor made in C (a NamedTuple's own __new__ is Python)
+_TURN_MARKERS = {"turn/start": "turn/start", "turn/end": "turn/end"}   # (see turn_marker)
 
 
 class Row(msgspec.Struct, gc=False):
@@ -111,6 +112,8 @@ def remake(event: Event, pause: tuple[tuple[str, str], ...] = ()) -> Row:
 def turn_marker(rows: Sequence[Row]) -> str | None:
     """The last ``turn/start`` or ``turn/end`` among ``rows`` (None: neither)
     -- what the append does to a lease (:meth:`Leases.turn_op`)."""
+    if len(rows) == 1:   # (a single append's: no loop)
+        return _TURN_MARKERS.get(rows[0].event.type)
     for r in reversed(rows):
         t = r.event.type
         if t == "turn/start" or t == "turn/end":
@@ -195,6 +198,8 @@ def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
 def checked(rows: Sequence[Row]) -> bool:
     """Has :func:`check_rules` anything to check (a compaction, a status
     event, a ``supersedes``: see :meth:`WriteEngine.prepare`)?"""
+    if len(rows) == 1:   # (a single append's: no loop)
+        return rows[0].check
     for r in rows:  # noqa: SIM110 -- a loop: cheaper than any() of a generator
         if r.check:
             return True

@@ -100,7 +100,6 @@ def _followed(type_: str) -> bool:
 _ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
 _NO_ENVELOPE: Mapping[str, Any] = MappingProxyType({})
 _PAYLOAD = msgspec.msgpack.Encoder()
-_MARKS = {"turn/start": "turn/start", "turn/end": "turn/end"}   # (turn_marker of one row)
 # Refusals: raised before a request writes anything, so its group commit goes on.
 _REFUSALS = (InvalidArgumentError, LeaseHeldError, InvalidStateError)
 
@@ -383,7 +382,7 @@ class WriteEngine:
         """Append ``rows`` through group commit; the events once durable."""
         if not rows:
             return []
-        marker = _MARKS.get(rows[0].event.type) if len(rows) == 1 else turn_marker(rows)
+        marker = turn_marker(rows)
         op = None if marker is None else self.leases.turn_op(ref.sid, marker)
         copies = owned(rows)   # (now: the caller's data as it was serialized)
         result: list[Event] = self.commit.call(self.apply, ref.sid, (ref, rows, expect_last, op))
@@ -475,7 +474,7 @@ class WriteEngine:
             self._tx = None
         # 8. supersedes, compactions and status events, checked against the log
         added: list[tuple[int, int]] = []
-        if rows[0].check if len(rows) == 1 else checked(rows):
+        if checked(rows):
             added = check_rules(self._reading, tx, ref, events, first,
                                 self._index.compactions(tx, ref, state, events))
         # 9. a full log refuses more events
