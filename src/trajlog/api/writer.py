@@ -44,6 +44,7 @@ from ..event_types import WRITE_STATE, WRITE_STATE_PREFIXES
 from ..events import (
     ENVELOPE_FIELDS,
     KNOWN_SHAPES,
+    NOT_WALKED,
     Event,
     SessionHeader,
     check_envelope,
@@ -288,36 +289,19 @@ class WriteEngine:
     def prepare_items(self, header: SessionHeader, items: Iterable[Any]) -> list[Row]:
         """Rows for ``append_batch`` items: ``(type, data)`` or ``(type, data,
         envelope)``, the envelope a mapping of ``time`` and envelope fields."""
-        rows: list[Row] = []
-        append, prepare = rows.append, self.prepare
         fixed = checks.approvals_fixed(header)
         if not fixed and self.redactor is None:
-            return self._prepare_plain(items, rows)
-        for item in items:
-            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
-                raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
-            if fixed:
-                checks.check_append_type(header, item[0])
-            if len(item) == 2:
-                append(prepare(item[0], item[1], None, _NO_ENVELOPE))
-                continue
-            env = item[2]
-            if not isinstance(env, Mapping):
-                raise TypeError("an append_batch envelope must be a mapping, not "
-                                f"{type(env).__name__}")
-            if len(env) == 1 and "time" in env:  # the common case: no copy
-                append(prepare(item[0], item[1], env["time"], _NO_ENVELOPE))
-                continue
-            env = dict(env)
-            append(prepare(item[0], item[1], env.pop("time", None), env))
+            return self._prepare_plain(items)
+        rows = [self._prepare_item(item, header if fixed else None) for item in items]
         distinct_keys(rows)
         return rows
 
-    def _prepare_plain(self, items: Iterable[Any], rows: list[Row]) -> list[Row]:
+    def _prepare_plain(self, items: Iterable[Any]) -> list[Row]:
         """:meth:`prepare_items` without a redactor or fixed approvals: the
         common item (``(type, data)`` or ``(type, data, {"time": t})``, a type
         seen before, a valid time) prepared inline, as :meth:`prepare` would;
         any other item goes to :meth:`prepare`."""
+        rows: list[Row] = []
         append, prepare, seen = rows.append, self.prepare, self._types_seen
         encode, shapes, walk = _PAYLOAD.encode, KNOWN_SHAPES, walk_json
         envelopes = False   # (no envelope: no idempotency key to compare)
@@ -344,7 +328,7 @@ class WriteEngine:
                 continue
             try:
                 walk(data, 0)   # (check_json's common case without its call)
-            except Exception:   # (check_json says what: a plain copy, or the error)
+            except NOT_WALKED:   # (check_json says what: a plain copy, or the error)
                 data = check_json(data, "data")
             if type_ in shapes:
                 check_shape(type_, data)
@@ -360,10 +344,14 @@ class WriteEngine:
             distinct_keys(rows)
         return rows
 
-    def _prepare_item(self, item: Any) -> Row:
-        """One ``append_batch`` item of any form (see :meth:`prepare_items`)."""
+    def _prepare_item(self, item: Any, fixed: SessionHeader | None = None) -> Row:
+        """One ``append_batch`` item of any form (see :meth:`prepare_items`);
+        ``fixed``: the header of a session whose approvals are fixed (the
+        item's type is checked against them)."""
         if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
             raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
+        if fixed is not None:
+            checks.check_append_type(fixed, item[0])
         if len(item) == 2:
             return self.prepare(item[0], item[1], None, _NO_ENVELOPE)
         env = item[2]
