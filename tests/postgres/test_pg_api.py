@@ -186,5 +186,5 @@ def schema_suffix() -> str:
     ("postgresql://app@db:5432/trajlog", "postgresql://app@db:5432/trajlog"),
 ])
 def test_pg_the_printable_location_has_no_password(url: str, shown: str):
-    from trajlog.storage.postgres import redact
+    from trajlog.storage.locations import redact
     assert redact(url) == shown and "s3cret" not in redact(url)

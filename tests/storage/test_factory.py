@@ -13,10 +13,10 @@ from trajlog.storage.schema import SCHEMA_VERSION
 
 @pytest.mark.parametrize(("location", "shown"), [
     ("postgresql://app:s3cret@db1:5432,db2:5432/agents?sslmode=require",
-     "postgresql://app:***@db1:5432,db2:5432/agents?sslmode=require"),
-    ("postgres://app:p%40ss@localhost/db", "postgres://app:***@localhost/db"),
+     "postgresql://app@db1:5432,db2:5432/agents?sslmode=require"),
+    ("postgres://app:p%40ss@localhost/db", "postgres://app@localhost/db"),
     ("postgresql://localhost/db?user=app&password=s3cret&sslmode=disable",
-     "postgresql://localhost/db?user=app&password=***&sslmode=disable"),
+     "postgresql://localhost/db?user=app&sslmode=disable"),
     ("postgresql://app@localhost/db", "postgresql://app@localhost/db"),
     ("/var/lib/agents/trajlog.db", "/var/lib/agents/trajlog.db"),
 ])
@@ -29,6 +29,7 @@ def test_schemes_name_the_backend(tmp_path):
     assert is_server("postgresql://h/db") and is_server("POSTGRES://h/db")
     assert not is_server(str(tmp_path / "postgresql.db"))
     assert kind(str(tmp_path / "x.db")) == ("sqlite", SCHEMA_VERSION)
+    assert kind("postgresql://h/db").name == "postgresql"
     assert exists("postgresql://h/db") and not exists(str(tmp_path / "none.db"))
 
 

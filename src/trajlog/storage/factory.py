@@ -15,19 +15,13 @@ from __future__ import annotations
 
 import importlib
 import os
-import re
 from collections.abc import Callable
 from types import ModuleType
 from typing import NamedTuple
 
 from ..errors import BackendUnavailableError, InvalidArgumentError
 from .base import Backend
-
-SERVER_SCHEMES = ("postgresql://", "postgres://")
-
-# user:password@ in a URL's authority (the password is what must never print)
-_PASSWORD = re.compile(r"^(?P<scheme>[a-z]+://)(?P<user>[^:@/]*):[^@/]*@", re.IGNORECASE)
-_PARAM_PASSWORD = re.compile(r"([?&]password=)[^&]*", re.IGNORECASE)
+from .locations import SERVER_SCHEMES, is_server, redact
 
 
 class Kind(NamedTuple):
@@ -36,20 +30,6 @@ class Kind(NamedTuple):
 
     name: str
     schema_version: int
-
-
-def is_server(location: str) -> bool:
-    """True when ``location`` is a server URL rather than a file path."""
-    return location.lower().startswith(SERVER_SCHEMES)
-
-
-def redact(location: str) -> str:
-    """``location`` safe to print: a URL's password (in its authority or as a
-    ``password=`` parameter) replaced by ``***``; a path as it is."""
-    if not is_server(location):
-        return location
-    shown = _PASSWORD.sub(lambda m: f"{m['scheme']}{m['user']}:***@", location)
-    return _PARAM_PASSWORD.sub(r"\1***", shown)
 
 
 def _postgres() -> ModuleType:
@@ -65,7 +45,8 @@ def kind(location: str) -> Kind:
     """The backend ``location`` names, with the schema version this trajlog
     writes there."""
     if is_server(location):
-        return Kind("postgresql", int(_postgres().SCHEMA_VERSION))
+        from .postgres_schema import PG_SCHEMA_VERSION
+        return Kind("postgresql", PG_SCHEMA_VERSION)
     from .schema import SCHEMA_VERSION
     return Kind("sqlite", SCHEMA_VERSION)
 
@@ -93,7 +74,11 @@ def migrate_store(location: str, *,
     """Bring the store at ``location`` to this trajlog's schema; the version
     it had.  A store that does not exist is an error, not created."""
     if is_server(location):
-        return int(_postgres().migrate(location, progress=progress))
+        # (the owner's set-up step: the schema made if missing, its version checked;
+        # no older PostgreSQL schema has sessions to rewrite, so no progress)
+        found = schema_version_of(location)
+        _postgres().PostgresBackend(location).close()
+        return found or 0
     if not os.path.exists(location):
         raise InvalidArgumentError(f"no store at {location!r}")
     from .sqlite import migrate
@@ -106,8 +91,9 @@ def schema_version_of(location: str) -> int | None:
     program's database, a server schema trajlog never made).  A file that does
     not exist is an error."""
     if is_server(location):
-        found: int | None = _postgres().probe(location)
-        return found
+        _postgres()   # (psycopg is there, or the error says how to get it)
+        from .postgres_setup import probe as server_probe
+        return server_probe(location)
     if not os.path.isfile(location):
         raise InvalidArgumentError(f"no store at {location!r}")
     from .schema import APPLICATION_ID

@@ -1,24 +1,23 @@
 """The PostgreSQL backend, through psycopg 3: its connections, units of work
-and the :class:`PostgresBackend` that puts them behind the storage seam.  The
-DDL and triggers are in :mod:`.postgres_schema`, the statements in
-:mod:`.postgres_rows` and :mod:`.postgres_memory`, the error mapping in
-:mod:`.postgres_errors`.
+and the :class:`PostgresBackend` that puts them behind the storage seam (DDL
+and triggers: :mod:`.postgres_schema`; statements: :mod:`.postgres_rows`,
+:mod:`.postgres_memory`; errors: :mod:`.postgres_errors`; writer liveness:
+:mod:`.postgres_liveness`).
 
 Every unit of work -- a write transaction, a read snapshot, a single read --
 is a transaction that first sets ``trajlog.tenant`` (``SET LOCAL``, in the
 same round trip as ``BEGIN``): row-level security shows and accepts only that
 tenant's rows.  Writes: one write connection, held by the transaction, under
-an in-process lock (group commit already serializes a process's writes);
-across processes and hosts the head rows' locks order appends per session
-(:meth:`PgWriter.lock_heads`).  Reads: a connection pool; a read outside a
-snapshot is a REPEATABLE READ unit of its own (its statements see one
-instant), a snapshot is one REPEATABLE READ READ ONLY transaction.
+an in-process lock (group commit serializes a process's writes); across
+processes and hosts the head rows' locks order appends per session
+(:meth:`PgWriter.lock_heads`).  Reads: a pool; a read outside a snapshot is a
+REPEATABLE READ unit of its own, a snapshot one REPEATABLE READ READ ONLY
+transaction.
 """
 
 from __future__ import annotations
 
 import contextlib
-import re
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
@@ -34,21 +33,16 @@ from . import postgres_rows as pr
 from .base import Head, Lease, LogRange, Purge, SessionRow
 from .event_index import IndexRow, Mark
 from .keys import MAX_SESSION_SEQ
+from .locations import redact
 from .postgres_errors import PgErrors
+from .postgres_liveness import Liveness
 from .postgres_memory import PgMemoryReads, PgMemoryWrites
 from .postgres_schema import APP_ROLE, PG_SCHEMA_VERSION, ddl, grants, ident
+from .postgres_setup import schema_version
 
 _R = TypeVar("_R")
 _IDLE = pq.TransactionStatus.IDLE
 _INTRANS = pq.TransactionStatus.INTRANS
-
-
-def redact(url: str) -> str:
-    """``url`` (a libpq URL or key=value string) without its password."""
-    url = re.sub(r"(://[^:/@?#,]*):[^@/?#]*@", r"\1@", url)
-    url = re.sub(r"([?&])password=[^&]*(&|$)", lambda m: m.group(1) if m.group(2) else "", url)
-    url = re.sub(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", "password=***", url)
-    return url.rstrip("?&")
 
 
 class PgReader(PgMemoryReads):
@@ -151,10 +145,33 @@ class PgWriter(PgMemoryWrites, PgReader):
         super().__init__(backend)
         self.conn: pr.Conn | None = None
         self._heads: dict[int, Head] = {}
+        self.pending = False   # BEGIN not sent yet: it goes with the first statement
 
     def _run(self, fn: Callable[..., _R], *args: Any) -> _R:
         with self._backend._errors:
-            return fn(self.conn, *args)
+            return self._begin_with(fn, args) if self.pending else fn(self.conn, *args)
+
+    def _begin_with(self, fn: Callable[..., _R], args: tuple[Any, ...],
+                    first: Callable[..., _R] | None = None) -> _R:
+        """BEGIN with the settings (one round trip), then ``fn``'s statements
+        -- or ``first(conn, begin, *args)``, which sends BEGIN with its own
+        statement.  An idle write connection found lost (a server restart)
+        is replaced once: nothing had reached the server."""
+        self.pending = False
+        begin = self._backend._begin_write
+        for attempt in (0, 1):
+            conn = self.conn
+            assert conn is not None
+            try:
+                if first is not None:
+                    return first(conn, begin, *args)
+                conn.execute(begin, prepare=False)
+                break
+            except psycopg.OperationalError:
+                if attempt or not conn.broken:
+                    raise
+                self.conn = self._backend._write_connection()
+        return fn(self.conn, *args)
 
     def head(self, sid: int) -> Head:
         found = self._heads.get(sid)
@@ -164,7 +181,10 @@ class PgWriter(PgMemoryWrites, PgReader):
 
     def lock_heads(self, sids: Sequence[int]) -> dict[int, Head]:
         want = sorted(set(sids) - self._heads.keys())
-        if want:
+        if want and self.pending:   # (the transaction's first statement, BEGIN with it)
+            with self._backend._errors:
+                self._heads.update(self._begin_with(pr.lock_heads, (want,), pr.begin_lock_heads))
+        elif want:
             self._heads.update(self._run(pr.lock_heads, want))
         return {sid: self._heads[sid] for sid in sids if sid in self._heads}
 
@@ -193,12 +213,17 @@ class PgWriter(PgMemoryWrites, PgReader):
         return self._run(pr.repack, sid, merged, marks)
 
     def set_lease(self, sid: int, lease: Lease) -> None:
+        if lease.owner is not None:   # (its liveness: postgres_liveness)
+            with self._backend._errors:
+                self._backend._liveness.hold(lease.owner)
         self._run(pr.set_lease, sid, lease)
         got = self._heads.get(sid)
         if got is not None:
             self._heads[sid] = got._replace(lease=Lease(*lease))
 
     def heartbeat(self, sid: int, owner: str, now_ms: int) -> None:
+        with self._backend._errors:
+            self._backend._liveness.hold(owner)   # (taken again if its connection was lost)
         self._run(pr.heartbeat, sid, owner, now_ms)
         got = self._heads.get(sid)
         if got is not None and got.lease.owner == owner:
@@ -213,11 +238,10 @@ class PgWriter(PgMemoryWrites, PgReader):
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
+        heads = dict(self._heads)   # (a rolled-back savepoint releases the locks it took)
+        self._run(_execute, "SAVEPOINT request")
         conn = self.conn
         assert conn is not None
-        heads = dict(self._heads)   # (a rolled-back savepoint releases the locks it took)
-        with self._backend._errors:
-            conn.execute("SAVEPOINT request", prepare=False)
         try:
             yield
         except BaseException:
@@ -231,13 +255,14 @@ class PgWriter(PgMemoryWrites, PgReader):
             conn.execute("RELEASE SAVEPOINT request", prepare=False)
 
     def in_transaction(self) -> bool:
-        return self.conn is not None and self.conn.info.transaction_status == _INTRANS
+        return self.conn is not None and (
+            self.pending or self.conn.info.transaction_status == _INTRANS)
 
 
 class _Transaction:
-    """BEGIN (with the tenant and the lock timeout, one round trip) ..
-    COMMIT on the write connection, under the backend's lock; ROLLBACK if
-    the block raises."""
+    """BEGIN (with the tenant and the lock timeout, sent with the first
+    statement) .. COMMIT on the write connection, under the backend's lock;
+    ROLLBACK if the block raises."""
 
     def __init__(self, backend: PostgresBackend) -> None:
         self._backend = backend
@@ -248,19 +273,8 @@ class _Transaction:
         try:
             if backend._closed:
                 raise StoreClosedError("the store is closed")
-            conn = backend._write_connection()
-            with backend._errors:
-                try:
-                    conn.execute(backend._begin_write, prepare=False)
-                except psycopg.OperationalError:
-                    if not conn.broken:
-                        raise
-                    # the idle connection was lost (a server restart, a
-                    # terminated backend): nothing was sent, connect again
-                    conn = backend._write_connection()
-                    conn.execute(backend._begin_write, prepare=False)
-            writer = backend._writer
-            writer.conn, writer._heads = conn, {}
+            writer = backend._writer   # (BEGIN goes with its first statement: PgWriter._run)
+            writer.conn, writer._heads, writer.pending = backend._write_connection(), {}, True
             return writer
         except BaseException:
             backend._lock.release()
@@ -269,12 +283,14 @@ class _Transaction:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         backend = self._backend
         writer = backend._writer
-        conn = writer.conn
-        writer.conn, writer._heads = None, {}
+        conn, begun = writer.conn, not writer.pending
+        writer.conn, writer._heads, writer.pending = None, {}, False
         try:
             assert conn is not None
             with backend._errors:
-                if exc is None:
+                if not begun:   # (nothing was sent: no transaction to end)
+                    pass
+                elif exc is None:
                     conn.execute("COMMIT", prepare=False)
                 elif not conn.closed and conn.info.transaction_status != _IDLE:
                     conn.execute("ROLLBACK", prepare=False)
@@ -355,6 +371,7 @@ class PostgresBackend:
             except Exception as exc:   # (the pool's own timeout)
                 raise StoreError(f"{self.path}: cannot connect ({self._errors.text(exc)})"
                                  ) from None
+        self._liveness = Liveness(self._connect)
         self._reader = PgReader(self)
         self._writer = PgWriter(self)
         self._transaction = _Transaction(self)
@@ -445,10 +462,10 @@ class PostgresBackend:
         conn = self._connect()
         try:
             with self._errors:
-                version = _version(conn, self.schema)
+                version = schema_version(conn, self.schema)
                 if version is None:
                     self._create(conn)
-                    version = _version(conn, self.schema)
+                    version = schema_version(conn, self.schema)
             if version != PG_SCHEMA_VERSION:
                 raise SchemaError(f"{self.path}: schema {self.schema!r} is at trajlog "
                                   f"PostgreSQL schema version {version}; this trajlog reads "
@@ -464,7 +481,7 @@ class PostgresBackend:
         try:
             conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
                          (f"trajlog schema {self.schema}",))
-            if _version(conn, self.schema) is None:
+            if schema_version(conn, self.schema) is None:
                 try:
                     conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(self.schema)}")
                     conn.execute(f"SET LOCAL search_path = {ident(self.schema)}, pg_temp")
@@ -550,28 +567,27 @@ class PostgresBackend:
         if conn is not None:
             with contextlib.suppress(psycopg.Error):
                 conn.close()
+        self._liveness.close()   # (this store's writer locks go: its leases are dead)
         self._pool.close()
 
     @property
     def closed(self) -> bool:
         return self._closed
 
+    def lease_alive(self, lease: Lease) -> bool | None:
+        """Whether a connection holds the lease writer's lock (:mod:`.postgres_liveness`)."""
+        if lease.owner is None:
+            return None
+        with self._errors:
+            return self._liveness.alive(lease.owner)
+
+
+def _execute(conn: pr.Conn, statement: str) -> None:   # (a control statement: never prepared)
+    conn.execute(statement, prepare=False)
+
 
 def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
-
-
-def _version(conn: pr.Conn, schema: str) -> int | None:
-    """The schema's version row (None: no schema, or no version table)."""
-    # (a scan of the catalog, not to_regclass: its cache may still miss a
-    # schema another opener has just made)
-    found = conn.execute("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = "
-                         "c.relnamespace WHERE n.nspname = %s AND c.relname = 'meta'",
-                         (schema,)).fetchone()
-    if not found:
-        return None
-    row = conn.execute(f"SELECT version FROM {ident(schema)}.meta WHERE one = 1").fetchone()
-    return None if row is None else int(row[0])
 
 
 def _index_state(conn: pr.Conn, present: bool) -> None:
@@ -581,4 +597,4 @@ def _index_state(conn: pr.Conn, present: bool) -> None:
                  "DO UPDATE SET present = EXCLUDED.present", (present,))
 
 
-__all__ = ["PgReader", "PgWriter", "PostgresBackend", "redact"]
+__all__ = ["PgReader", "PgWriter", "PostgresBackend"]
