@@ -72,8 +72,9 @@ def pytest_report_header(config: pytest.Config) -> str | None:
     if _SERVER not in config.stash:
         return None
     cluster = config.stash[_SERVER].cluster
-    return ("stores on PostgreSQL: " + ("a throwaway cluster" if cluster else pgstores.ENV_URL)
-            + ", one tenant per store path; sqlite_only tests deselected")
+    return (f"stores on PostgreSQL: {cluster.admin_url.split('@')[-1]}, schema "
+            f"{os.environ[pgstores.ENV_SCHEMA]}, one tenant per store path; sqlite_only tests "
+            "deselected")
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

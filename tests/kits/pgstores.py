@@ -21,10 +21,10 @@ path -- ``trajlog.open(path)``, ``Store(path)``, the asyncio store, the adapters
   the same stores: :meth:`Server.start` puts the switch and the server's URL in the environment
   and ``tests/kits/pgsite/`` (its ``sitecustomize``) first on ``PYTHONPATH``, which installs the
   same redirect in every Python child when it imports trajlog.
-* The server is ``TRAJLOG_TEST_PG_URL`` when given (a database the run may write into), else a
-  throwaway cluster of Debian's server (``tests/kits/pgcluster.py``) stopped by its PID at the
-  end; a cluster that does not start fails the run.  A store given its own ``backend=`` is
-  left alone.
+* The server is a throwaway cluster of Debian's server (``tests/kits/pgcluster.py``; or a
+  database made in ``TRAJLOG_PG_URL``'s cluster) stopped by its PID at the end, with one schema
+  made by the owner role; the stores connect as the application role, which owns no table.  A
+  cluster that does not start fails the run.  A store given its own ``backend=`` is left alone.
 """
 
 from __future__ import annotations
@@ -38,7 +38,8 @@ from pathlib import Path
 from typing import Any
 
 ENV_DB = "TRAJLOG_TEST_DB"          # "postgresql": the redirect is on
-ENV_URL = "TRAJLOG_TEST_PG_URL"     # the server the stores go to
+ENV_URL = "TRAJLOG_TEST_PG_URL"     # the server the stores go to (set for the children)
+ENV_SCHEMA = "TRAJLOG_TEST_PG_SCHEMA"   # the run's schema in it
 SITE = Path(__file__).resolve().parent / "pgsite"
 MARKER = b"trajlog test store on PostgreSQL, token "
 _MARK = "_trajlog_pg_redirect"
@@ -116,11 +117,16 @@ def redirected(path: object) -> bool:
 
 
 def backend_for(path: str | os.PathLike[str], durability: str, lock_timeout_ms: int) -> Any:
-    """The PostgreSQL backend that stands for the store at ``path``."""
+    """The PostgreSQL backend that stands for the store at ``path``, as the application role
+    (it owns no table); its ``path`` is the one it was opened by, as on SQLite, so a test that
+    reopens ``store.path`` reopens this store."""
     from trajlog.storage.postgres import PostgresBackend
 
-    return PostgresBackend(os.environ[ENV_URL], durability=durability,
-                           lock_timeout_ms=lock_timeout_ms, tenant=tenant_of(path))
+    backend = PostgresBackend(os.environ[ENV_URL], durability=durability,
+                              lock_timeout_ms=lock_timeout_ms, tenant=tenant_of(path),
+                              schema=os.environ[ENV_SCHEMA])
+    backend.path = os.fspath(path)
+    return backend
 
 
 def install(store_module: Any = None) -> None:
@@ -188,22 +194,23 @@ def child_env() -> None:
 
 
 class Server:
-    """The run's server: the given URL, or a throwaway cluster (stopped by :meth:`stop`)."""
+    """The run's server (``kits.pgcluster``: a throwaway cluster, or a database of
+    ``TRAJLOG_PG_URL``'s) and one schema in it, made by the owner role; stopped by
+    :meth:`stop`.  A run's child processes find both in the environment."""
 
     def __init__(self) -> None:
         self.cluster: Any = None
 
     def start(self) -> str:
-        url = os.environ.get(ENV_URL)
-        if not url:
-            from kits.pgcluster import Cluster
+        """Start the server (or raise: the run fails) and return the application URL."""
+        ensure_importable()
+        from kits import pgcluster
 
-            self.cluster = Cluster()
-            self.cluster.start()
-            url = self.cluster.url
-            os.environ[ENV_URL] = url
+        self.cluster = pgcluster.start()
+        os.environ[ENV_SCHEMA] = self.cluster.new_schema("suite")
+        os.environ[ENV_URL] = self.cluster.app_url
         child_env()
-        return url
+        return str(self.cluster.app_url)
 
     def stop(self) -> None:
         if self.cluster is not None:

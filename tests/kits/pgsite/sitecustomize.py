@@ -44,5 +44,18 @@ class _Hook:
         return spec
 
 
-if os.environ.get("TRAJLOG_TEST_DB") == "postgresql" and os.environ.get("TRAJLOG_TEST_PG_URL"):
+if os.environ.get("TRAJLOG_TEST_DB") == "postgresql" and os.environ.get("TRAJLOG_TEST_PG_SCHEMA"):
     sys.meta_path.insert(0, _Hook())
+
+
+def _chain() -> None:
+    """Run the ``sitecustomize`` this one shadows (Debian's Python has one)."""
+    here = os.path.dirname(os.path.abspath(__file__))
+    rest = [p for p in sys.path if os.path.abspath(p or ".") != here]
+    spec = importlib.machinery.PathFinder.find_spec("sitecustomize", rest)
+    if spec is not None and spec.loader is not None and spec.origin != os.path.abspath(__file__):
+        module = importlib.util.module_from_spec(spec)
+        spec.loader.exec_module(module)
+
+
+_chain()
