@@ -18,6 +18,7 @@ from kits.tamper import flip_frame_bits
 from trajlog.api import Session
 from trajlog.cli.main import main
 
+SQLITE_COPY = "clones a store by copying its file"
 SQLITE_APSW = "tampers with the store through an apsw connection of its own"
 SQLITE_BYTES = "reads or damages the SQLite file's bytes"
 
@@ -145,6 +146,7 @@ def test_a_closed_pipe_is_a_normal_end(store):
         assert first and "Traceback" not in err and "BrokenPipe" not in err, args
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COPY)
 def test_tail_follow_prints_an_event_appended_while_it_starts_once(store, tmp_path,
                                                                    monkeypatch, capsys):
     """The first page and the follow loop must share one end: an event

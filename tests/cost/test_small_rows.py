@@ -23,6 +23,7 @@ from trajlog._backend import get_kernel
 from trajlog.codec.stream import READ_MAX_ROWS, READ_ROWS
 from trajlog.storage.statements import CHUNK_COLUMNS
 
+SQLITE_FRAMES = "counts the Python frames of the SQLite read path"
 SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
 
 N = 600
@@ -50,6 +51,7 @@ def _read(s: Any) -> Counter[str]:
     return calls
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_FRAMES)
 def test_a_read_over_small_rows_costs_about_a_merged_read(tmp_path):
     with trajlog.open(str(tmp_path / "s.db"), repack=False) as store:
         s = store.create_session(cwd="/cost")

@@ -29,6 +29,7 @@ from kits.tamper import (
 from trajlog import codec, errors
 from trajlog.recovery import GUIDANCE, RECOVERY_SOURCE, repair_file
 
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
 SQLITE_APSW = "tampers with the store through an apsw connection of its own"
 
 # The scripted turn; each test case crashes after a prefix of it.
@@ -222,6 +223,7 @@ with trajlog.open(sys.argv[1]) as st:
 """
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_recovery_refuses_live_writer_then_takes_over_when_it_dies(tmp_path):
     path, flag = str(tmp_path / "live.db"), tmp_path / "flag"
     with trajlog.open(path) as st_:

@@ -145,9 +145,15 @@ def install(store_module: Any = None) -> None:
         valid = (durability in ("full", "normal") and type(timeout) is int
                  and 0 <= timeout < 2**31)
         # invalid arguments go to Store as they are: it refuses them before any backend
+        made = None
         if kwargs.get("backend") is None and valid and redirected(path):
-            kwargs["backend"] = backend_for(path, durability, timeout)
-        original(self, path, *args, **kwargs)
+            made = kwargs["backend"] = backend_for(path, durability, timeout)
+        try:
+            original(self, path, *args, **kwargs)
+        except BaseException:
+            if made is not None:   # Store refused another argument: the backend is ours to close
+                made.close()
+            raise
 
     setattr(__init__, _MARK, True)
     __init__.__doc__ = original.__doc__

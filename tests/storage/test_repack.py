@@ -55,6 +55,7 @@ from trajlog.storage.event_index import pack_marks, unpack_marks
 from trajlog.storage.statements import i64, rid, u64
 
 SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+SQLITE_ROWS = "reads the stored rows beneath the API through an apsw connection"
 SQLITE_VFS = "the power-loss and I/O-fault VFS is a SQLite VFS"
 
 SMALL_ROW = CAP // 2          # trajlog.api.writer.SMALL_ROW: rows below it are merged
@@ -871,6 +872,7 @@ def _check_after_kill(path: str, sids: list[str], setup: list, acked: dict[int, 
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+@pytest.mark.sqlite_only(reason=SQLITE_ROWS)
 def test_kill9_during_a_repack_loses_nothing(tmp_path):
     seed = int(os.environ.get("TRAJLOG_REPACK_SEED") or random.randrange(1 << 32))
     rng = random.Random(seed)
