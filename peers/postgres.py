@@ -32,5 +32,9 @@ def stores() -> Iterator[str]:
         server.start()      # a server that does not start raises: the run fails
         pgstores.install()
         yield "postgresql"
+        stored = server.stores()
+        print(f"{stored} trajlog stores on PostgreSQL held sessions or memories")
+        if not stored:
+            raise RuntimeError("TRAJLOG_TEST_DB=postgresql: no store went to PostgreSQL")
     finally:
         server.stop()

@@ -77,6 +77,13 @@ def pytest_report_header(config: pytest.Config) -> str | None:
             "deselected")
 
 
+def pytest_terminal_summary(terminalreporter: pytest.TerminalReporter) -> None:
+    server = terminalreporter.config.stash.get(_SERVER, None)
+    if server is not None:   # (what the run stored on PostgreSQL, as tenants of one schema)
+        terminalreporter.write_line(
+            f"PostgreSQL: {server.stores()} stores held sessions or memories")
+
+
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     dropped = []
     for item in items:

@@ -218,6 +218,18 @@ class Server:
         child_env()
         return str(self.cluster.app_url)
 
+    def stores(self) -> int:
+        """How many stores (tenants) hold a session or a memory in the run's schema: the
+        proof that the redirect took."""
+        from psycopg import sql
+
+        with self.cluster.connect() as conn:   # (the superuser: row-level security aside)
+            query = sql.SQL("SELECT count(*) FROM (SELECT tenant_id FROM {s}.sessions UNION "
+                            "SELECT tenant_id FROM {s}.memories) AS t").format(
+                s=sql.Identifier(os.environ[ENV_SCHEMA]))
+            row = conn.execute(query).fetchone()
+        return int(row[0]) if row else 0
+
     def stop(self) -> None:
         if self.cluster is not None:
             self.cluster.stop()
