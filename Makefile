@@ -76,7 +76,10 @@ browser:  ## Chromium and chromedriver from Debian's packages, if they are missi
 	@chromium --version
 
 # The suite's PostgreSQL run starts a throwaway cluster of Debian's server (initdb and pg_ctl in
-# a temporary directory, tests/kits/pgcluster.py); installed here when missing.
+# a temporary directory, tests/kits/pgcluster.py); installed here when missing.  PGBIN: the
+# newest installed server's binaries (Debian's package is 15 on bookworm, 17 on trixie), found
+# when the recipe runs, after `postgres` installed it.
+PGBIN = $${TRAJLOG_PGBIN:-$$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)}
 postgres:  ## PostgreSQL's server (initdb, pg_ctl) from Debian's package, if it is missing
 	@if command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
 	else if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
@@ -105,7 +108,7 @@ peers: deps-test  ## the Agents SDK, LangGraph and eventsourcing suites against 
 PEER_PG_RUNS := peers/agents/run.py peers/langgraph_checkpoint/run.py peers/langgraph_store/run.py
 peers-pg: deps-test postgres  ## the Agents SDK and LangGraph suites against our adapters on PostgreSQL
 	@for run in $(PEER_PG_RUNS); do echo "== $$run (PostgreSQL)"; \
-		TRAJLOG_TEST_DB=postgresql $(PYTHON) $$run || exit 1; done
+		TRAJLOG_PGBIN=$(PGBIN) TRAJLOG_TEST_DB=postgresql $(PYTHON) $$run || exit 1; done
 
 test-c: deps-test
 	TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(PYTHON) -m pytest -q
@@ -127,7 +130,8 @@ test-python: deps-test
 # each store path as a tenant of it, child processes included; the tests marked sqlite_only are
 # deselected (docs/postgresql.md lists them).  Under the C kernel, with the short loops.
 test-pg: deps-test postgres
-	TRAJLOG_TEST_DB=postgresql TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(LIGHT) $(PYTHON) -m pytest -q
+	TRAJLOG_PGBIN=$(PGBIN) TRAJLOG_TEST_DB=postgresql TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 \
+		$(LIGHT) $(PYTHON) -m pytest -q
 
 # The inner loop: the suite once, under the C kernel, with short loops and the properties on
 # fewer examples; no soaks, browser or peers (under 3 minutes on a 2-core machine).  A change to
