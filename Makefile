@@ -21,7 +21,7 @@ BUILD := build
 CONSTRAINTS := constraints.txt
 PIP_INSTALL = $(PIP) install --quiet --disable-pip-version-check -c $(CONSTRAINTS)
 
-.PHONY: help demo build install-test deps-test deps-check check install-fuzz fuzz-tools lock browser test test-c test-python peers sanitize cwarn symbols lint \
+.PHONY: help demo build install-test deps-test deps-check check install-fuzz fuzz-tools lock browser postgres test test-c test-python test-pg peers peers-pg sanitize cwarn symbols lint \
         c-tools format-check \
         fuzz-regress fuzz fuzz-atheris fuzz-api soak bench sdist-roundtrip ci clean
 
@@ -34,7 +34,7 @@ demo: build  ## install and run the demo on an embedded default database
 build:  ## install trajlog in editable mode, compiling the C core
 	$(PIP_INSTALL) -e .
 
-install-test: browser deps-test  ## install trajlog and everything the tests need
+install-test: browser postgres deps-test  ## install trajlog and everything the tests need
 
 deps-test:  ## the Python packages of the tests, lints and peers (pinned by constraints.txt)
 	$(PIP_INSTALL) -e '.[test,lint]' -r peers/requirements.txt
@@ -75,8 +75,20 @@ browser:  ## Chromium and chromedriver from Debian's packages, if they are missi
 			>/dev/null; fi
 	@chromium --version
 
-test: install-test  ## install, then run the whole suite under both kernels and the peers' suites
-	$(MAKE) test-c test-python peers
+# The suite's PostgreSQL run starts a throwaway cluster of Debian's server (initdb and pg_ctl in
+# a temporary directory, tests/kits/pgcluster.py); installed here when missing.  PGBIN: the
+# newest installed server's binaries (Debian's package is 15 on bookworm, 17 on trixie), found
+# when the recipe runs, after `postgres` installed it.
+PGBIN = $${TRAJLOG_PGBIN:-$$(ls -d /usr/lib/postgresql/*/bin | sort -V | tail -n 1)}
+postgres:  ## PostgreSQL's server (initdb, pg_ctl) from Debian's package, if it is missing
+	@if command -v initdb >/dev/null || ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1; then :; \
+	else if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq postgresql >/dev/null; fi
+	@ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | tail -n 1 || command -v initdb
+
+test: install-test  ## install, then run the whole suite under both kernels, on PostgreSQL, and the peers' suites
+	$(MAKE) test-c test-python test-pg peers peers-pg
 
 # The adapters against their peers' own test suites (pinned in
 # peers/requirements.txt; the sdists that ship the tests are fetched once into
@@ -90,6 +102,13 @@ peers: deps-test  ## the Agents SDK, LangGraph and eventsourcing suites against 
 		rm -rf $(BUILD)/examples && mkdir -p $(BUILD)/examples && \
 		(cd $(BUILD)/examples && $(PYTHON) $(CURDIR)/$$ex > out.txt) || exit 1; \
 		tail -n 3 $(BUILD)/examples/out.txt; done
+
+# The Agents SDK's and LangGraph's suites again, our adapters on a PostgreSQL store
+# (TRAJLOG_TEST_DB=postgresql: peers/postgres.py starts the cluster as the suite does).
+PEER_PG_RUNS := peers/agents/run.py peers/langgraph_checkpoint/run.py peers/langgraph_store/run.py
+peers-pg: deps-test postgres  ## the Agents SDK and LangGraph suites against our adapters on PostgreSQL
+	@for run in $(PEER_PG_RUNS); do echo "== $$run (PostgreSQL)"; \
+		TRAJLOG_PGBIN=$(PGBIN) TRAJLOG_TEST_DB=postgresql $(PYTHON) $$run || exit 1; done
 
 test-c: deps-test
 	TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 $(PYTHON) -m pytest -q
@@ -105,6 +124,14 @@ LIGHT = TRAJLOG_CRASH_ITERATIONS=50 TRAJLOG_DAMAGE_CASES=60 TRAJLOG_CONCURRENCY_
 
 test-python: deps-test
 	TRAJLOG_BACKEND=python $(LIGHT) $(PYTHON) -m pytest -q
+
+# The suite again with every store on PostgreSQL: TRAJLOG_TEST_DB=postgresql makes tests/conftest.py
+# start a throwaway cluster (it fails the run if the cluster cannot start, never skips) and open
+# each store path as a tenant of it, child processes included; the tests marked sqlite_only are
+# deselected (docs/postgresql.md lists them).  Under the C kernel, with the short loops.
+test-pg: deps-test postgres
+	TRAJLOG_PGBIN=$(PGBIN) TRAJLOG_TEST_DB=postgresql TRAJLOG_BACKEND=c TRAJLOG_REQUIRE_C=1 \
+		$(LIGHT) $(PYTHON) -m pytest -q
 
 # The inner loop: the suite once, under the C kernel, with short loops and the properties on
 # fewer examples; no soaks, browser or peers (under 3 minutes on a 2-core machine).  A change to

@@ -1183,8 +1183,9 @@ class Run:
         cause = exc.__cause__
         if isinstance(exc, errors.StoreError) and cause is not None and not isinstance(
                 cause, (TrajlogError, HostileError, OSError)) and type(
-                cause).__module__ != "apsw":
-            # group commit wraps what a request raised: a bug of trajlog's own code
+                cause).__module__.partition(".")[0] not in ("apsw", "psycopg"):
+            # group commit wraps what a request raised: a bug of trajlog's own code (a
+            # database driver's error, SQLite's or PostgreSQL's, is the backend's to type)
             self.soft_fail(f"wrapped-internal-error:{op}:{type(cause).__name__}@"
                            f"{where(cause)}", f"{op} raised {exc!r:.200}, caused by "
                            f"{type(cause).__name__}: {cause!s:.200}\n{tb_text(cause)}")

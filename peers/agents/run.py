@@ -23,6 +23,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from fetch import sdist_tree  # type: ignore[import-not-found]  # noqa: E402  (peers/fetch.py)
+from postgres import stores  # type: ignore[import-not-found]  # noqa: E402  (peers/postgres.py)
 
 PEER = "openai-agents==0.24.0"
 
@@ -125,9 +126,10 @@ def main(extra: list[str]) -> int:
     args = ["-q", "-p", "no:cacheprovider", "-p", "trajlog_agents_plugin",
             *CORE, *USERS, *(f"--deselect={d}" for d in DESELECT), *extra]
     counter = Counter()
-    code = pytest.main(args, plugins=[counter])
+    with stores() as backend:
+        code = pytest.main(args, plugins=[counter])
     c = counter.counts
-    print(f"agents suite on trajlog: {c['passed']} passed, {c['failed']} failed, "
+    print(f"agents suite on trajlog ({backend}): {c['passed']} passed, {c['failed']} failed, "
           f"{c['skipped']} skipped, {c['deselected']} deselected ({len(DESELECT)} entries)")
     return int(code)
 

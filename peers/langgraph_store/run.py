@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 from fetch import sdist_tree  # type: ignore[import-not-found]  # noqa: E402  (peers/fetch.py)
+from postgres import stores  # type: ignore[import-not-found]  # noqa: E402  (peers/postgres.py)
 
 PEER = "langgraph-checkpoint==4.3.2"
 TESTS = "tests/test_store.py"
@@ -107,15 +108,16 @@ class TrajlogPlugin:
 
 def main(argv: list[str]) -> int:
     tree = sdist_tree(PEER)
-    plugin = TrajlogPlugin()
-    os.chdir(tree)
-    try:
-        code = pytest.main([TESTS, "-q", "-p", "no:cacheprovider", "--rootdir", str(tree),
-                            "-o", "addopts=--strict-markers", *argv], plugins=[plugin])
-    finally:
-        plugin.close()
+    with stores() as backend:
+        plugin = TrajlogPlugin()
+        os.chdir(tree)
+        try:
+            code = pytest.main([TESTS, "-q", "-p", "no:cacheprovider", "--rootdir", str(tree),
+                                "-o", "addopts=--strict-markers", *argv], plugins=[plugin])
+        finally:
+            plugin.close()
     c = plugin.counts
-    print(f"langgraph-checkpoint {PEER.split('==')[1]} {TESTS} on TrajlogStore: "
+    print(f"langgraph-checkpoint {PEER.split('==')[1]} {TESTS} on TrajlogStore ({backend}): "
           f"{c['passed']} passed, {c['failed']} failed, {c['skipped']} skipped, "
           f"{c['deselected']} deselected; {plugin.on_trajlog} of the tests run built a "
           "TrajlogStore (the others test LangGraph's own helpers)")

@@ -23,6 +23,8 @@ from trajlog.adapters.eventsourcing import (
 )
 from trajlog.errors import InvalidArgumentError, LeaseHeldError, LogMovedError
 
+SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
+
 
 @pytest.fixture
 def store(tmp_path):
@@ -195,6 +197,7 @@ def test_subscription_sees_another_recorders_writes(store):
     assert seen == [1, 2]
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COST)
 def test_reads_cost_one_head_read_and_a_read_after_them_spares_the_insert_one(store):
     """The statements a read runs (kits.costkit counts them, no clock):
     ``select_events`` of an originator and its last event read the head once
@@ -223,6 +226,7 @@ def test_reads_cost_one_head_read_and_a_read_after_them_spares_the_insert_one(st
     assert page.statements == 2, page.by_sql
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COST)
 def test_what_a_recorder_wrote_it_writes_and_reads_again_without_a_session_look_up(store):
     """The handles of the sessions an insert wrote are kept: the next insert
     of the same originator runs no ``sessions`` statement (neither for the
@@ -286,6 +290,7 @@ def test_an_insert_maps_each_state_once_and_a_page_makes_each_originator_id_once
         (e.originator_id, e.originator_version, e.state) for b in batches for e in b]
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COST)
 def test_a_new_originator_is_written_without_a_read_and_a_stale_guess_is_retried(store):
     """The first insert of an originator this recorder never saw reads
     nothing before its transaction (the append's ``expect_last`` checks that

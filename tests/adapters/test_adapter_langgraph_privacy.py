@@ -32,6 +32,8 @@ from trajlog.errors import (
 )
 from trajlog.redaction import RedactionPolicy
 
+SQLITE_ERASED = "proves what is gone on the bytes of the SQLite file and its WAL"
+
 AWS = "AKIA" + "Q4ZJ7W2XK9LM3NPR"
 MASK = "[REDACTED:aws_access_key]"
 
@@ -56,6 +58,7 @@ def contents(graph: Any, config: Any) -> list[Any]:
 
 # -- redaction ------------------------------------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_a_masked_secret_leaves_the_graph_working(db: str) -> None:
     store = trajlog.open(db, redaction=RedactionPolicy())
     try:
@@ -117,6 +120,7 @@ def test_values_without_findings_round_trip_under_a_policy(db: str) -> None:
         store.close()
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_refuse_writes_nothing(db: str) -> None:
     store = trajlog.open(db, redaction=RedactionPolicy(actions={"aws_access_key": "refuse"}))
     try:
@@ -197,6 +201,7 @@ def test_without_a_policy_the_stored_form_is_unchanged(db: str) -> None:
 SECRET = "my card pin is 4417"
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_erasing_a_message_reaches_every_checkpoint_and_write(db: str) -> None:
     with TrajlogSaver.open(db) as saver:
         store = saver.store

@@ -21,6 +21,8 @@ import trajlog
 from trajlog import Identity
 from trajlog.adapters.langgraph.base_store import TrajlogStore, item_key
 
+SQLITE_ERASED = "proves what is gone on the bytes of the SQLite file and its WAL"
+
 
 @pytest.fixture
 def path(tmp_path: Path) -> Path:
@@ -51,6 +53,7 @@ def test_put_get_update_keeps_created_at_and_versions(store: TrajlogStore) -> No
     assert store.get(("users",), "prefs") is None
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_delete_is_a_revocation_that_leaves_no_byte(path: Path) -> None:
     secret = "sk-live-7f3a9c1e5b2d4f6a8e0c"
     with TrajlogStore.open(str(path)) as s:

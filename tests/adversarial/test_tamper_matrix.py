@@ -31,6 +31,9 @@ from matrix_kit import (
 
 import trajlog
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_APSW)
+
 
 @pytest.fixture(scope="module")
 def template(tmp_path_factory: pytest.TempPathFactory) -> Template:

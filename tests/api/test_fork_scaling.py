@@ -30,6 +30,10 @@ import trajlog
 from kits.costkit import small_turn as turn
 from trajlog import errors
 
+SQLITE_BYTES = "reads or damages the SQLite file's bytes"
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+SQLITE_MIGRATE = "migrates a SQLite file of an older trajlog"
+
 SMALL, LARGE = 2_000, 200_000
 CUTS = (0.1, 0.3, 0.5, 0.7, 0.9)   # where the forks cut, as fractions of the log
 
@@ -188,6 +192,7 @@ def test_a_subagent_costs_the_same_at_2k_and_200k(logs, counter, seeded):
                 for n, (path, sid, _) in logs.items()})
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_marker_look_ups_seek_their_partial_index(tmp_path):
     """Every marker look-up names its partial index's condition and pins it
     (without it SQLite walks the session's index rows back to the last
@@ -402,6 +407,7 @@ def _index_copies(path: Path) -> tuple[list[Any], list[Any]]:
         conn.close()
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_MIGRATE)
 def test_a_schema_6_store_migrates_to_the_call_and_pause_index(tmp_path):
     path = tmp_path / "old.db"
     with trajlog.open(str(path), repack=False) as store:
@@ -434,6 +440,7 @@ def test_a_schema_6_store_migrates_to_the_call_and_pause_index(tmp_path):
     conn.close()
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_BYTES)
 def test_verify_finds_a_call_row_removed_changed_or_added(tmp_path):
     path = tmp_path / "v.db"
     with trajlog.open(str(path), repack=False) as store:
@@ -457,6 +464,7 @@ def test_verify_finds_a_call_row_removed_changed_or_added(tmp_path):
             assert "call row" in report.scan.reason, (sql, report.scan.reason)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_BYTES)
 def test_a_call_row_is_never_changed_or_removed_and_a_forged_one_is_found(tmp_path):
     """Triggers refuse any change or removal of a call row; a row forged
     beside the log (no insert trigger guards it: it would cost every append
@@ -486,6 +494,7 @@ def test_a_call_row_is_never_changed_or_removed_and_a_forged_one_is_found(tmp_pa
     conn.close()
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_BYTES)
 def test_an_index_copy_that_disagrees_with_the_log_is_corruption_not_a_decision(tmp_path):
     """The first write after a reopen rests on index rows: a turn marker the
     index lost, or a call row no request stands behind, is reported as

@@ -15,6 +15,9 @@ from kits.tamper import flip_frame_bits, foreign, raw
 from trajlog import errors
 from trajlog.codec import Status
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+
 
 def turns(s, n, start=0):
     """n complete turns of 3 events; returns the seq of each turn/end."""
@@ -94,6 +97,7 @@ def test_fork_header(store):
 
 # --- prefix sharing --------------------------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_fork_copies_nothing_and_costs_the_same(store):
     p = store.create_session(cwd="/r")
     turns(p, 50)
@@ -117,6 +121,7 @@ def test_fork_never_sees_later_parent_appends(store):
     assert c.verify().ok and p.verify().ok
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_fork_verify_fails_when_the_shared_prefix_is_damaged(store):
     p = store.create_session(cwd="/r")
     turns(p, 3)
@@ -362,6 +367,7 @@ def test_lineage_tree_and_listing(store):
     assert subsub.parent().parent().id == p.id
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_parent_with_dependents_cannot_be_purged(store):
     p = store.create_session(cwd="/r")
     turns(p, 1)
@@ -422,6 +428,7 @@ def test_concurrent_appends_to_parent_and_children(store):
         assert s.verify().ok
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_fork_seed_chain_must_match_the_parent_frame(store):
     """A child records the parent's chain at seed - 1; reading and verifying the
     child both check that the parent's log still carries it."""

@@ -13,6 +13,8 @@ import trajlog
 from trajlog import errors, projections
 from trajlog.projections import context
 
+SQLITE_INJECT = "injects an apsw error into the SQLite backend's statements"
+
 
 @pytest.fixture
 def path(tmp_path):
@@ -92,6 +94,7 @@ def test_causal_parent_overflow_is_typed(store):
     assert s.last_seq == -1
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_INJECT)
 def test_one_failing_request_spares_the_rest_of_its_group_commit(store, monkeypatch):
     """A failure inside one request's inserts (injected: the real insert raises
     a constraint error for one session) rolls back that request alone."""

@@ -16,6 +16,9 @@ from trajlog import errors
 from trajlog.codec import Status
 from trajlog.events import Event
 
+SQLITE_BYTES = "reads or damages the SQLite file's bytes"
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+
 
 @pytest.fixture
 def session(store):
@@ -123,6 +126,7 @@ def test_store_events_are_immutable_values(session):
     assert hash(session.get(0).type) == hash("user/message")
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_store_envelope_round_trip_and_columns(store, session):
     ev = session.append("tool/note", {"text": "ok"}, source="pytest", causal_parent=0,
                         workspace_revision="git:7d31a9c", data_class="internal",
@@ -333,6 +337,7 @@ def test_store_verify_clean(session):
     assert report.ok and report.events == 8 and report.last_seq == 7
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_BYTES)
 def test_store_verify_finds_a_byte_edited_in_the_closed_file(tmp_path):
     path = str(tmp_path / "edit.db")
     with trajlog.open(path) as st:

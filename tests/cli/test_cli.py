@@ -21,6 +21,8 @@ import trajlog
 from kits.tamper import flip_frame_bits
 from trajlog.cli.main import cli, main
 
+SQLITE_COPY = "clones a store by copying its file"
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 # The light runs of the suite (pure-Python kernel, sanitizer build) keep the
 # tests whose outcome depends on the kernel; the whole CLI suite runs once.
@@ -150,6 +152,7 @@ def test_show_filters_json_and_tombstones(tour):
     one_line_error(run("show", sid, "--from", "9", "--to", "3", cwd=where), 2)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COPY)
 @whole_suite_only
 def test_tail_and_tail_follow_across_processes(tour, tmp_path):
     db = tmp_path / "f.db"
@@ -236,6 +239,7 @@ def test_stats_agree_with_the_api(tour):
     assert "compression" in text and "tool/result" in text
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COPY)
 def test_verify_reports_every_session_and_fails_on_any_defect(tour, tmp_path):
     ok = run("verify", cwd=tour["dir"])
     lines = ok.stdout.splitlines()
@@ -271,6 +275,7 @@ with trajlog.open(sys.argv[1]) as st:
 """
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COPY)
 def test_inspect_load_and_fork(tour, tmp_path):
     demo = tmp_path / "demo.db"
     shutil.copy(tour["db"], demo)
@@ -301,6 +306,7 @@ def test_inspect_load_and_fork(tour, tmp_path):
         assert c.header.metadata["title"] == "retry"
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COPY)
 @whole_suite_only
 def test_export_import_erase_memory_retention(tour, tmp_path):
     where, sid = tour["dir"], tour["root"]
@@ -334,6 +340,7 @@ def test_export_import_erase_memory_retention(tour, tmp_path):
     assert run("verify", "--db", str(db), cwd=tmp_path).returncode == 0
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COPY)
 @whole_suite_only
 def test_repack_migrate_and_view(tour, tmp_path):
     db = tmp_path / "r.db"

@@ -18,6 +18,10 @@ from kits.tamper import flip_frame_bits
 from trajlog.api import Session
 from trajlog.cli.main import main
 
+SQLITE_COPY = "clones a store by copying its file"
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+SQLITE_BYTES = "reads or damages the SQLite file's bytes"
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 QUICK = os.environ.get("TRAJLOG_CLI") == "quick"
 whole_suite_only = pytest.mark.skipif(QUICK, reason="TRAJLOG_CLI=quick: runs in the C-kernel "
@@ -67,6 +71,7 @@ def _copy(src: Path, dst: Path) -> Path:
     return dst
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_BYTES)
 @whole_suite_only
 def test_read_commands_write_nothing_and_refuse_what_opening_would_change(store, tmp_path):
     db = _copy(store["db"], tmp_path / "r.db")
@@ -141,6 +146,7 @@ def test_a_closed_pipe_is_a_normal_end(store):
         assert first and "Traceback" not in err and "BrokenPipe" not in err, args
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COPY)
 def test_tail_follow_prints_an_event_appended_while_it_starts_once(store, tmp_path,
                                                                    monkeypatch, capsys):
     """The first page and the follow loop must share one end: an event
@@ -200,6 +206,7 @@ def test_erase_without_yes_and_without_a_terminal_is_refused(store, tmp_path):
     assert "fine" not in run("show", sid, "--db", str(db), cwd=tmp_path).stdout
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_damage_is_reported_per_session_by_verify_stats_and_repack(store, tmp_path):
     db = _copy(store["db"], tmp_path / "d.db")
     with trajlog.open(str(db)) as st:

@@ -23,6 +23,9 @@ import trajlog
 from kits.costkit import Cost, metered
 from trajlog.adapters.langgraph import TrajlogSaver
 
+SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_COST)
+
 N = 40   # checkpoints of the measured thread (each with one writes event)
 
 

@@ -24,6 +24,9 @@ import trajlog
 from kits.costkit import Cost, Meter, access, batch, fails, metered, plan, scans, tightest, timed
 from trajlog import Identity
 
+SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_COST)
+
 # op -> over 20 operations: the most authorizer callbacks per execute of any of
 # its statements, all its authorizer callbacks, statement-cache misses, VM steps
 # and full-scan steps.  Every statement is prepared once (no callback after the

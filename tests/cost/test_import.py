@@ -19,9 +19,13 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 import trajlog
 import trajlog.interop
 from kits.costkit import metered
+
+SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
 
 REAL = Path(__file__).parent.parent / "realdata" / "claude-code"
 INTEROP = str(Path(trajlog.interop.__file__).parent)
@@ -57,6 +61,7 @@ def _import(store: Any, paths: list[Path]) -> tuple[Counter[str], int]:
     return calls, events
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COST)
 def test_an_import_decodes_each_line_once_and_rescans_no_bytes(tmp_path):
     # every session file and subagent file of the projects, and the other shapes
     shapes = sorted((REAL / "synthetic-shapes").glob("*.jsonl"))

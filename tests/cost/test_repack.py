@@ -27,6 +27,9 @@ import trajlog.api.repack as repack_module
 import trajlog.api.writer as writer_module
 from kits.costkit import T0, chunk_writes, fails, turns
 
+SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_COST)
+
 # raw bytes rewritten per raw byte appended (1.0, the same on every run: each
 # frame merged once), and stored bytes rewritten per stored byte of the final
 # log (3.17-3.18: a session's random key changes the compressed size a little)

@@ -26,6 +26,9 @@ import pytest
 import trajlog
 from kits.costkit import T0, Cost, Meter, fails, metered
 
+SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_COST)
+
 FRACTIONS = (0.1, 0.3, 0.5, 0.7, 0.9)   # where the forks cut and the gets read
 # large / small, at most (today: 1.0 for statements, rows and VM steps; bytes
 # 0.98-1.01: frames of a few bytes more or less; pages up to 1.4)

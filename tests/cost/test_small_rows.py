@@ -15,11 +15,16 @@ import sys
 from collections import Counter
 from typing import Any
 
+import pytest
+
 import trajlog
 from kits.costkit import T0, traced
 from trajlog._backend import get_kernel
 from trajlog.codec.stream import READ_MAX_ROWS, READ_ROWS
 from trajlog.storage.statements import CHUNK_COLUMNS
+
+SQLITE_FRAMES = "counts the Python frames of the SQLite read path"
+SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
 
 N = 600
 # Python frames per event of the read over N single-append rows, per kernel
@@ -46,6 +51,7 @@ def _read(s: Any) -> Counter[str]:
     return calls
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_FRAMES)
 def test_a_read_over_small_rows_costs_about_a_merged_read(tmp_path):
     with trajlog.open(str(tmp_path / "s.db"), repack=False) as store:
         s = store.create_session(cwd="/cost")
@@ -64,6 +70,7 @@ def test_a_read_over_small_rows_costs_about_a_merged_read(tmp_path):
     assert small["scan_table"] <= N // 8, small["scan_table"]
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COST)
 def test_a_read_over_small_rows_checks_their_bodies_in_few_calls_and_statements(tmp_path):
     """Kernel body checks and chunk statements per read of N single-append
     rows: one body check a row (a cffi call each) and one statement per

@@ -25,6 +25,9 @@ from kits.costkit import T0, Cost, Meter, batch, fails, metered, tightest, timed
 from trajlog._backend import get_kernel
 from trajlog.codec.chunks import ChunkCompressor
 
+SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_COST)
+
 PLANTS = [None, "statement", "recompile"]
 
 

@@ -18,6 +18,8 @@ from trajlog import errors
 from trajlog.api.leases import lease_is_live, process_token
 from trajlog.storage import statements as storage
 
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+
 
 def test_concurrency_threads_group_commit(tmp_path):
     path = str(tmp_path / "g.db")
@@ -229,6 +231,7 @@ with trajlog.open(sys.argv[1]) as st:
 """
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_concurrency_stale_lease_of_dead_process_is_taken_over(tmp_path):
     path = str(tmp_path / "d.db")
     with trajlog.open(path) as st:

@@ -31,6 +31,8 @@ from kits.crashkit import (
 )
 from kits.tamper import flip_frame_bits
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+
 pytestmark = pytest.mark.skipif(not hasattr(os, "fork") or sys.platform == "darwin",
                                 reason="needs os.fork on Linux")
 
@@ -118,6 +120,7 @@ def test_crash_oracle_flags_a_rewritten_history(tmp_path):
     assert h.stats.history_changed == 1
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_crash_oracle_flags_corruption_as_a_corruption_verdict(tmp_path):
     """A byte flipped inside a committed frame (through a foreign connection
     with triggers off, the measured bypass) must count as a corruption verdict:

@@ -85,6 +85,9 @@ import trajlog
 from kits.damagekit import Blame, Damage, PageMap, Template, build_store, make_damage
 from trajlog import errors, projections
 
+SQLITE_BYTES = "reads or damages the SQLite file's bytes"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_BYTES)
+
 SOAK = os.environ.get("TRAJLOG_SOAK") == "1"
 CASES = int(os.environ.get("TRAJLOG_DAMAGE_CASES") or (5000 if SOAK else 300))
 SEED = os.environ.get("TRAJLOG_DAMAGE_SEED") or "1"

@@ -15,6 +15,8 @@ import pytest
 import trajlog
 from trajlog import errors, projections
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+
 
 @pytest.fixture
 def path(tmp_path: Path) -> str:
@@ -95,6 +97,7 @@ def test_a_retry_whose_keys_do_not_line_up_is_a_conflict(path: str) -> None:
     ("UPDATE chunks SET marks = x'c1'", "chunks"),
     ("UPDATE event_index SET type = CAST(x'ff' AS TEXT)", "event_index"),
 ])
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_a_stored_value_that_cannot_be_read_is_corruption_naming_the_file(
         path: str, sql: str, table: str) -> None:
     with trajlog.open(path, repack=False) as store:
@@ -116,6 +119,7 @@ def test_a_stored_value_that_cannot_be_read_is_corruption_naming_the_file(
             store.load(s.id)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_views_refuse_a_head_below_the_seed(path: str) -> None:
     with trajlog.open(path) as store:
         s = store.create_session()

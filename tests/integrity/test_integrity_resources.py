@@ -21,6 +21,8 @@ import pytest
 import trajlog
 from trajlog import projections
 
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+
 THREADS = int(os.environ.get("TRAJLOG_RESOURCE_THREADS", 1000))
 SESSIONS = int(os.environ.get("TRAJLOG_RESOURCE_SESSIONS", 10_000))
 # The cache bound is a property of the Python caches, not of the kernel: the
@@ -34,6 +36,7 @@ def _fds() -> int:
     return len(os.listdir("/proc/self/fd"))
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 @pytest.mark.skipif(not Path("/proc/self/fd").exists(), reason="needs /proc")
 def test_file_descriptors_stay_bounded_under_short_lived_threads(tmp_path):
     with trajlog.open(str(tmp_path / "t.db")) as store:

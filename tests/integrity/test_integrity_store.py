@@ -13,6 +13,9 @@ from kits.tamper import foreign, settle
 from trajlog.errors import CorruptionError, SchemaError
 from trajlog.storage.statements import rid
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_APSW)
+
 
 def _plain(path: str) -> apsw.Connection:
     """A plain apsw connection with SQLite's default settings."""

@@ -29,6 +29,8 @@ from trajlog.storage import statements as storage
 from trajlog.storage.event_index import marks_of, pack_marks
 from trajlog.storage.statements import i64, rid
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+
 
 @pytest.fixture
 def path(tmp_path):
@@ -133,6 +135,7 @@ def test_f_the_write_path_refuses_markers_that_do_not_nest(path, types, message)
     (["turn/start", "turn/start", "turn/end"], 1),
     (["turn/start", "step/end"], 1),
 ])
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_f_recovery_refuses_a_log_whose_markers_do_not_nest(path, types, seq):
     with trajlog.open(path) as store:
         s = store.create_session(cwd="/t")
@@ -164,6 +167,7 @@ def test_f_a_raw_turn_start_takes_the_lease_from_other_stores(path):
 
 # -- G: the busy timeout is formatted into a PRAGMA ----------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 @pytest.mark.parametrize("value", ["10000; DROP TRIGGER chunks_append", 1.5, True, -1, "5"])
 def test_g_busy_timeout_must_be_an_int(path, value):
     trajlog.open(path).close()

@@ -41,6 +41,9 @@ import trajlog
 from kits.vfs_faults import FaultVFS, Faulty, IOFaults, Plan, PowerLoss
 from trajlog.errors import LiveWriterError, StoreClosedError, StoreError
 
+SQLITE_VFS = "the power-loss and I/O-fault VFS is a SQLite VFS"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_VFS)
+
 BIG = "lorem ipsum dolor sit amet, " * 80           # > 512 bytes: the zstd path
 PRIOR = [("user/message", {"content": f"m{i}"}) for i in range(3)]
 U = ("user/message", {"content": BIG})

@@ -31,6 +31,9 @@ from trajlog.errors import StoreError
 from trajlog.storage import statements as storage
 from trajlog.storage.sqlite import open_connection
 
+SQLITE_VFS = "the power-loss and I/O-fault VFS is a SQLite VFS"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_VFS)
+
 SLOW = os.environ.get("TRAJLOG_SLOW_TESTS") == "1"
 CRASHES = int(os.environ.get("TRAJLOG_POWERLOSS_CRASHES", 1000 if SLOW else 200))
 SEED = int(os.environ.get("TRAJLOG_POWERLOSS_SEED", 20240611))

@@ -29,6 +29,9 @@ from kits.tamper import (
 from trajlog import codec, errors
 from trajlog.recovery import GUIDANCE, RECOVERY_SOURCE, repair_file
 
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+
 # The scripted turn; each test case crashes after a prefix of it.
 SCRIPT = [
     ("turn/start", {}),                                                           # 0
@@ -153,6 +156,7 @@ def assert_refused(store, s, exc_type, seq):
     return err
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_recovery_refuses_seq_gap(store):
     s = crashed(store, 8)
     delete_frame(store, s._sid, 3)
@@ -160,6 +164,7 @@ def test_recovery_refuses_seq_gap(store):
     assert err.offset is not None and err.offset > 0
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_recovery_refuses_checksum_failure(store):
     s = crashed(store, 8)
     flip_frame_bits(store, s._sid, 4, 41, 0x20)
@@ -167,6 +172,7 @@ def test_recovery_refuses_checksum_failure(store):
     assert "payload checksum" in str(err)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_recovery_refuses_chain_failure(store):
     """A frame that checks on its own but was written after another history."""
     s = crashed(store, 8)
@@ -179,6 +185,7 @@ def test_recovery_refuses_chain_failure(store):
     assert_refused(store, s, errors.ChainError, 5)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_recovery_refuses_log_shorter_than_head(store):
     s = crashed(store, 8)
     delete_frame(store, s._sid, 7)
@@ -186,6 +193,7 @@ def test_recovery_refuses_log_shorter_than_head(store):
     assert "ends at seq 6" in str(err)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_recovery_refuses_rows_beyond_head(store):
     s = crashed(store, 8)
     last = frame_at(store, s._sid, 7)
@@ -193,6 +201,7 @@ def test_recovery_refuses_rows_beyond_head(store):
     assert_refused(store, s, errors.HeadMismatchError, 8)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_recovery_refuses_head_chain_mismatch(store):
     s = crashed(store, 8)
     conn = foreign(store)
@@ -214,6 +223,7 @@ with trajlog.open(sys.argv[1]) as st:
 """
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_recovery_refuses_live_writer_then_takes_over_when_it_dies(tmp_path):
     path, flag = str(tmp_path / "live.db"), tmp_path / "flag"
     with trajlog.open(path) as st_:

@@ -19,6 +19,8 @@ from trajlog.errors import (
 )
 from trajlog.storage.statements import i64, rid, u64
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+
 N = 200
 AT = 120   # the damaged row: past the read's first fetch, inside a run of small rows
 
@@ -100,6 +102,7 @@ DAMAGE = {"body check": _body, "payload check": _payload, "seed chain": _seed_ch
           "last chain": _last_chain, "seq gap": _gap, "truncated tail": _tail}
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 @pytest.mark.parametrize("kind", list(DAMAGE))
 def test_damage_inside_a_run_of_small_rows_is_found_where_it_is(tmp_path, kind):
     store, s = _store(tmp_path)

@@ -26,6 +26,8 @@ from trajlog.errors import (
 from trajlog.interop.export import ZIP_MARK, _seal_zip
 from trajlog.interop.sources.trajlog import verify_file
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+
 FORMATS = ("tlog", "jsonl", "jsonl.zst", "zip")
 # The C-kernel run tries every byte position; the light runs (the pure-Python
 # kernel, the sanitizer build, the sdist: TRAJLOG_GOLDEN=0) every 5th.
@@ -217,6 +219,7 @@ def test_erased_payloads_stay_erased_in_every_export(tmp_path: Path) -> None:
         assert got[1] == next(iter(a.session(s.id).events(1, 1))).data
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_export_refuses_a_damaged_store_and_leaves_no_file(tmp_path: Path) -> None:
     from kits.tamper import flip_frame_bits
     db = str(tmp_path / "a.db")

@@ -20,6 +20,8 @@ from trajlog.errors import StoreError
 from trajlog.interop.sources import trajlog_jsonl
 from trajlog.interop.sources.trajlog import verify_file
 
+SQLITE_FAILTX = "fails a commit inside the SQLite backend's transaction"
+
 DATA = Path(__file__).resolve().parent.parent / "data"
 LIGHT = os.environ.get("TRAJLOG_GOLDEN", "1") == "0"   # (see test_export.py)
 
@@ -111,6 +113,7 @@ def test_the_header_and_erased_lines_are_checked_without_a_seal(tmp_path: Path) 
     assert bad.verdict == "corrupt" and "replacement" in bad.reason and bad.line == 2
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_FAILTX)
 def test_a_failed_commit_takes_its_sessions_out_of_the_report(
         tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     from trajlog.api import bulk

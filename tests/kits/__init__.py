@@ -20,6 +20,9 @@
   processes (the concurrency integrity test).
 * ``replaykit`` -- the fixed replay set and the scripted model that answered
   it (the replay test and ``tests/data/replay/make_set.py``).
+* ``pgstores`` -- the suite's PostgreSQL run (``TRAJLOG_TEST_DB=postgresql``): the run's
+  cluster and the redirect of every store path to a tenant of it; ``pgsite/`` carries the
+  redirect into child processes (its ``sitecustomize``).
 * ``costkit`` -- deterministic counters of what a store's operations cost
   SQLite (statements, VM steps, pages, compiles, authorizer callbacks, chunk
   bytes written) and the workloads they run (the guards in ``tests/cost/``).

@@ -320,7 +320,9 @@ def child_main(wfd: int, path: str, mode: str, resume: list[str], nsessions: int
     rng = random.Random(seed)
     rep.phase("open")
     store = trajlog.open(path, durability=durability)
-    store._e.backend.write_connection.set_commit_hook(rep.commit_hook)   # observes; never vetoes
+    conn = getattr(store._e.backend, "write_connection", None)   # (none on PostgreSQL)
+    if conn is not None:
+        conn.set_commit_hook(rep.commit_hook)   # observes; never vetoes
     rep.phase("create")
     sessions = []
     for i in range(nsessions):

@@ -25,6 +25,9 @@ from trajlog.errors import (
     UnverifiedFactError,
 )
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+
 APPROVAL = {"kind": "human_approval", "by": "human:carol", "note": "reviewed"}
 
 
@@ -277,6 +280,7 @@ def test_overlay_tenant_policy_is_authoritative_and_the_users_preference_overlay
 
 # -- privacy routing ----------------------------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_privacy_none_writes_no_memory_at_all(store, session, tmp_path):
     mem = _mem(store, session, privacy="none")
     assert mem.remember("user", "fact", {"text": "NOPRIVACYSECRET"}) is None
@@ -287,6 +291,7 @@ def test_privacy_none_writes_no_memory_at_all(store, session, tmp_path):
     assert b"NOPRIVACYSECRET" not in _bytes(store.path)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_privacy_metadata_keeps_the_item_without_its_content(store, session):
     mem = _mem(store, session, privacy="metadata")
     item = mem.remember("user", "fact", {"text": "METADATAONLYSECRET"}, source=(session.id, 1))
@@ -347,6 +352,7 @@ def _plain(store):
     "DELETE FROM tombstones",
     "INSERT OR REPLACE INTO tombstones SELECT * FROM tombstones",
 ])
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_memory_versions_and_tombstones_are_append_only_on_a_plain_connection(store, session,
                                                                               sql):
     mem = _mem(store, session)
@@ -364,6 +370,7 @@ def test_memory_versions_and_tombstones_are_append_only_on_a_plain_connection(st
     assert store.verify_memory().ok
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_verify_memory_finds_a_version_changed_behind_triggers(store, session):
     mem = _mem(store, session)
     item = mem.remember("user", "fact", {"text": "original"})
@@ -378,6 +385,7 @@ def test_verify_memory_finds_a_version_changed_behind_triggers(store, session):
         mem.get(item.id)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_verify_memory_finds_a_blanked_version_of_an_item_that_was_not_revoked(store,
                                                                                 session):
     mem = _mem(store, session)
@@ -393,6 +401,7 @@ def test_verify_memory_finds_a_blanked_version_of_an_item_that_was_not_revoked(s
         mem.get(item.id)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_verify_memory_finds_a_deleted_tombstone(store, session):
     mem = _mem(store, session)
     for i in range(3):

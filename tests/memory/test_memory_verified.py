@@ -20,6 +20,10 @@ from trajlog import Identity
 from trajlog.adapters.langgraph.base_store import TrajlogStore
 from trajlog.memory.versions import VerifiedRows, verified_rows
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+SQLITE_COST = "counts what SQLite runs (statements, VM steps, pages, compiles)"
+
 IDENT = Identity("acme", user="alice")
 
 
@@ -42,6 +46,7 @@ def _versions(mem: Any, n: int) -> Any:
     return item
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COST)
 def test_memory_verified_a_steady_get_is_one_statement(store):
     mem = store.memory(IDENT)
     item = _versions(mem, 5)
@@ -53,6 +58,7 @@ def test_memory_verified_a_steady_get_is_one_statement(store):
     assert mem.get(item.id).content == {"text": "v5"} and mem.history(item.id)[0].version == 1
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_COST)
 def test_memory_verified_a_version_written_here_is_not_verified_again(store):
     """A version this store wrote (framed here, chained to a verified one)
     is kept as verified once its transaction commits: the first read of it
@@ -85,6 +91,7 @@ def test_memory_verified_rows_are_fresh_copies(store):
     "UPDATE memories SET frame = CAST(substr(frame, 1, 40) || zeroblob(length(frame) - 40) "
     "AS BLOB) WHERE mid = (SELECT max(mid) FROM memories)",
 ])
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_memory_verified_a_row_tampered_after_it_was_read_is_refused(store, tamper):
     mem = store.memory(IDENT)
     item = _versions(mem, 3)
@@ -137,6 +144,7 @@ def _filled(path: str, n: int) -> TrajlogStore:
     return ts
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_memory_verified_langgraph_search_opens_what_it_returns(tmp_path):
     ts = _filled(str(tmp_path / "lg.db"), 300)
     try:

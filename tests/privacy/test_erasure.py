@@ -13,6 +13,9 @@ from kits.tamper import file_bytes
 from trajlog import Identity, projections
 from trajlog.errors import ChecksumError, CorruptionError, ErasureError
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+SQLITE_ERASED = "proves what is gone on the bytes of the SQLite file and its WAL"
+
 SECRET = "S3CR3T-PAYLOAD-{}"
 
 
@@ -36,6 +39,7 @@ def store(tmp_path):
         yield s
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_an_erased_event_is_gone_from_every_read_path_and_the_files(store):
     s = store.create_session(cwd="/r")
     _agent(s, SECRET.format(1))                       # seqs 0..7
@@ -81,6 +85,7 @@ def test_erasure_is_idempotent_and_verify_still_passes(store):
     assert s.verify().ok and s.get(1).data["erased"]["tombstone"] == 1
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_a_parents_payload_erased_under_a_fork_is_erased_for_the_children(store):
     s = store.create_session()
     _agent(s, SECRET.format(3))
@@ -111,6 +116,7 @@ def test_an_erasure_names_what_it_cannot_do(store):
     assert s.get(1).data == {"content": "please remember x"}
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_a_blank_frame_without_a_tombstone_is_corruption_not_an_erasure(store):
     s = store.create_session()
     _agent(s, "keep")
@@ -134,6 +140,7 @@ def test_a_blank_frame_without_a_tombstone_is_corruption_not_an_erasure(store):
         s.get(2)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_a_tombstone_whose_payload_was_not_blanked_is_a_defect(store):
     s = store.create_session()
     _agent(s, "kept")
@@ -150,6 +157,7 @@ def test_a_tombstone_whose_payload_was_not_blanked_is_a_defect(store):
     assert not audit.ok
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_the_chunk_guard_lets_an_erasure_through_only_with_a_tombstone(store):
     s = store.create_session()
     _agent(s, "x")
@@ -162,6 +170,7 @@ def test_the_chunk_guard_lets_an_erasure_through_only_with_a_tombstone(store):
         conn.execute("UPDATE chunks SET body = x'00' WHERE cid = ?", (cid,))
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_a_damaged_row_is_never_erased(store):
     s = store.create_session()
     _agent(s, "x")
@@ -181,6 +190,7 @@ def test_a_damaged_row_is_never_erased(store):
 
 # -- revocation ---------------------------------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_a_revoked_item_is_absent_from_reads_the_index_and_the_files(store):
     s = store.create_session()
     _agent(s, "x")
@@ -206,6 +216,7 @@ def test_a_revoked_item_is_absent_from_reads_the_index_and_the_files(store):
 
 # -- retention -------------------------------------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_retention_revokes_expired_items_and_erases_old_events_idempotently(store):
     s = store.create_session()
     _agent(s, SECRET.format(7))
@@ -272,6 +283,7 @@ def test_erased_rows_repack_fork_and_load_like_any_other(tmp_path):
 @given(batches=hs.lists(hs.integers(1, 40), min_size=1, max_size=5),
        picks=hs.lists(hs.integers(0, 10_000), min_size=1, max_size=12),
        repack=hs.booleans(), fork=hs.booleans())
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_property_erasure_removes_exactly_what_it_names(tmp_path_factory, batches, picks,
                                                         repack, fork):
     path = str(tmp_path_factory.mktemp("prop") / "e.db")
@@ -304,6 +316,7 @@ def test_property_erasure_removes_exactly_what_it_names(tmp_path_factory, batche
             assert f"TOKEN{seq:05d}X".encode() not in raw, seq
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_store_verify_covers_every_session_and_the_memory(store):
     s = store.create_session()
     _agent(s, "v")

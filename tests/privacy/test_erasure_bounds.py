@@ -20,6 +20,9 @@ from trajlog.errors import CorruptionError, IdempotencyConflictError
 from trajlog.memory.replacement import KEEPS, kept
 from trajlog.viewer import build_document, render_html
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+SQLITE_ERASED = "proves what is gone on the bytes of the SQLite file and its WAL"
+
 NAME = "Xavier-Quonset-Name"          # a person's name where an id would be
 STATUS = "PRIVATE-STATUS-TEXT"        # free text in a status
 
@@ -59,6 +62,7 @@ def _log(s) -> dict[str, int]:
     return seqs
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_an_erasure_keeps_only_the_pairing_fields_in_their_bounded_form(store, tmp_path):
     s = store.create_session()
     seqs = _log(s)
@@ -206,6 +210,7 @@ def _record_seq(record):
 @pytest.mark.parametrize("forge", [_with_content, _other_tombstone, _other_reason,
                                    _other_type, _type_and_record, _key_order, _not_decodable,
                                    _record_seq])
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_a_replacement_the_erasure_did_not_write_is_refused(store, forge):
     s = store.create_session()
     s.append("note/a", {"n": 0})
@@ -224,6 +229,7 @@ def test_a_replacement_the_erasure_did_not_write_is_refused(store, forge):
     assert s.get(0).data == {"n": 0}      # the rows before it read on
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_a_tombstone_row_naming_another_seq_than_its_record_is_refused(store):
     s = store.create_session()
     s.append_batch([("note/a", {"n": i}) for i in range(4)])
@@ -261,6 +267,7 @@ def _erased_row(tmp_path, n: int) -> tuple[int, int, int]:
         return audit, verify, read
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_verify_memory_and_reads_are_linear_in_the_erased_frames_of_a_row(tmp_path):
     small, big = _erased_row(tmp_path, 40), _erased_row(tmp_path, 160)
     for what, a, b in zip(("verify_memory", "verify", "read"), small, big, strict=True):
@@ -276,6 +283,7 @@ def _run(s):
     return [e.seq for e in s.events() if e.type in ("run/started", "run/finalized")]
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_a_run_whose_finalized_event_was_erased_says_erased_not_open(store, capsys):
     s = store.create_session()
     _, finalized = _run(s)
@@ -309,6 +317,7 @@ def test_a_run_whose_started_event_was_erased_is_still_listed_as_erased(store):
 
 # -- the envelope: free text only where the event's index row holds it anyway ------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_an_erased_event_keeps_free_envelope_text_only_where_its_index_row_holds_it(store):
     s = store.create_session()
     msg = s.append("user/message", {"content": "hi"}, source=f"human:{NAME}",
@@ -348,6 +357,7 @@ def _with_key_and_source(record):
     _set_payload(record, p)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 @pytest.mark.parametrize("forge", [_with_source, _with_key_and_source])
 def test_a_replacement_given_envelope_text_is_refused(store, forge):
     test_a_replacement_the_erasure_did_not_write_is_refused(store, forge)

@@ -21,6 +21,9 @@ from trajlog.projections.context import build_context
 from trajlog.redaction import RedactionPolicy
 from trajlog.viewer.document import build_document
 
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+SQLITE_ERASED = "proves what is gone on the bytes of the SQLite file and its WAL"
+
 AWS = "AKIA" + "Q4ZJ7W2XK9LM3NPR"          # a key the built-in scanner masks
 MARK = "TASKWORDS-Q7"                       # a plain word no scanner touches
 
@@ -66,6 +69,7 @@ def _task_seq(sub: Any) -> int:
     return int(seq)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 @pytest.mark.parametrize("how", ["spawn", "fork"])
 def test_a_redacted_task_is_masked_in_the_header_the_files_and_the_exports(tmp_path, how):
     path = str(tmp_path / "r.db")
@@ -82,6 +86,7 @@ def test_a_redacted_task_is_masked_in_the_header_the_files_and_the_exports(tmp_p
     assert AWS.encode() not in file_bytes(path)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 @pytest.mark.parametrize("how", ["spawn", "fork"])
 def test_an_erased_task_leaves_no_copy_in_the_header_the_files_or_the_exports(tmp_path, how):
     path = str(tmp_path / "e.db")
@@ -145,6 +150,7 @@ def _claude_line(kind: str, uuid: str, parent: str | None, content: Any, **extra
     return json.dumps(rec)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_an_imported_subagents_task_description_stays_in_its_event(tmp_path):
     """A Claude Code subagent's header names the Task call that spawned it;
     the call's description (model-written text) stays in that call's event,
@@ -183,6 +189,7 @@ def _spawning(store: Any, call_id: str) -> Any:
     return p
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 @pytest.mark.parametrize("background", [False, True])
 def test_an_erased_answer_takes_the_copy_finish_gave_the_parent_with_it(tmp_path, background):
     path = str(tmp_path / "f.db")
@@ -227,6 +234,7 @@ def test_an_answer_the_parent_got_from_elsewhere_is_not_erased(tmp_path):
         assert p.get(copy.seq).data["output"] == "final"    # not the erased one's copy
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_retention_of_a_subagent_takes_its_answers_copy_with_it(tmp_path):
     path = str(tmp_path / "h.db")
     with trajlog.open(path) as store:
@@ -244,6 +252,7 @@ def test_retention_of_a_subagent_takes_its_answers_copy_with_it(tmp_path):
 
 # -- siblings: a subagent's sandbox snapshot ---------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_an_erased_sandbox_setting_takes_every_snapshot_of_it_with_it(tmp_path):
     path = str(tmp_path / "s.db")
     with trajlog.open(path) as store:
@@ -279,6 +288,7 @@ def _tables_but_the_log(store: Any) -> dict[str, str]:
             for n in names if n not in ("chunks", "projection_states")}
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_trajlog_copies_no_payload_text_outside_the_log(tmp_path):
     """A parent runs a turn under a run envelope, records a context build,
     spawns and forks subagents whose answers flow back, and is forked: the

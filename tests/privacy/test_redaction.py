@@ -23,6 +23,8 @@ from trajlog.redaction import (
     Rule,
 )
 
+SQLITE_ERASED = "proves what is gone on the bytes of the SQLite file and its WAL"
+
 AWS = "AKIA" + "Q4ZJ7W2XK9LM3NPR"
 GITHUB = "ghp_" + "a1B2c3D4e5F6g7H8i9J0k1L2m3N4o5P6q7R8"
 OPENAI = "sk-proj-" + "Zx9Qw8Er7Ty6Ui5Op4As3Df2Gh1"
@@ -103,6 +105,7 @@ def _plant(s, mem, secret: str) -> None:
     mem.remember("session", "fact", {"text": f"the deploy key is {secret}"})
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 @pytest.mark.parametrize("masked", [False, True])
 def test_redaction_mask_keeps_a_secret_out_of_the_database_files(tmp_path, masked):
     """Tool output, model output and a memory item: under the masking policy
@@ -140,6 +143,7 @@ def test_redaction_data_class_is_raised_never_lowered(tmp_path):
     assert ev.data_class == "internal-redacted"
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_redaction_batches_and_atomic_writes_are_redacted(tmp_path):
     store = _open(tmp_path, RedactionPolicy())
     s = store.create_session()
@@ -163,6 +167,7 @@ def test_redaction_policy_set_on_an_open_store(tmp_path):
 
 # -- refuse ----------------------------------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_redaction_refuse_names_type_path_and_kind_and_writes_nothing(tmp_path):
     store = _open(tmp_path, RedactionPolicy(actions={"private_key": "refuse"}))
     s = store.create_session()
@@ -186,6 +191,7 @@ def test_redaction_refuse_names_type_path_and_kind_and_writes_nothing(tmp_path):
 
 # -- hash, and the pause it causes -----------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_redaction_hash_stores_a_digest_and_pauses_the_session(tmp_path):
     policy = RedactionPolicy(actions={"credit_card": "hash"})
     store = _open(tmp_path, policy)
@@ -261,6 +267,7 @@ def _tool_turn(s, text: str) -> None:
             s.append("tool/result", {"call_id": "c1", "output": text, "is_error": False})
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 @pytest.mark.parametrize("mode", ["full", "metadata", "none"])
 def test_redaction_privacy_mode_routes_before_any_write(tmp_path, mode):
     text = "PLAINWORDS-quietly-kept"
@@ -318,6 +325,7 @@ DIGEST = "9f86d081884c7d659a2feaa0c55ad015a3bf4f1b2b0b822cd15d6c15b0f00a08"
 UUID = "0b6d6c1e-2f4a-4c1b-9a57-3e2d1f0c9b8a"
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_redaction_machine_fields_of_a_run_are_left_intact(tmp_path):
     """run/started and run/finalized carry ids and digests trajlog made: a
     scanner that flags hex never masks them (the run's integrity still

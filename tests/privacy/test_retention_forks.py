@@ -13,6 +13,8 @@ import pytest
 import trajlog
 from kits.tamper import file_bytes
 
+SQLITE_ERASED = "proves what is gone on the bytes of the SQLite file and its WAL"
+
 DAY = 86_400_000
 
 
@@ -46,6 +48,7 @@ def _later(*sessions: Any) -> int:
     return max(ev.time for s in sessions for ev in s.events()) + 2 * DAY
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 @pytest.mark.parametrize("kind", ["fork", "fork_subagent"])
 def test_a_fork_is_under_the_policy_its_prefix_shows(store, kind):
     s = store.create_session()
@@ -66,6 +69,7 @@ def test_a_fork_is_under_the_policy_its_prefix_shows(store, kind):
     assert b"FORKWORDS-1" not in raw and b"PARENTWORDS-1" not in raw
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_a_fork_of_a_fork_inherits_through_every_ancestor(store):
     s = store.create_session()
     s.append("retention/policy", {"ttl_ms": DAY})
@@ -106,6 +110,7 @@ def test_a_parents_policy_set_after_the_fork_does_not_reach_it(store):
     assert _kept(child, _own(s)) == []
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 @pytest.mark.parametrize("kind", ["fork", "fork_subagent", "spawn_subagent"])
 def test_an_inherited_until_event_policy_waits_for_the_childs_own_event(store, kind):
     s = store.create_session()
@@ -126,6 +131,7 @@ def test_an_inherited_until_event_policy_waits_for_the_childs_own_event(store, k
     assert b"UNTIL-CLOSED-1" not in raw and b"UNTIL-CLOSED-TASK" not in raw
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_ERASED)
 def test_a_spawned_subagent_is_under_its_parents_policy_as_of_its_spawn(store):
     s = store.create_session()
     s.append("retention/policy", {"ttl_ms": DAY})

@@ -16,6 +16,8 @@ from trajlog import errors, projections
 from trajlog.projections import FOLDS, from_scratch
 from trajlog.storage import projection_rows as storage
 
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+
 
 def agent_turn(s, k, *, error=False, crash=False):
     """One agent turn, 12 events; ``crash`` stops it right after the tool started
@@ -180,6 +182,7 @@ def test_projections_read_through_forks(store):
 
 # --- the incremental engine ---------------------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_incremental_uses_saved_state_and_rebuilds_on_version_change(store, monkeypatch):
     s = store.create_session(cwd="/r")
     for k in range(4):
@@ -218,6 +221,7 @@ def test_incremental_uses_saved_state_and_rebuilds_on_version_change(store, monk
     assert folded == relevant
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_saved_state_is_never_authoritative(store, monkeypatch):
     s = store.create_session(cwd="/r")
     agent_turn(s, 1)
@@ -252,6 +256,7 @@ EVENT_CHOICES = ["turn", "user", "call", "result", "error", "goal", "bad_goal", 
 @settings(max_examples=30, deadline=None)
 @given(script=st.lists(st.sampled_from(EVENT_CHOICES), min_size=1, max_size=40),
        cuts=st.lists(st.integers(0, 60), max_size=4))
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_incremental_equals_scratch_hypothesis(script, cuts):
     """Random logs, projections evaluated at random resume points along the way
     (memory cache and saved states), always equal a from-scratch fold."""

@@ -17,6 +17,9 @@ from trajlog.codec.stream import READ_ROWS
 from trajlog.events import LazyEvent
 from trajlog.storage.statements import rid
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+
 
 def turn(s, n: int, big: bool = False) -> None:
     with s.turn():
@@ -78,6 +81,7 @@ def _fields(row) -> dict:
     return {f: getattr(row, f) for f in row._fields}
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_chunks_a_batch_is_few_rows_and_a_single_append_one_lean_row(store):
     s = store.create_session(cwd="/r")
     batch_turns(s, 100)
@@ -93,6 +97,7 @@ def test_chunks_a_batch_is_few_rows_and_a_single_append_one_lean_row(store):
 
 # -- the index and the marks -----------------------------------------------------------
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_chunks_index_rows_are_sparse_and_marks_carry_the_tool_calls(store):
     s = store.create_session(cwd="/r")
     turn(s, 1)
@@ -106,6 +111,7 @@ def test_chunks_index_rows_are_sparse_and_marks_carry_the_tool_calls(store):
     assert [m.seq for m in marks if m.call_id is None] == [2, 6]   # step/start, step/end
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 @pytest.mark.parametrize("what", ["relabel", "drop-key", "forge-row", "marks"])
 def test_chunks_verify_checks_every_index_row_and_mark(store, what):
     """A relabelled type, a dropped idempotency key, a row for an event that
@@ -133,6 +139,7 @@ def test_chunks_verify_checks_every_index_row_and_mark(store, what):
     assert ("index row" in report.scan.reason) != (what == "marks")
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_chunks_index_rows_cannot_be_added_beyond_the_head(store):
     s = store.create_session(cwd="/r")
     s.append("note/x", {})
@@ -158,6 +165,7 @@ def test_chunks_lazy_events_decode_on_first_access_and_stay_valid(store):
     assert lazy[-1].envelope == eager[-1].envelope
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_chunks_get_and_tail_use_the_cache_but_notice_a_rewritten_row(store):
     s = store.create_session(cwd="/r", )
     batch_turns(s, 30)
@@ -196,6 +204,7 @@ def test_chunks_scan_checks_the_payloads_asked_for_and_every_header(kernel):
     assert (status, len(table)) == (Status.BAD_HEADER, 3)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_chunks_get_checks_the_payload_it_returns(store):
     """``get`` checks the payload it hands out, and walks the row's other
     frames by header and chain: a payload changed behind a recomputed body
@@ -236,6 +245,7 @@ def test_chunks_a_long_read_keeps_only_its_first_rows_in_the_cache(tmp_path):
         assert s.get(3) == next(iter(s.events(3, 3)))
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_CONN)
 def test_chunks_fork_cut_inside_a_parent_row(store):
     """A fork whose seed ends in the middle of a parent's chunk row reads that
     row up to its seed length, and continues the chain there."""

@@ -22,6 +22,9 @@ from trajlog import errors, projections
 from trajlog.storage.schema import SCHEMA_VERSION
 from trajlog.storage.statements import rid
 
+SQLITE_MIGRATE = "migrates a SQLite file of an older trajlog"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_MIGRATE)
+
 DATA = Path(__file__).resolve().parents[1] / "data"
 EXPECTED = json.loads((DATA / "store_v01.json").read_text())
 

@@ -16,6 +16,9 @@ from kits.tamper import SCHEMA_EDITS
 from trajlog import Identity
 from trajlog.storage import sqlite as storage
 
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_CONN)
+
 REFUSED = [
     # what test_storage_authorizer_refuses_schema_changes refuses on the other connections
     *SCHEMA_EDITS,

@@ -54,6 +54,10 @@ from trajlog.errors import CorruptionError
 from trajlog.storage.event_index import pack_marks, unpack_marks
 from trajlog.storage.statements import i64, rid, u64
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+SQLITE_ROWS = "reads the stored rows beneath the API through an apsw connection"
+SQLITE_VFS = "the power-loss and I/O-fault VFS is a SQLite VFS"
+
 SMALL_ROW = CAP // 2          # trajlog.api.writer.SMALL_ROW: rows below it are merged
 _ROW_COLUMNS = "cid, n, raw_len, codec, body_check, seed_chain, last_chain, body, marks"
 _FILLER = ("The quick brown fox jumps over the lazy dog; def f(x): return x * 2  # "
@@ -188,6 +192,7 @@ def _many_sessions(store, rng: random.Random):
     return a, b, c, fork
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_repack_keeps_every_frame_and_the_chain_byte_for_byte(tmp_path):
     rng = random.Random(11)
     with trajlog.open(str(tmp_path / "r.db"), repack=False) as store:
@@ -265,6 +270,7 @@ def test_repack_keeps_every_frame_and_the_chain_byte_for_byte(tmp_path):
             store.load(sid)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_background_repack_keeps_every_frame(tmp_path):
     """The background worker (the default) merges while the writer appends;
     every frame read back at the end is the frame read right after its
@@ -307,6 +313,7 @@ def _flipping_join(position: float):
     return join
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 @pytest.mark.parametrize("position", [0.0, 0.013, 0.5, 0.999, 1.0])
 def test_a_repack_that_changes_one_byte_is_refused(tmp_path, monkeypatch, position):
     rng = random.Random(3)
@@ -335,6 +342,7 @@ def test_a_repack_that_changes_one_byte_is_refused(tmp_path, monkeypatch, positi
         assert all_verify(store) == {}
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_a_background_repack_that_changes_one_byte_is_refused(tmp_path, monkeypatch):
     """The worker's refusal is kept in ``repacker.errors``, nothing is written,
     and appends go on."""
@@ -389,6 +397,7 @@ FLIPS = {"seq field": 8, "chain field": 33, "payload": 45, "last byte": -1}
 
 @pytest.mark.parametrize("where", [pytest.param(None, id="faithful copy (control)"),
                                    *FLIPS])
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_a_foreign_repack_of_different_bytes_passes_the_triggers_but_not_verify(
         tmp_path, where):
     rng = random.Random(8)
@@ -441,6 +450,7 @@ def test_a_foreign_repack_of_different_bytes_passes_the_triggers_but_not_verify(
         assert not store.session(s.id).verify().ok
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_damage_to_a_merged_row_is_found_by_the_store_that_read_it(tmp_path):
     """A merged row damaged after the store read it (a bit flipped on disk:
     the body check is not recomputed) must fail verify() in that store too.
@@ -572,6 +582,7 @@ def plain_connection(store) -> apsw.Connection:
     return apsw.Connection(store.path)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 @pytest.mark.parametrize("name", REWRITES)
 def test_the_triggers_refuse_every_other_rewrite(rowed, name):
     store, x, y = rowed
@@ -587,6 +598,7 @@ def test_the_triggers_refuse_every_other_rewrite(rowed, name):
     assert all_verify(store) == {}
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_the_triggers_allow_a_true_repack_on_a_plain_connection(rowed):
     """The control of the refusals above: the one rewrite they allow."""
     store, x, y = rowed
@@ -645,6 +657,7 @@ def test_an_events_iterator_reads_on_across_a_repack(tmp_path):
         assert got == expected
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_an_events_iterator_reads_on_across_a_background_repack(tmp_path):
     """The same with the default store: a reader walking a session while its
     writer appends (the 32nd small row of ~2 KiB brings the run past the cap:
@@ -859,6 +872,7 @@ def _check_after_kill(path: str, sids: list[str], setup: list, acked: dict[int, 
 
 
 @pytest.mark.skipif(sys.platform == "win32", reason="needs SIGKILL")
+@pytest.mark.sqlite_only(reason=SQLITE_ROWS)
 def test_kill9_during_a_repack_loses_nothing(tmp_path):
     seed = int(os.environ.get("TRAJLOG_REPACK_SEED") or random.randrange(1 << 32))
     rng = random.Random(seed)
@@ -1135,6 +1149,7 @@ def _powerloss(vfs: FaultVFS, workdir: Path, durability: str, autocheckpoint: in
     return run, problems
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_VFS)
 @pytest.mark.parametrize("durability,autocheckpoint", CONFIGS)
 def test_a_power_loss_during_a_repack_loses_nothing(repack_vfs, tmp_path, durability,
                                                     autocheckpoint):
@@ -1173,6 +1188,7 @@ def test_a_power_loss_during_a_repack_loses_nothing(repack_vfs, tmp_path, durabi
 # The oracles of 5 and 6 can fail
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_the_kill9_oracle_flags_loss_phantoms_changes_and_damage(tmp_path):
     path = str(tmp_path / "o.db")
     with trajlog.open(path, repack=False) as store:
@@ -1206,6 +1222,7 @@ def test_the_kill9_oracle_flags_loss_phantoms_changes_and_damage(tmp_path):
     assert any("session 1: load" in p for p in problems), problems
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_VFS)
 def test_the_powerloss_oracle_sees_loss_when_fsync_lies(repack_vfs, tmp_path):
     """On a disk that acknowledges fsync without making anything durable, a
     power loss inside a repack must lose acknowledged events: the harness

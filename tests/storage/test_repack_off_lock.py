@@ -28,6 +28,8 @@ import pytest
 import trajlog
 import trajlog.api.repack as repack_mod
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+
 WAIT = 20.0   # seconds: a step that should take milliseconds (a hang fails the test)
 
 
@@ -108,6 +110,7 @@ def test_an_append_commits_while_a_merge_compresses(tmp_path, monkeypatch):
         assert events[-1].data == {"content": "meanwhile"}
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_APSW)
 def test_an_erasure_during_a_merge_is_not_undone_by_it(tmp_path, monkeypatch):
     with trajlog.open(str(tmp_path / "e.db"), repack=False) as store:
         s = store.create_session(cwd="/r")

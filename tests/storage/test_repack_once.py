@@ -29,6 +29,9 @@ from trajlog.codec.chunks import CAP, body_seed
 from trajlog.errors import CorruptionError
 from trajlog.storage.statements import i64, rid
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_APSW)
+
 SMALL_ROW = CAP // 2
 
 

@@ -31,6 +31,9 @@ import trajlog
 from trajlog import Identity
 from trajlog.storage import sqlite as storage
 
+SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_CONN)
+
 WARM, REPEATS = 3, 10
 
 

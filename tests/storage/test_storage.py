@@ -15,6 +15,9 @@ from trajlog.codec import Status
 from trajlog.storage import sqlite as storage
 from trajlog.storage import statements
 
+SQLITE_APSW = "tampers with the store through an apsw connection of its own"
+pytestmark = pytest.mark.sqlite_only(reason=SQLITE_APSW)
+
 
 @pytest.fixture
 def filled(store):
