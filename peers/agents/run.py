@@ -23,6 +23,7 @@ import pytest
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE.parent))
 from fetch import sdist_tree  # type: ignore[import-not-found]  # noqa: E402  (peers/fetch.py)
+
 from postgres import stores  # type: ignore[import-not-found]  # noqa: E402  (peers/postgres.py)
 
 PEER = "openai-agents==0.24.0"

@@ -24,6 +24,7 @@ HERE = Path(__file__).resolve().parent
 ROOT = HERE.parent.parent
 sys.path.insert(0, str(HERE.parent))
 from fetch import sdist_tree  # type: ignore[import-not-found]  # noqa: E402  (peers/fetch.py)
+
 from postgres import stores  # type: ignore[import-not-found]  # noqa: E402  (peers/postgres.py)
 
 PEER = "langgraph-checkpoint==4.3.2"
