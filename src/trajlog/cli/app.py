@@ -136,6 +136,7 @@ class App:
     """The state of one invocation: the store path and the consoles."""
 
     db: str
+    tenant: str | None = None
     out: Console = field(default_factory=lambda: Console(width=_width(), soft_wrap=False,
                                                          highlight=False))
     err: Console = field(default_factory=lambda: Console(stderr=True, highlight=False))
@@ -147,7 +148,7 @@ class App:
         if self._store is None:
             if not create:
                 self._readable()
-            self._store = open_store(self.db)
+            self._store = open_store(self.db, tenant=self.tenant)
         return self._store
 
     def _readable(self) -> None:

@@ -32,7 +32,8 @@ from .demo import demo as run_demo
 HELP = f"""Record, inspect, verify and view AI-agent session logs.
 
 Every command reads the store at --db (default ./trajlog.db, or the TRAJLOG_DB
-environment variable); a session is named by its id or a unique prefix of it.
+environment variable; a postgresql:// URL names a PostgreSQL store, --tenant its
+tenant); a session is named by its id or a unique prefix of it.
 Read commands refuse a store that does not exist; 'import' and 'demo' create
 one.
 
@@ -45,11 +46,13 @@ Start with 'trajlog demo', then 'trajlog ls'.
 @click.group(help=HELP, context_settings={"help_option_names": ["-h", "--help"],
                                           "max_content_width": 100})
 @click.option("--db", envvar="TRAJLOG_DB", default="trajlog.db", show_default=True,
-              metavar="PATH", help="The store (env TRAJLOG_DB).")
+              metavar="PATH", help="The store: a file, or a postgresql:// URL (env TRAJLOG_DB).")
+@click.option("--tenant", envvar="TRAJLOG_TENANT", default=None, metavar="NAME",
+              help="The tenant of a postgresql:// store to work in (env TRAJLOG_TENANT).")
 @click.version_option(__version__, prog_name="trajlog")
 @click.pass_context
-def cli(ctx: click.Context, db: str) -> None:
-    app = App(db)
+def cli(ctx: click.Context, db: str, tenant: str | None) -> None:
+    app = App(db, tenant=tenant)
     ctx.obj = app
     ctx.call_on_close(app.close)
 
