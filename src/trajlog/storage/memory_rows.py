@@ -18,6 +18,7 @@ from ..codec.chunks import Chunk
 from ..errors import record_damaged
 from . import statements as st
 from .base import MemoryRow, Scope, TombstoneRow
+from .memory_match import MergeKey, pick_matches
 
 MEMORY_COLUMNS = ("mid, item_id, version, tenant, scope, scope_key, type, state, key, digest, "
                   "source_sid, source_seq, expires_ms, until_event, sensitivity, created_ms, frame")
@@ -157,7 +158,6 @@ def merge_match(conn: apsw.Connection, digest: bytes, tenant: str, scope: str, s
 # merge_matches binds this many digests per statement (padded with repeats):
 # a few statement texts, each prepared once
 _MERGE_BUCKETS = (1, 8, 64, 500)
-MergeKey = tuple[bytes, str, str, str, str, "str | None"]
 
 
 def merge_matches(conn: apsw.Connection,
@@ -175,15 +175,7 @@ def merge_matches(conn: apsw.Connection,
         found += conn.execute(
             "SELECT mid, item_id, digest, tenant, scope, scope_key, type, key FROM memories "
             f"WHERE digest IN ({', '.join('?' * size)})", part).fetchall()
-    out: dict[MergeKey, MemoryRow] = {}
-    for _mid, item_id, digest, tenant, scope, scope_key, type_, key in sorted(found):
-        k = (bytes(digest), tenant, scope, scope_key, type_, key)
-        if k not in want or k in out:
-            continue
-        latest = latest_of(conn, item_id)
-        if latest is not None and latest.state != "revoked" and latest.digest == k[0]:
-            out[k] = latest
-    return out
+    return pick_matches(sorted(found), want, lambda item_id: latest_of(conn, item_id))
 
 
 def expired(conn: apsw.Connection, now_ms: int, limit: int) -> list[MemoryRow]:

@@ -19,6 +19,7 @@ from ..codec.chunks import Chunk
 from ..errors import record_damaged
 from .base import MemoryRow, Scope, TombstoneRow
 from .keys import i64, rid
+from .memory_match import MergeKey, pick_matches
 from .postgres_rows import Conn, T
 
 MEMORY_COLUMNS = ("mid, item_id, version, tenant, scope, scope_key, type, state, key, digest, "
@@ -29,7 +30,6 @@ TOMBSTONE_COLUMNS = ("tid, target_kind, target_sid, target_seq, target_item, rea
 _LATEST = ("m.version = (SELECT max(version) FROM memories v WHERE v.tenant_id = m.tenant_id "
            "AND v.item_id = m.item_id)")
 _R = TypeVar("_R")
-MergeKey = tuple[bytes, str, str, str, str, "str | None"]
 
 
 def _memory(r: Sequence[Any]) -> MemoryRow:
@@ -92,15 +92,7 @@ def merge_matches(conn: Conn, wanted: Sequence[MergeKey]) -> dict[MergeKey, Memo
     found = _all(conn, "SELECT mid, item_id, digest, tenant, scope, scope_key, type, key FROM "
                  f"memories WHERE {T} AND digest = ANY(%s) ORDER BY mid",
                  [sorted({w[0] for w in want})])
-    out: dict[MergeKey, MemoryRow] = {}
-    for _mid, item_id, digest, tenant, scope, scope_key, type_, key in found:
-        k = (bytes(digest), tenant, scope, scope_key, type_, key)
-        if k not in want or k in out:
-            continue
-        latest = latest_of(conn, item_id)
-        if latest is not None and latest.state != "revoked" and latest.digest == k[0]:
-            out[k] = latest
-    return out
+    return pick_matches(found, want, lambda item_id: latest_of(conn, item_id))
 
 
 def _matches(words: Sequence[str], tenant: str, scopes: Sequence[Scope],
