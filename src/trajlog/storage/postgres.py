@@ -28,7 +28,13 @@ from psycopg import pq
 from psycopg_pool import ConnectionPool
 
 from ..codec.chunks import Chunk
-from ..errors import HeadMovedError, LeaseHeldError, StoreClosedError, StoreError
+from ..errors import (
+    HeadMovedError,
+    InvalidArgumentError,
+    LeaseHeldError,
+    StoreClosedError,
+    StoreError,
+)
 from . import postgres_rows as pr
 from .base import Head, Lease, LogRange, Purge, SessionRow
 from .event_index import IndexRow, Mark
@@ -340,7 +346,7 @@ class PostgresBackend:
                  tenant: str = "", schema: str = "trajlog", pool_size: int = 8,
                  vacuum_full: bool = False) -> None:
         if durability not in ("full", "normal"):
-            raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
+            raise InvalidArgumentError(f"durability must be 'full' or 'normal', not {durability!r}")
         self._url = url
         self.path = redact(url)
         self.durability = durability
