@@ -13,10 +13,10 @@ from trajlog.storage.schema import SCHEMA_VERSION
 
 @pytest.mark.parametrize(("location", "shown"), [
     ("postgresql://app:s3cret@db1:5432,db2:5432/agents?sslmode=require",
-     "postgresql://app@db1:5432,db2:5432/agents?sslmode=require"),
-    ("postgres://app:p%40ss@localhost/db", "postgres://app@localhost/db"),
+     "postgresql://app:***@db1:5432,db2:5432/agents?sslmode=require"),
+    ("postgres://app:p%40ss@localhost/db", "postgres://app:***@localhost/db"),
     ("postgresql://localhost/db?user=app&password=s3cret&sslmode=disable",
-     "postgresql://localhost/db?user=app&sslmode=disable"),
+     "postgresql://localhost/db?user=app&password=***&sslmode=disable"),
     ("postgresql://app@localhost/db", "postgresql://app@localhost/db"),
     ("/var/lib/agents/trajlog.db", "/var/lib/agents/trajlog.db"),
 ])

@@ -34,7 +34,7 @@ class Kind(NamedTuple):
 
 def _postgres() -> ModuleType:
     try:
-        return importlib.import_module(".postgres", __package__)
+        return importlib.import_module(".postgres_open", __package__)
     except ImportError as exc:   # psycopg is the optional extra trajlog[postgres]
         raise BackendUnavailableError(
             f"the PostgreSQL backend needs psycopg 3 and psycopg-pool "
@@ -45,8 +45,7 @@ def kind(location: str) -> Kind:
     """The backend ``location`` names, with the schema version this trajlog
     writes there."""
     if is_server(location):
-        from .postgres_schema import PG_SCHEMA_VERSION
-        return Kind("postgresql", PG_SCHEMA_VERSION)
+        return Kind("postgresql", int(_postgres().SCHEMA_VERSION))
     from .schema import SCHEMA_VERSION
     return Kind("sqlite", SCHEMA_VERSION)
 
@@ -56,7 +55,9 @@ def open_backend(location: str, *, durability: str, lock_timeout_ms: int,
     """The backend of the store at ``location``, opened (created if missing,
     where the connecting role or the file system allows)."""
     if is_server(location):
-        backend: Backend = _postgres().PostgresBackend(
+        _postgres()   # (psycopg there, or an error that says how to install it)
+        from .postgres import PostgresBackend
+        backend: Backend = PostgresBackend(
             location, durability=durability, lock_timeout_ms=lock_timeout_ms,
             tenant=tenant or "")
         return backend
@@ -74,11 +75,7 @@ def migrate_store(location: str, *,
     """Bring the store at ``location`` to this trajlog's schema; the version
     it had.  A store that does not exist is an error, not created."""
     if is_server(location):
-        # (the owner's set-up step: the schema made if missing, its version checked;
-        # no older PostgreSQL schema has sessions to rewrite, so no progress)
-        found = schema_version_of(location)
-        _postgres().PostgresBackend(location).close()
-        return found or 0
+        return int(_postgres().migrate(location, progress=progress))
     if not os.path.exists(location):
         raise InvalidArgumentError(f"no store at {location!r}")
     from .sqlite import migrate
@@ -91,9 +88,8 @@ def schema_version_of(location: str) -> int | None:
     program's database, a server schema trajlog never made).  A file that does
     not exist is an error."""
     if is_server(location):
-        _postgres()   # (psycopg is there, or the error says how to get it)
-        from .postgres_setup import probe as server_probe
-        return server_probe(location)
+        found = _postgres().probe(location)
+        return None if found is None else int(found)
     if not os.path.isfile(location):
         raise InvalidArgumentError(f"no store at {location!r}")
     from .schema import APPLICATION_ID

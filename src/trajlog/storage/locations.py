@@ -14,14 +14,14 @@ def is_server(location: str) -> bool:
 
 
 def redact(location: str) -> str:
-    """``location`` safe to print: a URL or libpq ``key=value`` string
-    without its password (a file path as it is)."""
+    """``location`` safe to print: the password of a URL (its authority, a
+    ``password=`` parameter) or of a libpq ``key=value`` string shown as
+    ``***``; a file path as it is."""
     if not is_server(location) and "password" not in location:
         return location
-    url = re.sub(r"(://[^:/@?#,]*):[^@/?#]*@", r"\1@", location)
-    url = re.sub(r"([?&])password=[^&]*(&|$)", lambda m: m.group(1) if m.group(2) else "", url)
-    url = re.sub(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", "password=***", url)
-    return url.rstrip("?&")
+    shown = re.sub(r"^([a-z]+://[^:@/?#,]*):[^@/?#]*@", r"\1:***@", location, flags=re.I)
+    return re.sub(r"(?i)\bpassword\s*=\s*('(?:[^'\\]|\\.)*'|[^\s&]+)", "password=***",
+                  shown)
 
 
 __all__ = ["SERVER_SCHEMES", "is_server", "redact"]
