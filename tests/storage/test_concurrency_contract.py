@@ -23,6 +23,11 @@ from trajlog.storage.base import Head, Writer
 from trajlog.storage.commit import ATTEMPTS, GroupCommit, Request
 from trajlog.storage.sqlite import SQLiteBackend
 
+# (PostgreSQL's side of the contract: tests/postgres/test_pg_concurrency.py)
+pytestmark = pytest.mark.sqlite_only(
+    reason="plays a per-session backend with SQLite's own backend class, its store-wide "
+           "signal switched off")
+
 
 class Blind(SQLiteBackend):
     """SQLite without its store-wide change signal (as a backend whose

@@ -33,12 +33,14 @@ def test_schemes_name_the_backend(tmp_path):
     assert exists("postgresql://h/db") and not exists(str(tmp_path / "none.db"))
 
 
+@pytest.mark.sqlite_only(reason="a file path must stay a file: the refusal is SQLite's")
 def test_tenant_is_refused_on_a_file(tmp_path):
     with pytest.raises(InvalidArgumentError, match="tenant"):
         trajlog.open(str(tmp_path / "s.db"), tenant="acme")
     assert not (tmp_path / "s.db").exists()   # refused before anything was made
 
 
+@pytest.mark.sqlite_only(reason="reads the SQLite backend's busy timeout")
 def test_lock_timeout_and_its_former_name(tmp_path):
     path = str(tmp_path / "s.db")
     with trajlog.open(path, lock_timeout_ms=1234) as st:
@@ -49,6 +51,7 @@ def test_lock_timeout_and_its_former_name(tmp_path):
         trajlog.open(path, lock_timeout_ms=-1)
 
 
+@pytest.mark.sqlite_only(reason="compares with the sizes of the store's files")
 def test_size_and_schema_come_from_the_backend(tmp_path):
     path = str(tmp_path / "s.db")
     with trajlog.open(path) as st:
