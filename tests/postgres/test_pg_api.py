@@ -207,3 +207,32 @@ def test_pg_open_by_url_through_the_factory(pg: Cluster):
         assert s.verify().ok
     with trajlog.open(pg.app_url, tenant="globex") as store:
         assert store.sessions() == []
+
+
+def test_pg_a_store_dropped_without_close_closes_its_connections_quietly(pg: Cluster,
+                                                                          schema: str):
+    """As an SQLite store's connections do: no ResourceWarning, no connection left open."""
+    import gc
+    import sys
+
+    bad: list[BaseException | None] = []
+    hook, sys.unraisablehook = sys.unraisablehook, lambda u: bad.append(u.exc_value)
+    try:
+        def use() -> int:
+            store = open_store(pg.app_url, schema, "acme")
+            store.create_session().append("note", {})
+            return store._e.backend._held[0].info.backend_pid
+        pid = use()
+        gc.collect()
+    finally:
+        sys.unraisablehook = hook
+    assert bad == []
+    import time
+    with pg.connect() as conn:   # (the server ends that backend's session, soon after)
+        for _ in range(100):
+            left = conn.execute("SELECT count(*) FROM pg_stat_activity WHERE pid = %s",
+                                (pid,)).fetchone()[0]
+            if not left:
+                break
+            time.sleep(0.02)
+        assert left == 0

@@ -1,18 +1,16 @@
 """The PostgreSQL backend, through psycopg 3: its connections, units of work
-and the :class:`PostgresBackend` that puts them behind the storage seam.  The
-DDL and triggers are in :mod:`.postgres_schema`, the statements in
-:mod:`.postgres_rows` and :mod:`.postgres_memory`, the error mapping in
-:mod:`.postgres_errors`.
+and the :class:`PostgresBackend` that puts them behind the storage seam (DDL
+and triggers: :mod:`.postgres_schema`; statements: :mod:`.postgres_rows`,
+:mod:`.postgres_memory`; errors: :mod:`.postgres_errors`).
 
 Every unit of work -- a write transaction, a read snapshot, a single read --
 is a transaction that first sets ``trajlog.tenant`` (``SET LOCAL``, in the
 same round trip as ``BEGIN``): row-level security shows and accepts only that
 tenant's rows.  Writes: one write connection, held by the transaction, under
-an in-process lock (group commit already serializes a process's writes);
-across processes and hosts the head rows' locks order appends per session
-(:meth:`PgWriter.lock_heads`).  Reads: a connection pool; a read outside a
-snapshot is a REPEATABLE READ unit of its own (its statements see one
-instant), a snapshot is one REPEATABLE READ READ ONLY transaction.
+an in-process lock (group commit serializes a process's writes); across
+processes and hosts the head rows' locks order appends per session
+(:meth:`PgWriter.lock_heads`).  Reads: a pool; a read outside a snapshot is a
+REPEATABLE READ unit of its own, a snapshot one REPEATABLE READ READ ONLY.
 """
 
 from __future__ import annotations
@@ -20,6 +18,7 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import threading
+import weakref
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
@@ -385,10 +384,12 @@ class PostgresBackend:
         self._reader = PgReader(self)
         self._writer = PgWriter(self)
         self._transaction = _Transaction(self)
+        self._held: list[pr.Conn | None] = [None]   # (the write connection: dropped without
+        # close(), the backend's connections close quietly, as SQLite's do)
+        self._release = weakref.finalize(self, _release, self._pool, self._held)
 
     def __repr__(self) -> str:
         return f"PostgresBackend({self.path!r}, tenant={self.tenant!r}, schema={self.schema!r})"
-
     # -- connections and units of work --------------------------------------------
 
     def _connect(self) -> pr.Conn:
@@ -401,7 +402,7 @@ class PostgresBackend:
             if conn is not None:
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
-            conn = self._wconn = self._connect()
+            conn = self._wconn = self._held[0] = self._connect()
             owners, self._tokens = self._tokens, set()
             for owner in owners:   # (the old connection's tokens died with it: take them again)
                 with self._errors:
@@ -556,15 +557,20 @@ class PostgresBackend:
             if self._closed:
                 return
             self._closed = True
-            conn, self._wconn = self._wconn, None
-        if conn is not None:
-            with contextlib.suppress(psycopg.Error):
-                conn.close()
-        self._pool.close()
+            self._wconn = None
+        self._release()   # (the write connection and the pool, once)
 
     @property
     def closed(self) -> bool:
         return self._closed
+
+
+def _release(pool: ConnectionPool[Any], held: list[pr.Conn | None]) -> None:   # (close())
+    conn, held[0] = held[0], None
+    if conn is not None:
+        with contextlib.suppress(psycopg.Error):
+            conn.close()
+    pool.close()
 
 
 def _literal(value: str) -> str:
