@@ -33,13 +33,23 @@ from ..errors import (
     LeaseHeldError,
     StoreClosedError,
     StoreError,
+    TransactionConflictError,
 )
 from . import postgres_rows as pr
 from .base import Head, Lease, LogRange, Purge, SessionRow
 from .event_index import IndexRow, Mark
 from .keys import MAX_SESSION_SEQ, no_head
 from .postgres_memory import PgMemoryReads, PgMemoryWrites
-from .postgres_open import SCHEMA_VERSION, errors_for, migrate, open_schema, probe, redact
+from .postgres_open import (
+    SCHEMA_VERSION,
+    errors_for,
+    migrate,
+    open_schema,
+    probe,
+    redact,
+    schema_in,
+    with_schema,
+)
 from .postgres_schema import ident
 
 _R = TypeVar("_R")
@@ -200,7 +210,16 @@ class PgWriter(PgMemoryWrites, PgReader):
         return {sid: self._heads[sid] for sid in sids if sid in self._heads}
 
     def insert_session(self, row: SessionRow, last_seq: int, chain_head: int) -> int:
-        return self._run(pr.insert_session, row, last_seq, chain_head)
+        try:
+            return self._run(pr.insert_session, row, last_seq, chain_head)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                # another connection made this session id meanwhile (a writer
+                # looks before it makes one): run the transaction again
+                raise TransactionConflictError(
+                    f"{self._backend.path}: session {row.id} was made by another writer "
+                    "meanwhile; nothing of this transaction was written") from exc.__cause__
+            raise
 
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
                marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
@@ -323,7 +342,9 @@ class PostgresBackend:
     COMMIT returns); ``normal`` with ``synchronous_commit=off`` (a server
     crash may lose the last commits, never corrupt the log).  Lock waits end
     after ``lock_timeout_ms`` (``StoreBusyError``).  ``tenant`` binds every
-    unit of work (row-level security); ``schema`` holds the tables.
+    unit of work (row-level security); ``schema`` holds the tables (default:
+    the URL's ``options=-csearch_path=<schema>``, else ``trajlog``; given, it
+    is written into the URL, so that :attr:`path` opens this store again).
 
     A missing schema is made at open by the connecting role, which then
     owns it, with the app role ``trajlog_app`` granted its DML when that role
@@ -342,10 +363,14 @@ class PostgresBackend:
     foreign_commits = 0   # (never counted: see PgWriter.foreign_commit)
 
     def __init__(self, url: str, *, durability: str = "full", lock_timeout_ms: int = 10_000,
-                 tenant: str = "", schema: str = "trajlog", pool_size: int = 8,
+                 tenant: str = "", schema: str | None = None, pool_size: int = 8,
                  vacuum_full: bool = False) -> None:
         if durability not in ("full", "normal"):
             raise InvalidArgumentError(f"durability must be 'full' or 'normal', not {durability!r}")
+        if schema is None:
+            schema = schema_in(url)
+        else:
+            url = with_schema(url, schema)   # (so that ``path`` opens this store again)
         self._url = url
         self.path = redact(url)
         self.durability = durability

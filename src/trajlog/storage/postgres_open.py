@@ -13,6 +13,7 @@ from __future__ import annotations
 
 from collections.abc import Callable
 from typing import Any
+from urllib.parse import quote
 
 import psycopg
 from psycopg import pq
@@ -25,6 +26,30 @@ from .postgres_schema import APP_ROLE, PG_SCHEMA_VERSION, ddl, grants, ident
 Conn = psycopg.Connection[Any]
 SCHEMA_VERSION = PG_SCHEMA_VERSION
 DEFAULT_SCHEMA = "trajlog"
+
+
+_SEARCH_PATH = re.compile(r"-c\s*search_path\s*=\s*([^\s,]+)")
+
+
+def schema_in(url: str) -> str:
+    """The schema a URL names (``options=-csearch_path=<schema>``, its first
+    entry), else :data:`DEFAULT_SCHEMA`."""
+    try:
+        options = psycopg.conninfo.conninfo_to_dict(url).get("options") or ""
+    except psycopg.Error:
+        return DEFAULT_SCHEMA
+    found = _SEARCH_PATH.search(str(options))
+    return found.group(1).strip('"') if found else DEFAULT_SCHEMA
+
+
+def with_schema(url: str, schema: str) -> str:
+    """``url`` naming ``schema`` (as its ``options``), unless it already
+    names it or it is the default."""
+    if schema_in(url) == schema or (schema == DEFAULT_SCHEMA and "options" not in url):
+        return url
+    if "://" not in url:   # (a key=value string)
+        return f"{url} options='-csearch_path={schema}'"
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{quote(schema)}"
 
 
 def errors_for(url: str) -> PgErrors:
@@ -98,9 +123,10 @@ def open_schema(url: str, schema: str, errors: PgErrors) -> None:
 
 
 def migrate(url: str, progress: Callable[[int, int], None] | None = None,
-            schema: str = DEFAULT_SCHEMA) -> int:
+            schema: str | None = None) -> int:
     """Bring the store at ``url`` to this trajlog's schema, as the owner
     (``trajlog migrate``): made when missing.  The version it had (0: none)."""
+    schema = schema or schema_in(url)
     errors = errors_for(url)
     with errors:
         conn = psycopg.connect(url, autocommit=True)
@@ -119,13 +145,14 @@ def migrate(url: str, progress: Callable[[int, int], None] | None = None,
         conn.close()
 
 
-def probe(url: str, schema: str = DEFAULT_SCHEMA) -> int | None:
+def probe(url: str, schema: str | None = None) -> int | None:
     """The schema version of the store at ``url``, read without writing (None:
     no trajlog schema there)."""
+    schema = schema or schema_in(url)
     errors = errors_for(url)
     with errors, psycopg.connect(url, autocommit=True) as conn:
         return version(conn, schema)
 
 
 __all__ = ["DEFAULT_SCHEMA", "SCHEMA_VERSION", "create", "errors_for", "migrate", "open_schema",
-           "probe", "redact", "version"]
+           "probe", "redact", "schema_in", "version", "with_schema"]
