@@ -11,6 +11,7 @@ owner.  A schema at another version than this trajlog's is refused.
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable
 from typing import Any
 from urllib.parse import quote
