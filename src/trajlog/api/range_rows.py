@@ -1,6 +1,7 @@
-"""The index rows and marks a verification compares with the frames, read
-with the chunk rows that hold their seqs (:meth:`Reader.log_range`: one call,
-one round trip on a server) instead of one read per row.
+"""The index rows, marks and call rows a verification compares with the
+frames, read with the chunk rows that hold their seqs (:meth:`Reader.log_range`:
+one call, one round trip on a server; the call rows of the ids those marks
+request in one more) instead of reads per run of rows.
 
 :class:`RangeRows` is the fetch a verifying :class:`~trajlog.codec.stream.LogStream`
 reads its rows through; the checks then take the index rows and marks of a
@@ -15,7 +16,7 @@ from collections import deque
 from ..codec.chunks import Chunk
 from ..errors import CorruptionError
 from ..storage import IndexRow, Reader
-from ..storage.event_index import Mark
+from ..storage.event_index import REQUESTED, Mark
 
 
 class RangeRows:
@@ -28,6 +29,10 @@ class RangeRows:
         self._marks: deque[Mark] = deque()
         self._upto = -1   # the highest seq whose index rows and marks are kept
         self._direct = False   # a range read failed: the checks read on their own
+        # call id -> the seq of its call row (None: none), of the last two fetches (the
+        # stream reads one ahead of the rows it checks)
+        self._calls: dict[str, int | None] = {}
+        self._earlier: dict[str, int | None] = {}
 
     def fetch(self, first: int, last: int, limit: int, budget: int) -> list[Chunk]:
         """:meth:`Reader.chunks`, keeping the index rows and marks of the seqs
@@ -43,7 +48,16 @@ class RangeRows:
             return self._reader.chunks(self._sid, first, last, limit, budget)
         upto = self._upto
         self._index.extend(r for r in got.index_rows if r.seq > upto)
-        self._marks.extend(m for m in got.marks if m.seq > upto)
+        marks = [m for m in got.marks if m.seq > upto]
+        self._marks.extend(marks)
+        ids = {m.call_id for m in marks if m.code == REQUESTED and m.call_id is not None}
+        self._earlier, self._calls = self._calls, {}
+        if ids:   # (the call rows of the ids the rows request, in one read)
+            try:
+                found = self._reader.calls_requested(self._sid, sorted(ids))
+                self._calls = {i: found.get(i) for i in ids}
+            except CorruptionError:
+                pass   # (the checks ask for them again and report where)
         if got.chunks:
             self._upto = max(upto, got.chunks[-1].last_seq)
         return got.chunks
@@ -56,6 +70,21 @@ class RangeRows:
         while kept and kept[0].seq <= after:
             kept.popleft()
         return [r for r in kept if r.seq <= upto] if kept and kept[0].seq <= upto else []
+
+    def calls_requested(self, call_ids: list[str]) -> dict[str, int]:
+        """:meth:`Reader.calls_requested`, from the call rows read with the
+        last fetch when it read them all."""
+        out: dict[str, int] = {}
+        for i in call_ids:
+            if i in self._calls:
+                at = self._calls[i]
+            elif i in self._earlier:
+                at = self._earlier[i]
+            else:
+                return self._reader.calls_requested(self._sid, call_ids)
+            if at is not None:
+                out[i] = at
+        return out
 
     def marks(self, first: int, last: int) -> list[Mark]:
         """The marks of seqs ``first .. last`` (those before are forgotten)."""

@@ -478,8 +478,7 @@ class LogReader:
             return defect(seq, f"the marks of seq {seq} differ from its frame")
         try:
             asked = [m for m in marks if m.code == REQUESTED and m.call_id is not None]
-            rows = reader.calls_requested(ref.sid, [m.call_id for m in asked
-                                                    if m.call_id is not None])
+            rows = kept.calls_requested([m.call_id for m in asked if m.call_id is not None])
             for m in asked:
                 if m.call_id is not None:
                     at = rows.get(m.call_id)
