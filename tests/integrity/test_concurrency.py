@@ -35,9 +35,9 @@ def test_concurrency_threads_group_commit(tmp_path):
     group.commit = counting  # type: ignore[method-assign]
     alone = group._commit_one   # (the fast path: a lone request committed inline)
 
-    def counting_alone(apply, args):
+    def counting_alone(apply, args, key=None):
         batches.append(1)
-        return alone(apply, args)
+        return alone(apply, args, key)
 
     group._commit_one = counting_alone  # type: ignore[method-assign]
     own = [st.create_session(cwd=f"/t{i}") for i in range(8)]

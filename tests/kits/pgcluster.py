@@ -181,13 +181,14 @@ def start() -> Cluster:
 
 
 def open_store(url: str, schema: str, tenant: str = "", *, durability: str = "full",
-               lock_timeout_ms: int = 10_000, **options: Any) -> Any:
+               lock_timeout_ms: int = 10_000, vacuum_full: bool = False,
+               **options: Any) -> Any:
     """``trajlog.open`` of a PostgreSQL store (until ``open`` takes a URL)."""
     import trajlog
     from trajlog.storage.postgres import PostgresBackend
 
     backend = PostgresBackend(url, schema=schema, tenant=tenant, durability=durability,
-                              lock_timeout_ms=lock_timeout_ms)
+                              lock_timeout_ms=lock_timeout_ms, vacuum_full=vacuum_full)
     return trajlog.open(backend=backend, **options)
 
 

@@ -116,3 +116,94 @@ def test_pg_no_password_in_errors_or_repr(pg: Cluster, schema: str):
     with pytest.raises(Exception) as caught:
         open_store(bad, schema, "acme")
     assert "client-secret" not in str(caught.value)
+
+
+def test_pg_the_memory_index_is_emptied_and_rebuilt_not_dropped(pg: Cluster, schema: str):
+    with open_store(pg.app_url, schema, "acme") as store, open_store(
+            pg.app_url, schema, "globex") as other:
+        mem = store.memory(Identity("acme", user="u"))
+        item = mem.remember("user", "fact", {"text": "zeppelin ride"})
+        other.memory(Identity("globex", user="u")).remember("user", "fact",
+                                                            {"text": "zeppelin"})
+        reader = store._e.backend.reader()
+        assert reader.memory_index_exists() and reader.memory_index_rows() == 1
+        store.drop_memory_index()
+        assert not reader.memory_index_exists() and reader.memory_index_rows() == 0
+        assert [i.id for i in mem.search("zeppelin")] == [item.id]   # (the canonical scan)
+        assert other._e.backend.reader().memory_index_rows() == 1   # (only this tenant's)
+        assert store.rebuild_memory_index() == 1
+        assert reader.memory_index_exists() and reader.memory_indexed([1, 2]) == [1]
+        assert [i.id for i in mem.search("zeppelin")] == [item.id]
+
+
+def test_pg_size_counts_the_schemas_tables(pg: Cluster, schema: str):
+    with open_store(pg.app_url, schema, "acme") as store:
+        backend = store._e.backend
+        empty = backend.size()
+        s = store.create_session()
+        s.append_batch([("note/x", {"pad": "z" * 2000, "i": i}) for i in range(500)])
+        assert empty > 0 and backend.size() > empty
+
+
+def test_pg_concurrent_openers_make_the_schema_once(pg: Cluster):
+    import threading
+
+    from trajlog.storage.postgres import PostgresBackend
+    name = "racing_" + schema_suffix()
+    errors: list[BaseException] = []
+
+    def opener() -> None:
+        try:
+            PostgresBackend(pg.owner_url, schema=name).close()
+        except BaseException as exc:
+            errors.append(exc)
+
+    threads = [threading.Thread(target=opener) for _ in range(4)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(60)
+    assert errors == []
+    with open_store(pg.app_url, name, "acme") as store:
+        assert store.create_session().verify().ok
+
+
+def schema_suffix() -> str:
+    import uuid
+    return uuid.uuid4().hex[:8]
+
+
+@pytest.mark.parametrize(("url", "shown"), [
+    ("postgresql://app:s3cret@db1:5432,db2:5433/trajlog?sslmode=require",
+     "postgresql://app:***@db1:5432,db2:5433/trajlog?sslmode=require"),
+    ("postgres://app:s3cret@db/trajlog", "postgres://app:***@db/trajlog"),
+    ("postgresql://db/trajlog?password=s3cret&sslmode=require",
+     "postgresql://db/trajlog?password=***&sslmode=require"),
+    ("host=db user=app password=s3cret dbname=trajlog",
+     "host=db user=app password=*** dbname=trajlog"),
+    ("postgresql://app@db:5432/trajlog", "postgresql://app@db:5432/trajlog"),
+])
+def test_pg_the_printable_location_has_no_password(url: str, shown: str):
+    from trajlog.storage.postgres import redact
+    assert redact(url) == shown and "s3cret" not in redact(url)
+
+
+def test_pg_open_by_url_through_the_factory(pg: Cluster):
+    """``trajlog.open(url, tenant=...)``: the factory's PostgreSQL store, in
+    the default schema, made by ``migrate`` as the owner (the app role may
+    not make it)."""
+    import trajlog
+    from trajlog.api.store import migrate, schema_of
+
+    with pytest.raises(SchemaError, match="trajlog migrate"):
+        trajlog.open(pg.app_url, tenant="acme")
+    assert schema_of(pg.owner_url) is None
+    assert migrate(pg.owner_url) == 0 and migrate(pg.owner_url) == 1
+    assert schema_of(pg.app_url) == 1
+    with trajlog.open(pg.app_url, tenant="acme") as store:
+        assert "client-secret" not in store.path and store.path.startswith("postgresql://")
+        s = store.create_session()
+        s.append("note/x", {"n": 1})
+        assert s.verify().ok
+    with trajlog.open(pg.app_url, tenant="globex") as store:
+        assert store.sessions() == []

@@ -79,9 +79,17 @@ class ProtocolOnlyBackend:
             only.foreign_commit = tx.foreign_commit
             yield only
 
-    def checkpoint(self) -> bool:
-        self.calls["checkpoint"] += 1
-        return self._real.checkpoint()
+    def purge(self) -> base.Purge:
+        self.calls["purge"] += 1
+        return self._real.purge()
+
+    def size(self) -> int:
+        self.calls["size"] += 1
+        return self._real.size()
+
+    def lease_alive(self, lease: base.Lease) -> bool | None:
+        self.calls["lease_alive"] += 1
+        return self._real.lease_alive(lease)
 
     def memory_index(self, present: bool) -> None:
         self.calls["memory_index"] += 1
@@ -123,3 +131,24 @@ def test_backend_seam_the_whole_api_runs_on_the_protocol_alone(tmp_path):
     used = {k.split(".")[0] for k in backend.calls}
     assert {"Reader", "Writer", "Snapshot", "transaction"} <= used
     assert backend.calls["Writer.append"] >= 10
+
+
+def test_verify_reads_index_rows_and_marks_with_their_chunk_rows(tmp_path):
+    """A verification reads the index rows and marks with the chunk rows
+    (``log_range``: one call, one round trip on a server), not once a row:
+    the calls do not grow with the number of rows."""
+    backend = ProtocolOnlyBackend(str(tmp_path / "seam.db"))
+    with trajlog.open(backend=backend, repack=False) as store:
+        s = store.create_session()
+        for i in range(300):   # 300 rows, each with an index row and marks
+            with s.turn():
+                s.append("user/message", {"content": f"m{i}"})
+        rows = store._e.backend._real.reader().chunk_sizes(s._ref.sid)[0]
+        assert rows >= 300
+        backend.calls.clear()
+        assert s.verify().ok
+        per_row = Counter({k.split(".")[-1]: n for k, n in backend.calls.items()
+                           if k.split(".")[-1] in ("index_rows", "marks", "log_range", "chunks")})
+        assert per_row["log_range"] <= 2, per_row
+        assert per_row["index_rows"] + per_row["marks"] <= 1, per_row   # (beyond the head)
+        assert per_row["chunks"] == 0, per_row

@@ -161,8 +161,10 @@ class Leases:
     """
 
     def __init__(self, transaction: Callable[[], AbstractContextManager[Writer]],
-                 writer_id: str, ttl_ms: int, on_change: Callable[[int], None]) -> None:
+                 writer_id: str, ttl_ms: int, on_change: Callable[[int], None],
+                 alive: Callable[[Lease], bool | None] = lambda lease: None) -> None:
         self._transaction = transaction
+        self._alive = alive   # the backend's verdict (Backend.lease_alive), if it has one
         self.writer_id = writer_id
         self.ttl_ms = ttl_ms
         self._on_change = on_change
@@ -182,7 +184,12 @@ class Leases:
         """True if ``lease`` is held, live, by another writer than this store."""
         if lease.owner is None or lease.owner == self.writer_id:
             return False
-        return lease_is_live(*lease, self.ttl_ms)
+        return self.live(lease)
+
+    def live(self, lease: Lease) -> bool:
+        """The liveness of ``lease``: the backend's verdict, else :func:`lease_is_live`."""
+        verdict = self._alive(lease)
+        return lease_is_live(*lease, self.ttl_ms) if verdict is None else verdict
 
     def check(self, tx: Writer, sid: int, session: str, lease: Lease) -> Lease:
         """Inside an append's transaction: refuse a live foreign lease; keep
@@ -190,7 +197,7 @@ class Leases:
         the lease as it now stands."""
         if lease.owner is None:   # (most appends: nobody holds it)
             return lease
-        if lease.owner != self.writer_id and lease_is_live(*lease, self.ttl_ms):  # foreign_live
+        if lease.owner != self.writer_id and self.live(lease):  # (foreign_live)
             raise LeaseHeldError(
                 f"session {session} is being written by {lease.owner} (pid {lease.pid} on "
                 f"{lease.host}); wait for its lease or let it expire")

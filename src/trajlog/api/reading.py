@@ -38,14 +38,14 @@ from ..events import Event, SessionHeader
 from ..memory.versions import erased_lookup
 from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
-from ..storage.event_index import REQUESTED, entry, marks_of
+from ..storage.event_index import REQUESTED, index_rows, marks_of
 from .handles import LogRef
+from .range_rows import RangeRows
 
 
 @dataclass(frozen=True, slots=True)
 class VerifyReport:
-    """What :meth:`Session.verify` found: every frame and the chain checked
-    against the session head (the durable watermark)."""
+    """What :meth:`Session.verify` found: every frame and the chain checked against the head."""
 
     session: str
     events: int
@@ -132,9 +132,8 @@ class LogReader:
     # -- the log --------------------------------------------------------------
 
     def head(self, ref: LogRef, reader: Reader | None = None) -> Head:
-        """The session head, checked against what is stored (see
-        :meth:`_read_head`): every caller -- ``last_seq``, views, forks,
-        recovery -- reads up to a head that hides nothing."""
+        """The session head, checked against what is stored (:meth:`_read_head`): every
+        caller -- ``last_seq``, views, forks, recovery -- reads up to a head hiding nothing."""
         return self._read_head(ref, reader or self._backend.reader())
 
     def _read_head(self, ref: LogRef, reader: Reader) -> Head:
@@ -157,11 +156,13 @@ class LogReader:
                                 seq=head.last_seq + 1, session=ref.id)
         return head
 
-    def _stream(self, ref: LogRef, reader: Reader, *, cached: bool = True) -> LogStream:
-        """The stream reader of ``ref``'s rows; ``cached=False`` (verify)
-        opens every row afresh, whatever this process opened before."""
+    def _stream(self, ref: LogRef, reader: Reader, *, cached: bool = True,
+                rows: RangeRows | None = None) -> LogStream:
+        """The stream reader of ``ref``'s rows (through ``rows``, keeping their index rows and
+        marks); ``cached=False`` (verify) opens every row afresh, whatever was opened before."""
         sid = ref.sid
-        return LogStream(ref.key, lambda a, b, n, size: reader.chunks(sid, a, b, n, size),
+        return LogStream(ref.key, rows.fetch if rows is not None else
+                         lambda a, b, n, size: reader.chunks(sid, a, b, n, size),
                          lambda: reader.max_seq(sid), self._compressor, self._chunks,
                          cache=self.cache if cached else None, pool=self._pool, session=ref.id,
                          erased=erased_lookup(reader, sid), lean=cached)
@@ -407,7 +408,8 @@ class LogReader:
                         f"of its parent's frame {seed - 1}", seed)
             if report.verdict is not Verdict.CLEAN or upto < seed:
                 return where if report.verdict is not Verdict.CLEAN else ref.id, report
-        stream = self._stream(ref, reader, cached=False)
+        rows = RangeRows(reader, ref.sid)
+        stream = self._stream(ref, reader, cached=False, rows=rows)
         watermark = Watermark(upto, expect_chain)
         found: ScanReport | None = None
         last, base, frames = seed - 1, 0, 0
@@ -417,7 +419,7 @@ class LogReader:
             def offset_of(seq: int, t: FrameTable = table, lo: int = lo, at: int = base) -> int:
                 return at + t.offset(seq - t.seq(lo) + lo) - t.offset(lo)
 
-            found = self._check_index(ref, reader, events, table, lo, hi, last, offset_of,
+            found = self._check_index(ref, reader, rows, events, table, lo, hi, last, offset_of,
                                       frames, calls)
             if found is not None:
                 break
@@ -446,13 +448,12 @@ class LogReader:
                                        upto, report.valid_len, report.frames)
         return ref.id, report
 
-    def _check_index(self, ref: LogRef, reader: Reader, events: list[Event],
-                     table: FrameTable, lo: int, hi: int, after: int,
-                     offset_of: Callable[[int], int], frames: int,
-                     calls: list[int]) -> ScanReport | None:
-        """Every index row, mark and call row of these frames' seqs against
-        the frames themselves; a defect names the seq and the offset of its
-        frame.  ``calls[0]`` counts the first requests of call ids seen."""
+    def _check_index(self, ref: LogRef, reader: Reader, kept: RangeRows, events: list[Event],
+                     table: FrameTable, lo: int, hi: int, after: int, offset_of: Callable[[int],
+                     int], frames: int, calls: list[int]) -> ScanReport | None:
+        """Every index row, mark and call row of these frames' seqs against the frames
+        themselves; a defect names the seq and the offset of its frame.  ``calls[0]``
+        counts the first requests of call ids seen."""
         first, last = table.seq(lo), table.seq(hi - 1)
 
         def defect(seq: int, reason: str) -> ScanReport:
@@ -462,11 +463,10 @@ class LogReader:
             return defect_report(Status.BAD_FIELD, reason, seq, offset_of(at),
                                  frames + at - first)
 
-        expected = [r for r in (entry(ev, ev.seq) for ev in events) if r is not None]
+        expected = index_rows(events, first)
         marks = marks_of(events, first)
         try:
-            stored = reader.index_rows(ref.sid, after, last)
-            stored_marks = reader.marks(ref.sid, first, last)
+            stored, stored_marks = kept.index_rows(after, last), kept.marks(first, last)
         except CorruptionError as exc:  # (rows that cannot be read: reported, not raised)
             return defect(first, f"the index rows or marks of seqs {first}..{last} cannot be "
                           f"read: {exc.reason}")

@@ -7,7 +7,6 @@ through the verified read path, so it is the one part that costs a scan.
 
 from __future__ import annotations
 
-import os
 from collections import Counter
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -32,9 +31,9 @@ class SessionStats:
 
 @dataclass(frozen=True, slots=True)
 class StoreStats:
-    """Every session measured, the database files' size on disk, and the
-    sessions that could not be measured (id -> why: a damaged header or
-    log), which the totals leave out."""
+    """Every session measured, the bytes the store takes (its files; a
+    server's tables), and the sessions that could not be measured (id -> why:
+    a damaged header or log), which the totals leave out."""
 
     sessions: list[SessionStats]
     file_bytes: int
@@ -77,13 +76,12 @@ def session_stats(session: Session, *, by_type: bool = True) -> SessionStats:
                         dict(types.most_common()))
 
 
-def store_stats(sessions: Iterable[Callable[[], Session]], path: str, *,
+def store_stats(sessions: Iterable[Callable[[], Session]], size: int, *,
                 by_type: bool = True,
                 progress: Callable[[int], None] | None = None) -> StoreStats:
     """Measure each session (given as a callable that opens it) of the store
-    at ``path``, each on its own: one that cannot be read is reported in
-    ``damaged`` and the others are still measured.  The files' size is the
-    database's, its WAL's and its shared-memory file's."""
+    whose backend takes ``size`` bytes, each on its own: one that cannot be
+    read is reported in ``damaged`` and the others are still measured."""
     out, damaged = [], {}
     for n, opener in enumerate(sessions, 1):
         try:
@@ -96,8 +94,6 @@ def store_stats(sessions: Iterable[Callable[[], Session]], path: str, *,
             damaged[getattr(opener, "session_id", str(n))] = f"{type(exc).__name__}: {exc}"
         if progress is not None:
             progress(n)
-    size = sum(os.path.getsize(path + suffix) for suffix in ("", "-wal", "-shm")
-               if os.path.isfile(path + suffix))
     return StoreStats(out, size, damaged)
 
 

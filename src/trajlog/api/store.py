@@ -32,10 +32,8 @@ from ..memory.audit import audit
 from ..memory.search_index import deploy_global, rebuild
 from ..projections.engine import StateCache
 from ..redaction import RedactionPolicy, Redactor
-from ..storage import Backend, Request, SQLiteBackend, Writer
-from ..storage.schema import APPLICATION_ID
-from ..storage.sqlite import migrate as sqlite_migrate
-from ..storage.sqlite import probe as sqlite_probe
+from ..storage import Backend, Request, Writer
+from ..storage.factory import migrate_store, open_backend, schema_version_of
 from . import checks
 from .bulk import Bulk, Loader
 from .forget import Forgetting
@@ -63,47 +61,50 @@ _ORDINARY = SessionHeader("", ".", None, 0, None, 0, None, 0, {})
 
 
 def migrate(path: str, *, progress: Callable[[int, int], None] | None = None) -> int:
-    """Bring the store at ``path`` to this trajlog's schema now (what
-    :func:`open` does on its own) and return the schema version it had;
-    ``progress(sessions done, total)`` while a trajlog 0.1 store's sessions
-    are rewritten.  A store that does not exist is an error, not created."""
-    if not os.path.exists(path):
-        raise InvalidArgumentError(f"no store at {path!r}")
-    return sqlite_migrate(os.fspath(path), progress=progress)
+    """Bring the store at ``path`` (a file, or a ``postgresql://`` URL) to
+    this trajlog's schema now (what :func:`open` does on its own) and return
+    the schema version it had; ``progress(sessions done, total)`` while a
+    trajlog 0.1 store's sessions are rewritten.  A store that does not exist
+    is an error, not created."""
+    return migrate_store(os.fspath(path), progress=progress)
 
 
 def schema_of(path: str) -> int | None:
-    """The schema version of the trajlog store at ``path`` (this trajlog
-    writes :data:`~trajlog.storage.schema.SCHEMA_VERSION`), or None for a file
-    that is not one (empty, or another program's database); read without
-    writing.  A path that does not exist is an error."""
-    if not os.path.isfile(path):
-        raise InvalidArgumentError(f"no store at {path!r}")
-    version, app, tables = sqlite_probe(os.fspath(path))
-    if app != APPLICATION_ID or (version == 0 and not tables):
-        return None
-    return version
+    """The schema version of the trajlog store at ``path`` (a file, or a
+    ``postgresql://`` URL), or None for a database that is not one (an empty
+    file, another program's database); read without writing.  A path that
+    does not exist is an error."""
+    return schema_version_of(os.fspath(path))
 
 
 def open(path: str = "trajlog.db", durability: str = "full", *,
-         busy_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS,
+         tenant: str | None = None, lock_timeout_ms: int = 10_000,
+         busy_timeout_ms: int | None = None, lease_ttl_ms: int = LEASE_TTL_MS,
          max_delegation_depth: int = DEFAULT_MAX_DEPTH, backend: Backend | None = None,
          repack: bool = True, redaction: RedactionPolicy | None = None) -> Store:
-    """Open (creating if needed) the store at ``path``.
+    """Open (creating if needed) the store at ``path``: a file (SQLite, the
+    embedded default) or a ``postgresql://`` URL (a libpq connection URL,
+    several hosts allowed; docs/postgresql.md).
 
     ``durability="full"`` (default): an append returns only once it is durable,
     also across power loss.  ``"normal"``: commits survive a crash of the
     process, but the last ones may be lost on power loss or an OS crash
-    (SQLite WAL with ``synchronous=NORMAL``); roughly 7x more single appends/s.
+    (SQLite WAL with ``synchronous=NORMAL``; PostgreSQL
+    ``synchronous_commit=off``); roughly 7x more single appends/s on SQLite.
     ``":memory:"`` gives a private in-memory store for tests.
+    ``tenant`` binds a PostgreSQL store to one tenant: every unit of work runs
+    with it, and row-level security hides every other tenant's data.
+    ``lock_timeout_ms`` bounds a wait for another connection's lock
+    (``busy_timeout_ms`` is its former name).
     ``max_delegation_depth`` bounds how deep subagents may spawn subagents.
     ``backend`` runs the store on another :class:`~trajlog.storage.Backend`
-    (``path``, ``durability`` and ``busy_timeout_ms`` are then the backend's).
+    (``path``, ``durability``, ``tenant`` and the timeout are then the backend's).
     ``repack=False`` leaves small rows as they are until :meth:`Store.repack`.
     ``redaction`` scans every payload and memory item before it is written
     and routes each identity's privacy mode (:mod:`trajlog.redaction`).
     """
-    return Store(path, durability=durability, busy_timeout_ms=busy_timeout_ms,
+    return Store(path, durability=durability, tenant=tenant,
+                 lock_timeout_ms=lock_timeout_ms if busy_timeout_ms is None else busy_timeout_ms,
                  lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth,
                  backend=backend, repack=repack, redaction=redaction)
 
@@ -141,8 +142,8 @@ class Store:
     release its connections; a closed store raises :class:`StoreClosedError`.
     """
 
-    def __init__(self, path: str, *, durability: str = "full", busy_timeout_ms: int = 10_000,
-                 lease_ttl_ms: int = LEASE_TTL_MS,
+    def __init__(self, path: str, *, durability: str = "full", tenant: str | None = None,
+                 lock_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS,
                  max_delegation_depth: int = DEFAULT_MAX_DEPTH,
                  backend: Backend | None = None, repack: bool = True,
                  redaction: RedactionPolicy | None = None) -> None:
@@ -152,15 +153,17 @@ class Store:
             raise InvalidArgumentError(f"durability must be 'full' or 'normal', "
                                        f"not {durability!r}")
         for name, value in (("max_delegation_depth", max_delegation_depth),
-                            ("busy_timeout_ms", busy_timeout_ms),
+                            ("lock_timeout_ms", lock_timeout_ms),
                             ("lease_ttl_ms", lease_ttl_ms)):
             if type(value) is not int or not 0 <= value < 2**31:
                 raise InvalidArgumentError(f"{name} must be a non-negative int, not {value!r}")
         if not isinstance(repack, bool):
             raise TypeError(f"repack must be bool, not {type(repack).__name__}")
+        if tenant is not None and not isinstance(tenant, str):
+            raise TypeError(f"tenant must be str, not {type(tenant).__name__}")
         if backend is None:
-            backend = SQLiteBackend(os.fspath(path), durability=durability,
-                                    busy_timeout_ms=busy_timeout_ms)
+            backend = open_backend(os.fspath(path), durability=durability,
+                                   lock_timeout_ms=lock_timeout_ms, tenant=tenant)
         durability = backend.durability
         options = Options(durability, lease_ttl_ms, max_delegation_depth, new_writer_id())
         reading = LogReader(backend, Compressor())
@@ -309,7 +312,9 @@ class Store:
                 raise
             return done
 
-        result: list[tuple[LogRef, list[Event]]] = writer.commit.submit(Request(apply, None))
+        sids = tuple(sorted({p[1].sid for p in plan if p[1] is not None}))  # (locked first)
+        result: list[tuple[LogRef, list[Event]]] = writer.commit.submit(
+            Request(apply, None, sids))
         for ref, _ in result:
             writer.after_commit(ref)
         return [(target if isinstance(target, Session) and target._ref is ref
@@ -492,7 +497,7 @@ class Store:
         self._check_open()
         ids = (list(session_ids) if session_ids is not None else
                [h.id for h in self.sessions(include_subagents=True)])
-        return store_stats([_Opener(self, i) for i in ids], self.path, by_type=by_type,
+        return store_stats([_Opener(self, i) for i in ids], self._e.backend.size(), by_type=by_type,
                            progress=progress)
 
     def sessions(self, *, include_subagents: bool = False) -> list[SessionHeader]:

@@ -37,7 +37,8 @@ from .. import errors
 from ..api import Session, schema_of
 from ..api.store import Store
 from ..api.store import open as open_store
-from ..storage.schema import SCHEMA_VERSION
+from ..storage.factory import exists, is_server, redact
+from ..storage.factory import kind as backend_kind
 
 F = TypeVar("F", bound=Callable[..., Any])
 
@@ -153,20 +154,26 @@ class App:
         """Refuse, before opening, what a read must not change: no store, a
         file that is not a store (opening would make one of it), a store of
         an older schema (opening would migrate it)."""
-        if not os.path.exists(self.db):
-            raise Failure(f"no store at {self.db}",
+        if not exists(self.db):
+            raise Failure(f"no store at {self.shown}",
                           "give one with --db or TRAJLOG_DB; 'trajlog demo' makes one")
-        if os.path.isdir(self.db):
-            raise Failure(f"{self.db} is a directory", "give the store's file with --db")
+        if not is_server(self.db) and os.path.isdir(self.db):
+            raise Failure(f"{self.shown} is a directory", "give the store's file with --db")
         version = schema_of(self.db)
         if version is None:
-            raise Failure(f"{self.db} is not a trajlog store",
+            raise Failure(f"{self.shown} is not a trajlog store",
                           "give a store with --db; 'trajlog import' or 'trajlog demo' make one")
-        if version < SCHEMA_VERSION:
-            raise Failure(f"{self.db} was written by an older trajlog (schema {version}; this "
-                          f"one reads {SCHEMA_VERSION})",
-                          f"run 'trajlog migrate --db {self.db}' first: it verifies and "
+        current = backend_kind(self.db).schema_version
+        if version < current:
+            raise Failure(f"{self.shown} was written by an older trajlog (schema {version}; this "
+                          f"one reads {current})",
+                          f"run 'trajlog migrate --db {self.shown}' first: it verifies and "
                           "rewrites each session")
+
+    @property
+    def shown(self) -> str:
+        """``--db`` as messages print it (a URL's password hidden)."""
+        return redact(self.db)
 
     def session(self, prefix: str) -> Session:
         """The session whose id starts with ``prefix`` (unique)."""
@@ -181,6 +188,8 @@ class App:
     def discard(self) -> None:
         """Close and delete the store this invocation created (and left empty)."""
         self.close()
+        if is_server(self.db):
+            return   # (a server store's schema stays; it holds nothing)
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(FileNotFoundError):
                 os.remove(self.db + suffix)
@@ -291,7 +300,7 @@ def complete_session(ctx: click.Context, param: click.Parameter,
                      incomplete: str) -> list[click.shell_completion.CompletionItem]:
     """Shell completion of a SESSION argument: the ids in the store at --db."""
     db = ctx.find_root().params.get("db") or os.environ.get("TRAJLOG_DB", "trajlog.db")
-    if not os.path.exists(db):
+    if not exists(db):
         return []
     try:
         with open_store(db) as store:

@@ -12,6 +12,7 @@ from rich.table import Table
 from ..interop.export import FORMATS as EXPORT_FORMATS
 from ..interop.formats import FORMATS as IMPORT_FORMATS
 from ..interop.sources.trajlog import verify_file
+from ..storage.factory import exists
 from .app import EXIT_DEFECT, EXIT_OK, App, session_argument, summary
 
 EXPORT_SUFFIXES = tuple("." + f for f in EXPORT_FORMATS)
@@ -80,7 +81,7 @@ def import_command(app: App, path: str, format_: str, unmapped: bool, close: boo
     project, a Codex rollout, Inspect AI, OpenHands, SWE-agent, aider).
     Creates the store if needed; importing the same file again writes nothing.
     Exits 1 if a session met a stored session with other events."""
-    existed = os.path.exists(app.db)
+    existed = exists(app.db)
     store = app.store(create=True)
     with app.progress(f"import {os.path.basename(path.rstrip('/'))}", unit="events") as update:
         try:

@@ -3,7 +3,6 @@
 
 from __future__ import annotations
 
-import os
 from typing import Any
 
 import click
@@ -11,7 +10,7 @@ import click
 from ..api import migrate as migrate_store
 from ..errors import CorruptionError, SchemaError, StoreDamagedError, TrajlogError
 from ..events import Event
-from ..storage.schema import SCHEMA_VERSION
+from ..storage.factory import exists, kind
 from . import interop
 from .app import EXIT_DEFECT, EXIT_OK, EXIT_REFUSED, App, fail, safe, session_argument
 
@@ -177,8 +176,8 @@ def migrate(app: App) -> None:
     """Bring a store written by an older trajlog to this version's schema
     (each session verified, rewritten and compared in its own transaction;
     an interrupted migration resumes)."""
-    if not os.path.exists(app.db):
-        fail(f"no store at {app.db}", "give one with --db or TRAJLOG_DB")
+    if not exists(app.db):
+        fail(f"no store at {app.shown}", "give one with --db or TRAJLOG_DB")
     seen: dict[str, Any] = {}
 
     with app.progress("migrating") as update:
@@ -186,10 +185,11 @@ def migrate(app: App) -> None:
             seen["sessions"] = total
             update(done, total)
         found = migrate_store(app.db, progress=progress)
-    if found >= SCHEMA_VERSION:
-        app.echo(f"{app.db}: schema {SCHEMA_VERSION}, already current")
+    current = kind(app.db).schema_version
+    if found >= current:
+        app.echo(f"{app.shown}: schema {current}, already current")
     else:
-        app.echo(f"{app.db}: schema {found} -> {SCHEMA_VERSION}"
+        app.echo(f"{app.shown}: schema {found} -> {current}"
                  + (f", {seen['sessions']} session(s) rewritten" if seen else ""))
 
 

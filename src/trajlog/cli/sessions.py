@@ -94,7 +94,7 @@ def ls(app: App, cwd: str | None, preset: str | None, since: str | None, until: 
     app.out.print(table)
     if not rows:
         app.err.print("no sessions match" if store.sessions(include_subagents=True)
-                      else f"the store {app.db} holds no sessions")
+                      else f"the store {app.shown} holds no sessions")
 
 
 def erased(data: Any) -> bool:

@@ -38,11 +38,13 @@ def _revoke(backend: Backend, item_id: str, *, reason: str, actor: str | None,
         blanked = removed = 0
         tid = None if already is None else already.tid
         has_index = w.memory_index_exists()   # (no schema change inside the transaction)
-        try:
-            with w.savepoint():   # (a failure outside one would end the transaction)
-                indexed = w.memory_indexed([r.mid for r in rows]) if has_index else []
-        except StoreError:
-            indexed = []
+        damaged = False
+        if has_index:   # (first: the revoked version's own index change is then a no-op)
+            try:   # (in a savepoint: a failure outside one would end the transaction)
+                with w.savepoint():
+                    removed = w.unindex_memory([r.mid for r in rows])
+            except StoreError:
+                damaged = True
         if already is None:
             stone = write_tombstone(w, lambda t: {"item": item_id, "digest": cur.digest,
                                                   "versions": len(rows)},
@@ -57,14 +59,6 @@ def _revoke(backend: Backend, item_id: str, *, reason: str, actor: str | None,
             if row.state != "revoked" and any(row.frame[40:]):
                 w.blank_memory(row.mid, blank(row.frame))
                 blanked += 1
-        damaged = False
-        if has_index:
-            try:
-                with w.savepoint():
-                    w.unindex_memory([r.mid for r in rows])
-                removed = len(indexed)
-            except StoreError:
-                damaged = True
     notes: tuple[str, ...] = ()
     if damaged:
         # The index could not be read to delete the item's words from it: it

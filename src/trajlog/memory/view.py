@@ -85,10 +85,8 @@ def _now() -> int:
     return time.time_ns() // 1_000_000
 
 
-def _words(query: str) -> list[str]:
-    """The words of a search query (the backend builds its own query of them)."""
-    words: list[str] = _WORD.findall(query)
-    if not words:
+def _words(query: str) -> list[str]:   # (the backend builds its own query of them)
+    if not (words := _WORD.findall(query)):
         raise InvalidArgumentError(f"search query {query!r} holds no words")
     return words
 

@@ -40,6 +40,9 @@ The contract a backend keeps (docs/architecture.md, "The storage seam"):
   store: in a write transaction, :meth:`MemoryReader.memory_max_mid` and
   :meth:`MemoryReader.max_tid` reserve the ids after them until the
   transaction ends (a backend with concurrent writers locks the memory head).
+* **Leases**: a session's writer lease is in its head row; whether its
+  holder is alive is :meth:`Backend.lease_alive`'s answer where the backend
+  has one (heartbeats stamped by the server's clock), else the host+pid rule.
 * **Erasure** leaves copies a backend may or may not be able to remove
   (free pages, a write-ahead log, dead tuples, replicas, backups):
   :meth:`Backend.purge` removes what it can and names what remains.
@@ -456,6 +459,13 @@ class Backend(Protocol):
         """A write transaction: committed (durably, as ``durability`` says)
         when the block ends, rolled back if it raises.  Serialized in-process;
         across processes by the database's locks (see :meth:`Writer.lock_heads`)."""
+        ...
+
+    def lease_alive(self, lease: Lease) -> bool | None:
+        """Whether the writer holding ``lease`` is alive, as this backend can
+        tell (a server: the lock its writer's connection holds, which dies
+        with the connection); None when it cannot, and the host+pid rule and
+        the heartbeat decide (one machine's file)."""
         ...
 
     def purge(self) -> Purge:

@@ -15,17 +15,31 @@ With several requests in one transaction, each runs in a savepoint: one that
 fails (a refusal, a constraint, an unexpected error) is rolled back alone and
 fails alone; the others commit.  A failure of the transaction itself, or of
 its commit, fails every request in it.
+
+Concurrency across processes is per session (the seam's contract): the
+transaction first locks the heads of every session its requests declare, in
+sid order, so two group commits never wait on each other in a cycle.  A
+request refused because another writer moved its session's head
+(``HeadMovedError``: nothing written) has that session's cached state
+dropped and runs once more; a transaction the database ended to break a
+deadlock or a serialization conflict (``TransactionConflictError``) runs
+again whole, up to :data:`ATTEMPTS` times.
 """
 
 from __future__ import annotations
 
+import random
 import threading
-from collections.abc import Callable
+import time
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from ..errors import StoreClosedError, unexpected
+from ..errors import HeadMovedError, StoreClosedError, TransactionConflictError, unexpected
 from .base import Backend, Writer
+
+#: how many times a transaction ended by a deadlock or serialization conflict runs
+ATTEMPTS = 8
 
 
 def _locked() -> threading.Lock:
@@ -38,12 +52,15 @@ def _locked() -> threading.Lock:
 class Request:
     """One caller's write: ``apply(writer)`` runs inside the transaction and
     returns the caller's result.  ``key`` names what the request writes (a
-    session), for ``on_failure``.  A request with a ``callback`` is
+    session's sid), for ``on_failure``; ``sessions`` the sids of any other
+    sessions it writes (their heads are locked, in order, before it runs).
+    A request with a ``callback`` is
     asynchronous: nobody waits on ``wake``; ``callback(request)`` is called,
     from the committing thread, once it is done."""
 
     apply: Callable[[Writer], Any]
     key: Any = None
+    sessions: tuple[int, ...] = ()
     done: bool = False
     result: Any = None
     error: BaseException | None = None
@@ -115,7 +132,7 @@ class GroupCommit:
         if request is not None:
             return self._settle(request, True)
         try:
-            result, error = self._commit_one(apply, args)
+            result, error = self._commit_one(apply, args, key)
         finally:
             with mutex:
                 if self._queue:
@@ -221,59 +238,120 @@ class GroupCommit:
             worker.join(10)
 
     def _commit_one(self, apply: Callable[..., Any], args: tuple[Any, ...],
-                    ) -> tuple[Any, BaseException | None]:
+                    key: Any = None) -> tuple[Any, BaseException | None]:
         """:meth:`commit` of one request, without its object: ``(result,
         error)`` of ``apply(tx, *args)``, nothing raised.  A refusal leaves the
         transaction to commit (it wrote nothing but, maybe, its own lease's
         heartbeat)."""
-        result: Any = None
-        error: BaseException | None = None
+        for attempt in range(ATTEMPTS):
+            result: Any = None
+            error: BaseException | None = None
+            try:
+                with self._backend.transaction() as tx:
+                    if tx.foreign_commit:
+                        self._on_foreign()
+                    try:
+                        try:   # (_apply inline: this is every lone append's path)
+                            result = apply(tx, *args)
+                        except HeadMovedError:
+                            if not tx.in_transaction():
+                                raise
+                            self._on_failure(key)
+                            result = apply(tx, *args)
+                    except self._refusals as exc:
+                        error = exc
+            except TransactionConflictError as exc:
+                self._on_failure(None)
+                if attempt + 1 < ATTEMPTS:
+                    _backoff(attempt)
+                    continue
+                return None, exc
+            except BaseException as exc:
+                self._on_failure(None)  # the transaction failed: caches may be ahead of the log
+                if error is None:
+                    error = unexpected(exc) if isinstance(exc, Exception) else exc
+                result = None
+            return result, error
+        raise AssertionError("unreachable")  # (the loop returns)
+
+    def _apply(self, tx: Writer, apply: Callable[..., Any], args: tuple[Any, ...],
+               key: Any) -> Any:
+        """``apply(tx, *args)``; once more, with the session's cached state
+        dropped, if another writer had moved its head (nothing was written)."""
         try:
-            with self._backend.transaction() as tx:
-                if tx.foreign_commit:
-                    self._on_foreign()
-                try:
-                    result = apply(tx, *args)
-                except self._refusals as exc:
-                    error = exc
-        except BaseException as exc:
-            self._on_failure(None)  # the transaction failed: caches may be ahead of the log
-            if error is None:
-                error = unexpected(exc) if isinstance(exc, Exception) else exc
-            result = None
-        return result, error
+            return apply(tx, *args)
+        except HeadMovedError:
+            if not tx.in_transaction():
+                raise
+            self._on_failure(key)
+            return apply(tx, *args)
 
     def commit(self, batch: list[Request]) -> None:
-        """Run ``batch`` in one transaction; every request ends with a result
-        or an error (nothing raised here)."""
-        isolate = len(batch) > 1
-        try:
-            with self._backend.transaction() as tx:
-                if tx.foreign_commit:
-                    self._on_foreign()
-                for req in batch:
-                    if not isolate:
-                        try:
-                            req.result = req.apply(tx)
-                        except self._refusals as exc:
-                            req.error = exc
-                        continue
-                    try:
-                        with tx.savepoint():
-                            req.result = req.apply(tx)
-                    except self._refusals as exc:
-                        req.error = exc
-                    except Exception as exc:
-                        if not tx.in_transaction():
-                            raise  # the transaction is gone: the batch fails
-                        self._on_failure(req.key)
-                        req.error = unexpected(exc)
-        except BaseException as exc:
-            self._on_failure(None)  # the transaction failed: caches may be ahead of the log
+        """Run ``batch`` in one transaction (again, whole, if the database
+        ends it in a conflict); every request ends with a result or an error
+        (nothing raised here)."""
+        for attempt in range(ATTEMPTS):
+            try:
+                self._commit_batch(batch)
+                return
+            except TransactionConflictError as exc:
+                self._on_failure(None)
+                if attempt + 1 < ATTEMPTS:
+                    for req in batch:
+                        req.error, req.result = None, None
+                    _backoff(attempt)
+                    continue
+                failed: BaseException = exc
+            except BaseException as exc:
+                self._on_failure(None)  # the transaction failed: caches may be ahead of the log
+                failed = exc
             for req in batch:
                 if req.error is None:
-                    req.error = unexpected(exc) if isinstance(exc, Exception) else exc
+                    req.error = unexpected(failed) if isinstance(failed, Exception) else failed
                 req.result = None
+            return
+
+    def _commit_batch(self, batch: list[Request]) -> None:
+        """One try of :meth:`commit`: a failure of the transaction raises."""
+        isolate = len(batch) > 1
+        with self._backend.transaction() as tx:
+            if tx.foreign_commit:
+                self._on_foreign()
+            if isolate or batch[0].sessions:
+                tx.lock_heads(_sessions(batch))
+            for req in batch:
+                if not isolate:
+                    try:
+                        req.result = self._apply(tx, req.apply, (), req.key)
+                    except self._refusals as exc:
+                        req.error = exc
+                    continue
+                try:
+                    with tx.savepoint():
+                        req.result = self._apply(tx, req.apply, (), req.key)
+                except self._refusals as exc:
+                    req.error = exc
+                except Exception as exc:
+                    if not tx.in_transaction():
+                        raise  # the transaction is gone: the batch fails (or runs again)
+                    self._on_failure(req.key)
+                    req.error = unexpected(exc)
 
 
-__all__ = ["GroupCommit", "Request"]
+def _sessions(batch: Sequence[Request]) -> list[int]:
+    """The sids the batch's requests write, in order."""
+    sids: set[int] = set()
+    for req in batch:
+        if type(req.key) is int:
+            sids.add(req.key)
+        sids.update(req.sessions)
+    return sorted(sids)
+
+
+def _backoff(attempt: int) -> None:
+    """A short random wait before a conflicting transaction runs again, so
+    that the transactions that collided do not collide again in step."""
+    time.sleep(random.uniform(0, 0.002 * (1 << min(attempt, 6))))
+
+
+__all__ = ["ATTEMPTS", "GroupCommit", "Request"]

@@ -6,7 +6,16 @@ from typing import Any
 
 import apsw
 
-from ..errors import StoreBusyError, StoreClosedError, StoreDamagedError, StoreError
+from ..errors import (
+    HeadMovedError,
+    StoreBusyError,
+    StoreClosedError,
+    StoreDamagedError,
+    StoreError,
+)
+
+# the guard trigger's refusal of a chunk that is not its head's next (schema.py)
+_NOT_NEXT = "a chunk starts at its head's next seq"
 
 
 class translate:
@@ -22,6 +31,8 @@ class translate:
             raise StoreBusyError(f"database is locked: {exc}") from exc
         if isinstance(exc, (apsw.ConnectionClosedError, apsw.CursorClosedError)):
             raise StoreClosedError("the store is closed") from exc
+        if isinstance(exc, apsw.ConstraintError) and _NOT_NEXT in str(exc):
+            raise HeadMovedError(f"another writer moved the session's head: {exc}") from exc
         if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
             raise StoreDamagedError(f"{type(exc).__name__}: {exc}") from exc
         raise StoreError(f"{type(exc).__name__}: {exc}") from exc

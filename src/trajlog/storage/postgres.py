@@ -18,37 +18,34 @@ instant), a snapshot is one REPEATABLE READ READ ONLY transaction.
 from __future__ import annotations
 
 import contextlib
-import re
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import pq
-from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ..codec.chunks import Chunk
-from ..errors import HeadMovedError, SchemaError, StoreClosedError, StoreError
+from ..errors import (
+    HeadMovedError,
+    InvalidArgumentError,
+    LeaseHeldError,
+    StoreClosedError,
+    StoreError,
+)
 from . import postgres_rows as pr
 from .base import Head, Lease, LogRange, Purge, SessionRow
 from .event_index import IndexRow, Mark
-from .keys import MAX_SESSION_SEQ
-from .postgres_errors import PgErrors
+from .keys import MAX_SESSION_SEQ, no_head
 from .postgres_memory import PgMemoryReads, PgMemoryWrites
-from .postgres_schema import APP_ROLE, PG_SCHEMA_VERSION, ddl, grants, ident
+from .postgres_open import SCHEMA_VERSION, errors_for, migrate, open_schema, probe, redact
+from .postgres_schema import ident
 
 _R = TypeVar("_R")
 _IDLE = pq.TransactionStatus.IDLE
 _INTRANS = pq.TransactionStatus.INTRANS
-
-
-def redact(url: str) -> str:
-    """``url`` (a libpq URL or key=value string) without its password."""
-    url = re.sub(r"(://[^:/@?#,]*):[^@/?#]*@", r"\1@", url)
-    url = re.sub(r"([?&])password=[^&]*(&|$)", lambda m: m.group(1) if m.group(2) else "", url)
-    url = re.sub(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", "password=***", url)
-    return url.rstrip("?&")
 
 
 class PgReader(PgMemoryReads):
@@ -151,21 +148,56 @@ class PgWriter(PgMemoryWrites, PgReader):
         super().__init__(backend)
         self.conn: pr.Conn | None = None
         self._heads: dict[int, Head] = {}
+        self._begun = False
 
     def _run(self, fn: Callable[..., _R], *args: Any) -> _R:
         with self._backend._errors:
+            if not self._begun:
+                self._begin("")
             return fn(self.conn, *args)
+
+    def _begin(self, then: str) -> Any:
+        """BEGIN and the settings (tenant, lock timeout, durability), with
+        ``then`` -- a statement without parameters -- in the same round trip;
+        ``then``'s rows (as psycopg's cursor)."""
+        for attempt in (0, 1):
+            conn = self.conn
+            assert conn is not None
+            try:
+                cur = conn.execute(self._backend._begin + then, prepare=False)
+                while then and cur.nextset():   # (to the last statement's rows)
+                    pass
+                return cur
+            except psycopg.OperationalError:
+                if attempt or not conn.broken:
+                    raise
+                # the idle connection was lost (a server restart, a terminated
+                # backend): nothing was sent in this transaction; connect again
+                self.conn = self._backend._write_connection()
+            finally:   # (BEGIN ran even when ``then`` failed: the transaction is to end)
+                self._begun = not conn.closed and conn.info.transaction_status != _IDLE
+        raise AssertionError("unreachable")
+
+    def _lock(self, sids: Sequence[int]) -> dict[int, Head]:
+        """Lock head rows; a transaction's first statement goes with its BEGIN."""
+        if self._begun:
+            return self._run(pr.lock_heads, sids)
+        with self._backend._errors:
+            return pr.heads_of(self._begin("; " + pr.lock_heads_sql(sids)).fetchall())
 
     def head(self, sid: int) -> Head:
         found = self._heads.get(sid)
         if found is None:
-            found = self._heads[sid] = self._run(pr.head, sid, True)
+            self._heads.update(self._lock([sid]))
+            found = self._heads.get(sid)
+            if found is None:
+                raise no_head(sid)
         return found
 
     def lock_heads(self, sids: Sequence[int]) -> dict[int, Head]:
         want = sorted(set(sids) - self._heads.keys())
         if want:
-            self._heads.update(self._run(pr.lock_heads, want))
+            self._heads.update(self._lock(want))
         return {sid: self._heads[sid] for sid in sids if sid in self._heads}
 
     def insert_session(self, row: SessionRow, last_seq: int, chain_head: int) -> int:
@@ -173,6 +205,13 @@ class PgWriter(PgMemoryWrites, PgReader):
 
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
                marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
+        got = self._heads.get(sid)
+        if got is None and len(chunks) == 1 and not index and not calls:
+            # (most single appends: the head's lock, its check and the row in one statement)
+            moved = self._run(pr.insert_at_head, sid, chunks[0], marks[0])
+            if moved is not None:
+                self._heads[sid] = moved
+                return
         got = self.head(sid)   # (locked: nobody else appends until this transaction ends)
         if chunks[0].first_seq != got.last_seq + 1:
             raise HeadMovedError(f"the append starts at seq {chunks[0].first_seq} but the "
@@ -186,16 +225,22 @@ class PgWriter(PgMemoryWrites, PgReader):
         return self._run(pr.repack, sid, merged, marks)
 
     def set_lease(self, sid: int, lease: Lease) -> None:
+        """The lease row, and -- for a writer that takes one -- its liveness
+        token: a session-level advisory lock on the write connection, which
+        the server drops with the connection (:meth:`PostgresBackend.lease_alive`)."""
         self._run(pr.set_lease, sid, lease)
+        if lease.owner is not None and not self._run(self._backend._hold_token, lease.owner):
+            raise LeaseHeldError(f"the writer id {lease.owner} is held by another connection")
         got = self._heads.get(sid)
         if got is not None:
             self._heads[sid] = got._replace(lease=Lease(*lease))
 
     def heartbeat(self, sid: int, owner: str, now_ms: int) -> None:
-        self._run(pr.heartbeat, sid, owner, now_ms)
+        """(The server's clock, not ``now_ms``: hosts' clocks differ.)"""
+        stamped = self._run(pr.heartbeat, sid, owner)
         got = self._heads.get(sid)
-        if got is not None and got.lease.owner == owner:
-            self._heads[sid] = got._replace(lease=got.lease._replace(heartbeat_ms=now_ms))
+        if got is not None and got.lease.owner == owner and stamped is not None:
+            self._heads[sid] = got._replace(lease=got.lease._replace(heartbeat_ms=stamped))
 
     def save_projection_state(self, sid: int, name: str, version: int, seq: int, chain: int,
                               state: bytes) -> None:
@@ -206,30 +251,31 @@ class PgWriter(PgMemoryWrites, PgReader):
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
+        heads = dict(self._heads)   # (a rolled-back savepoint releases the locks it took)
+        self._run(_savepoint)
         conn = self.conn
         assert conn is not None
-        heads = dict(self._heads)   # (a rolled-back savepoint releases the locks it took)
-        with self._backend._errors:
-            conn.execute("SAVEPOINT request")
         try:
             yield
         except BaseException:
             if conn.info.transaction_status in (_INTRANS, pq.TransactionStatus.INERROR):
                 with self._backend._errors:
-                    conn.execute("ROLLBACK TO SAVEPOINT request; RELEASE SAVEPOINT request")
+                    conn.execute("ROLLBACK TO SAVEPOINT request; RELEASE SAVEPOINT request",
+                                 prepare=False)
                 self._heads = heads
             raise
         with self._backend._errors:
-            conn.execute("RELEASE SAVEPOINT request")
+            conn.execute("RELEASE SAVEPOINT request", prepare=False)
 
     def in_transaction(self) -> bool:
-        return self.conn is not None and self.conn.info.transaction_status == _INTRANS
+        return self.conn is not None and (
+            not self._begun or self.conn.info.transaction_status == _INTRANS)
 
 
 class _Transaction:
-    """BEGIN (with the tenant and the lock timeout, one round trip) ..
-    COMMIT on the write connection, under the backend's lock; ROLLBACK if
-    the block raises."""
+    """A write transaction on the write connection, under the backend's
+    lock: BEGIN with its first statement, COMMIT when the block ends,
+    ROLLBACK if it raises."""
 
     def __init__(self, backend: PostgresBackend) -> None:
         self._backend = backend
@@ -240,11 +286,9 @@ class _Transaction:
         try:
             if backend._closed:
                 raise StoreClosedError("the store is closed")
-            conn = backend._write_connection()
-            with backend._errors:
-                conn.execute(backend._begin_write)
             writer = backend._writer
-            writer.conn, writer._heads = conn, {}
+            writer.conn, writer._heads = backend._write_connection(), {}
+            writer._begun = False   # (BEGIN goes with the first statement: PgWriter._begin)
             return writer
         except BaseException:
             backend._lock.release()
@@ -253,15 +297,17 @@ class _Transaction:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         backend = self._backend
         writer = backend._writer
-        conn = writer.conn
+        conn, begun = writer.conn, writer._begun
         writer.conn, writer._heads = None, {}
         try:
             assert conn is not None
             with backend._errors:
-                if exc is None:
-                    conn.execute("COMMIT")
+                if not begun:
+                    pass   # (nothing ran: nothing to end)
+                elif exc is None:
+                    conn.execute("COMMIT", prepare=False)
                 elif not conn.closed and conn.info.transaction_status != _IDLE:
-                    conn.execute("ROLLBACK")
+                    conn.execute("ROLLBACK", prepare=False)
         finally:
             backend._lock.release()
         if isinstance(exc, psycopg.Error):
@@ -285,25 +331,29 @@ class PostgresBackend:
     exists (create it ``NOLOGIN`` and make the app's login roles its
     members); a role that may not create it gets a ``SchemaError`` saying to
     run ``trajlog migrate`` as the owner.
+
+    :meth:`purge` runs VACUUM when this role owns the tables (it frees the
+    erased row versions but leaves their bytes in the pages' free space);
+    ``vacuum_full`` makes it VACUUM FULL instead (the tables rewritten into
+    new files, none of their pages holding the erased bytes -- at the price
+    of an exclusive lock on them, every tenant's rows, for the rewrite).
     """
 
     max_session_seq = MAX_SESSION_SEQ
     foreign_commits = 0   # (never counted: see PgWriter.foreign_commit)
 
     def __init__(self, url: str, *, durability: str = "full", lock_timeout_ms: int = 10_000,
-                 tenant: str = "", schema: str = "trajlog", pool_size: int = 8) -> None:
+                 tenant: str = "", schema: str = "trajlog", pool_size: int = 8,
+                 vacuum_full: bool = False) -> None:
         if durability not in ("full", "normal"):
-            raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
+            raise InvalidArgumentError(f"durability must be 'full' or 'normal', not {durability!r}")
         self._url = url
         self.path = redact(url)
         self.durability = durability
         self.tenant = tenant
         self.schema = schema
-        try:
-            secret = conninfo_to_dict(url).get("password")
-        except psycopg.Error:
-            secret = None
-        self._errors = PgErrors(self.path, str(secret) if secret else None)
+        self._vacuum_full = vacuum_full
+        self._errors = errors_for(url)
         settings = ("SELECT set_config('trajlog.tenant', {t}, true), "
                     "set_config('search_path', {p}, true), "
                     "set_config('synchronous_commit', {c}, true), "
@@ -312,14 +362,15 @@ class PostgresBackend:
             t=_literal(tenant), p=_literal(f"{ident(schema)}, pg_temp"),
             c=_literal("on" if durability == "full" else "off"),
             lt=_literal(f"{int(lock_timeout_ms)}ms"))
-        self._begin_write = "BEGIN; " + self._settings
+        self._begin = "BEGIN; " + self._settings
         self._begin_snapshot = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
                                 + self._settings)
         self._lock = threading.Lock()
         self._local = threading.local()
         self._closed = False
         self._wconn: pr.Conn | None = None
-        self._open_schema()
+        self._tokens: set[str] = set()   # writer ids whose token the write connection holds
+        open_schema(url, schema, self._errors)
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=False,
             name="trajlog")
@@ -351,7 +402,36 @@ class PostgresBackend:
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
             conn = self._wconn = self._connect()
+            owners, self._tokens = self._tokens, set()
+            for owner in owners:   # (the old connection's tokens died with it: take them again)
+                with self._errors:
+                    self._hold_token(conn, owner)
         return conn
+
+    def _token(self, owner: str) -> int:
+        """A writer's advisory lock key: 64 bits of (schema, tenant, writer id)."""
+        digest = hashlib.blake2b(f"{self.schema}\0{self.tenant}\0{owner}".encode(),
+                                 digest_size=8).digest()
+        return int.from_bytes(digest, "big", signed=True)
+
+    def _hold_token(self, conn: pr.Conn, owner: str) -> bool:
+        """Hold ``owner``'s liveness token on the write connection (once)."""
+        if owner in self._tokens:
+            return True
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self._token(owner),)).fetchone()
+        if row and row[0]:
+            self._tokens.add(owner)
+            return True
+        return False
+
+    def lease_alive(self, lease: Lease) -> bool | None:
+        """Whether the lease's writer is alive: whether any connection holds
+        its liveness token (the server drops it with the connection, however
+        the writer died; no host, pid or clock involved)."""
+        if lease.owner is None:
+            return None
+        key = self._token(lease.owner) & 0xFFFFFFFFFFFFFFFF
+        return bool(self._read(_token_held, (key >> 32, key & 0xFFFFFFFF)))
 
     def _read(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """``fn(conn, *args)`` in this thread's snapshot, or in a read unit
@@ -362,18 +442,31 @@ class PostgresBackend:
                 return fn(snap, *args)
         if self._closed:
             raise StoreClosedError("the store is closed")
-        with self._errors, self._pool.connection() as conn:
-            try:
-                with conn.pipeline():
-                    conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
-                    conn.execute(self._settings)
-                    result = fn(conn, *args)
-                    conn.execute("COMMIT")
-                return result
-            finally:
-                if not conn.closed and conn.info.transaction_status != _IDLE:
-                    with contextlib.suppress(psycopg.Error):
-                        conn.execute("ROLLBACK")
+        with self._errors:
+            for attempt in (0, 1):
+                with self._pool.connection() as conn:
+                    try:
+                        return self._read_unit(conn, fn, args)
+                    except psycopg.OperationalError:
+                        if attempt or not conn.broken:
+                            raise
+                # a pooled connection was lost (a server restart, a terminated
+                # backend): drop the dead ones, read again (reads are idempotent)
+                self._pool.check()
+        raise AssertionError("unreachable")
+
+    def _read_unit(self, conn: pr.Conn, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare=False)
+                conn.execute(self._settings)
+                result = fn(conn, *args)
+                conn.execute("COMMIT", prepare=False)
+            return result
+        finally:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK", prepare=False)
 
     def reader(self) -> PgReader:
         return self._reader
@@ -387,7 +480,7 @@ class PostgresBackend:
             raise StoreClosedError("the store is closed")
         with self._pool.connection() as conn:
             with self._errors:
-                conn.execute(self._begin_snapshot)
+                conn.execute(self._begin_snapshot, prepare=False)
             self._local.snap = conn
             try:
                 yield self._reader
@@ -396,56 +489,10 @@ class PostgresBackend:
                 status = conn.info.transaction_status
                 if not conn.closed and status != _IDLE:
                     with self._errors:
-                        conn.execute("COMMIT" if status == _INTRANS else "ROLLBACK")
+                        conn.execute("COMMIT" if status == _INTRANS else "ROLLBACK", prepare=False)
 
     def transaction(self) -> _Transaction:
         return self._transaction
-
-    # -- the schema -----------------------------------------------------------------
-
-    def _open_schema(self) -> None:
-        """Check the schema's version; make the schema when it is missing."""
-        conn = self._connect()
-        try:
-            with self._errors:
-                version = _version(conn, self.schema)
-                if version is None:
-                    self._create(conn)
-                    version = _version(conn, self.schema)
-            if version != PG_SCHEMA_VERSION:
-                raise SchemaError(f"{self.path}: schema {self.schema!r} is at trajlog "
-                                  f"PostgreSQL schema version {version}; this trajlog reads "
-                                  f"{PG_SCHEMA_VERSION}")
-        finally:
-            conn.close()
-
-    def _create(self, conn: pr.Conn) -> None:
-        """Make the schema, as the connecting role (its owner from then on);
-        concurrent openers wait on one advisory lock and the later ones find
-        it made."""
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                         (f"trajlog schema {self.schema}",))
-            if _version(conn, self.schema) is None:
-                try:
-                    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(self.schema)}")
-                    conn.execute(f"SET LOCAL search_path = {ident(self.schema)}, pg_temp")
-                    conn.execute(ddl())
-                except psycopg.errors.InsufficientPrivilege as exc:
-                    raise SchemaError(
-                        f"{self.path}: schema {self.schema!r} does not exist (or is not "
-                        f"complete) and this role may not create it ({self._errors.text(exc)}); "
-                        "run `trajlog migrate` as the schema's owner") from None
-                role = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
-                                    (APP_ROLE,)).fetchall()
-                if role:
-                    conn.execute(grants(self.schema))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.info.transaction_status != _IDLE:
-                conn.execute("ROLLBACK")
-            raise
 
     # -- maintenance ------------------------------------------------------------------
 
@@ -465,21 +512,27 @@ class PostgresBackend:
                     "SELECT bool_and(pg_has_role(c.relowner, 'USAGE')) FROM pg_class c JOIN "
                     "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
                     "c.relname = ANY(%s)", (self.schema, list(tables))).fetchone()
-                if owned and owned[0]:
-                    for table in tables:
-                        conn.execute(f"VACUUM {ident(self.schema)}.{ident(table)}")
-                    done.append("VACUUM ran on " + ", ".join(tables) + " (and their TOAST): the "
-                                "erased row versions' space is free for reuse")
-                else:
-                    residues.append("the erased row versions (dead tuples) and their TOAST "
-                                    "chunks stay in the table files until a VACUUM by the "
-                                    "tables' owner or autovacuum")
-        residues += [
-            "VACUUM frees the space of dead row versions without zeroing it: their bytes can "
-            "stay in the data files' free space until overwritten",
-            "the server's WAL segments keep the erased bytes until they are recycled after "
-            "checkpoints; the WAL archive, streaming replicas and base backups keep them under "
-            "the operator's retention"]
+                ran = bool(owned and owned[0])
+                full = " FULL" if self._vacuum_full else ""
+                for table in tables if ran else ():
+                    conn.execute(f"VACUUM{full} {ident(self.schema)}.{ident(table)}")
+        if ran:
+            done.append(f"VACUUM{full} ran on " + ", ".join(tables) + " and their TOAST" + (
+                ": the tables were rewritten into new files, no page of them holds the erased "
+                "bytes" if full else ": the erased row versions' space is free for reuse"))
+        else:
+            residues.append("the erased row versions (dead tuples) and their TOAST chunks stay "
+                            "in the table files until a VACUUM by the tables' owner or "
+                            "autovacuum")
+        residues.append(
+            "the old files of the rewritten tables are free space of the file system, not "
+            "overwritten" if ran and full else
+            "VACUUM frees the space of dead row versions without zeroing it: their bytes stay "
+            "in the pages' free space until overwritten (VACUUM FULL by the owner rewrites the "
+            "tables without them)")
+        residues.append("the server's WAL segments keep the erased bytes until they are "
+                        "recycled after checkpoints; the WAL archive, streaming replicas and "
+                        "base backups keep them under the operator's retention")
         return Purge(tuple(done), tuple(residues))
 
     def size(self) -> int:
@@ -518,13 +571,16 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _version(conn: pr.Conn, schema: str) -> int | None:
-    """The schema's version row (None: no schema, or no version table)."""
-    found = conn.execute("SELECT to_regclass(%s)", (f"{ident(schema)}.meta",)).fetchone()
-    if not found or found[0] is None:
-        return None
-    row = conn.execute(f"SELECT version FROM {ident(schema)}.meta WHERE one = 1").fetchone()
-    return None if row is None else int(row[0])
+def _savepoint(conn: pr.Conn) -> None:
+    conn.execute("SAVEPOINT request", prepare=False)
+
+
+def _token_held(conn: pr.Conn, high: int, low: int) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+        "database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND "
+        "classid::bigint = %s AND objid::bigint = %s AND objsubid = 1)", (high, low)).fetchone()
+    return bool(row and row[0])
 
 
 def _index_state(conn: pr.Conn, present: bool) -> None:
@@ -534,4 +590,5 @@ def _index_state(conn: pr.Conn, present: bool) -> None:
                  "DO UPDATE SET present = EXCLUDED.present", (present,))
 
 
-__all__ = ["PgReader", "PgWriter", "PostgresBackend", "redact"]
+__all__ = ["SCHEMA_VERSION", "PgReader", "PgWriter", "PostgresBackend", "migrate", "probe",
+           "redact"]

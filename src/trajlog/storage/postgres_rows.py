@@ -19,6 +19,7 @@ import psycopg
 
 from ..codec.chunks import Chunk
 from ..errors import row_damaged
+from ..event_types import INDEX_ROWS
 from . import keys
 from .base import Head, Lease, SessionRow
 from .event_index import IndexRow, Mark, unpack_marks
@@ -97,11 +98,21 @@ def head(conn: Conn, sid: int, lock: bool = False) -> Head:
     return _head(rows[0])
 
 
+def lock_heads_sql(sids: Sequence[int]) -> str:
+    """The statement locking the head rows of ``sids`` in sid order (the
+    sids written into it: it may go in one simple query with the BEGIN)."""
+    keys_ = ",".join(str(int(sid)) for sid in sorted(sids))
+    return (f"SELECT sid, {HEAD_COLUMNS} FROM session_heads WHERE {T} AND "
+            f"sid = ANY('{{{keys_}}}'::bigint[]) ORDER BY sid FOR UPDATE")
+
+
+def heads_of(rows: Sequence[Any]) -> dict[int, Head]:
+    return {int(r[0]): _head(r[1:]) for r in rows}
+
+
 def lock_heads(conn: Conn, sids: Sequence[int]) -> dict[int, Head]:
     """Lock the head rows of ``sids`` in sid order (one statement)."""
-    rows = _all(conn, f"SELECT sid, {HEAD_COLUMNS} FROM session_heads WHERE {T} AND "
-                "sid = ANY(%s) ORDER BY sid FOR UPDATE", (list(sids),))
-    return {int(r[0]): _head(r[1:]) for r in rows}
+    return heads_of(_all(conn, lock_heads_sql(sids)))
 
 
 def head_stored(conn: Conn, sid: int) -> tuple[Head, int]:
@@ -124,9 +135,13 @@ def set_lease(conn: Conn, sid: int, lease: Lease) -> None:
                  (*lease, sid))
 
 
-def heartbeat(conn: Conn, sid: int, owner: str, now: int) -> None:
-    conn.execute(f"UPDATE session_heads SET lease_heartbeat_ms = %s WHERE {T} AND sid = %s "
-                 "AND lease_owner = %s", (now, sid, owner))
+def heartbeat(conn: Conn, sid: int, owner: str) -> int | None:
+    """Stamp the lease's heartbeat with the server's clock; the stamp (None:
+    ``owner`` does not hold the lease)."""
+    rows = _all(conn, "UPDATE session_heads SET lease_heartbeat_ms = (extract(epoch FROM "
+                f"clock_timestamp()) * 1000)::bigint WHERE {T} AND sid = %s AND "
+                "lease_owner = %s RETURNING lease_heartbeat_ms", (sid, owner))
+    return int(rows[0][0]) if rows else None
 
 
 # -- chunks ---------------------------------------------------------------------
@@ -191,10 +206,7 @@ def log_range(conn: Conn, sid: int, first: int, last: int, limit: int,
             marks += _marks_of(r[9], sid)
         else:
             index.append(IndexRow(int(r[1]) & 0xFFFFFFFF, *r[10:17]))
-    if out:
-        lo, hi = out[0].first_seq, out[-1].last_seq
-        marks = [m for m in marks if lo <= m.seq <= hi and first <= m.seq <= last]
-    return out, index, marks
+    return out, index, marks   # (the marks of exactly the rows read, as SQLite's)
 
 
 def chunk_at(conn: Conn, sid: int, seq: int) -> Chunk | None:
@@ -281,6 +293,24 @@ def marks(conn: Conn, sid: int, first: int, last: int) -> list[Mark]:
     return out
 
 
+_LEASE_OF_H = ", ".join(f"(SELECT {c} FROM h)" for c in (
+    "lease_owner", "lease_host", "lease_pid", "lease_started_ms", "lease_heartbeat_ms"))
+
+
+def insert_at_head(conn: Conn, sid: int, row: Chunk, mark: bytes | None) -> Head | None:
+    """A single append's chunk row in one statement that first locks the
+    head: inserted only when it starts at the head's next seq.  The head it
+    moved to (None: it had moved -- nothing written, the transaction goes on)."""
+    params = keys.chunk_row(sid, row, mark)
+    found = _all(conn, f"WITH h AS (SELECT {HEAD_COLUMNS} FROM session_heads WHERE {T} AND "
+                 f"sid = %s FOR UPDATE) INSERT INTO chunks({CHUNK_COLUMNS}, marks) "
+                 "SELECT %s,%s,%s,%s,%s,%s,%s,%s,%s FROM h WHERE h.last_seq = %s "
+                 f"RETURNING {_LEASE_OF_H}", (sid, *params, row.first_seq - 1))
+    if not found:
+        return None
+    return Head(row.last_seq, row.last_chain, Lease(*found[0]))
+
+
 def insert(conn: Conn, sid: int, rows: Sequence[Chunk], index: Sequence[IndexRow],
            packed: Sequence[bytes | None], calls: Sequence[tuple[str, int]]) -> None:
     """Chunk rows, each followed by its index rows, then the call rows: one
@@ -316,15 +346,12 @@ def seq_of_idempotency_key(conn: Conn, sid: int, key: str) -> int | None:
     return int(rows[0][0]) & 0xFFFFFFFF if rows else None
 
 
-_MARKERS = frozenset({"turn/start", "turn/end", "sandbox/mode", "redaction/paused",
-                      "redaction/resumed"})
-
-
 def marker(conn: Conn, sid: int, type_: str, seq: int, after: bool) -> int | None:
     """The first seq after ``seq`` (``after``) or the last one at or before it
     of a marker event of ``type_``: a seek of the partial index (the type is
-    a literal, one of the indexed ones, so that every plan can use it)."""
-    if type_ not in _MARKERS:
+    a literal -- a registered type with index rows -- so that every plan can
+    use it)."""
+    if type_ not in INDEX_ROWS:
         raise KeyError(type_)
     if after:
         agg, where, args = "min", "rid > %s AND rid <= %s", (bound(sid, seq),

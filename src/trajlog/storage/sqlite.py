@@ -443,11 +443,19 @@ class SQLiteBackend:
             with translate():
                 return mr.checkpoint(self._write)
 
+    def lease_alive(self, lease: Lease) -> bool | None:
+        return None   # (one machine: the host+pid rule and the heartbeat decide)
+
     def purge(self) -> Purge:
         """Zero the free pages (erased bytes freed by the rewrite) in a
         transaction of their own, then checkpoint and truncate the WAL."""
-        with self.transaction() as w:
-            pages = w.scrub_free_pages()
+        with self._lock:   # (no transaction when there is nothing to zero)
+            self._check_open()
+            with translate():
+                pages = int(_pragma(self._write, "freelist_count"))
+        if pages:
+            with self.transaction() as w:
+                pages = w.scrub_free_pages()
         done = [f"{pages} free page(s) of the file zeroed"]
         residues = ["copies of the file made outside trajlog (backups, replicas) keep what "
                     "they copied"]
