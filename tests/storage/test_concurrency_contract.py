@@ -23,6 +23,8 @@ from trajlog.storage.base import Head, Writer
 from trajlog.storage.commit import ATTEMPTS, GroupCommit, Request
 from trajlog.storage.sqlite import SQLiteBackend
 
+SQLITE_BLIND = "plays a per-session backend with a SQLite backend on the store's file"
+
 
 class Blind(SQLiteBackend):
     """SQLite without its store-wide change signal (as a backend whose
@@ -60,6 +62,7 @@ class Blind(SQLiteBackend):
                 raise TransactionConflictError("injected: deadlock detected")
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_BLIND)
 def test_an_append_after_another_writer_moved_the_head_refreshes_that_session(tmp_path):
     path = str(tmp_path / "s.db")
     with trajlog.open(path) as a, trajlog.open(path, backend=Blind(path)) as b:

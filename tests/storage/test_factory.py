@@ -10,6 +10,8 @@ from trajlog.errors import InvalidArgumentError
 from trajlog.storage.factory import exists, is_server, kind, redact, schema_version_of
 from trajlog.storage.schema import SCHEMA_VERSION
 
+SQLITE_FACTORY = "checks what the factory opens for a file: the SQLite backend, the file's size"
+
 
 @pytest.mark.parametrize(("location", "shown"), [
     ("postgresql://app:s3cret@db1:5432,db2:5432/agents?sslmode=require",
@@ -38,6 +40,7 @@ def test_tenant_is_refused_on_a_file(tmp_path):
     assert not (tmp_path / "s.db").exists()   # refused before anything was made
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_FACTORY)
 def test_lock_timeout_and_its_former_name(tmp_path):
     path = str(tmp_path / "s.db")
     with trajlog.open(path, lock_timeout_ms=1234) as st:
@@ -48,6 +51,7 @@ def test_lock_timeout_and_its_former_name(tmp_path):
         trajlog.open(path, lock_timeout_ms=-1)
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_FACTORY)
 def test_size_and_schema_come_from_the_backend(tmp_path):
     path = str(tmp_path / "s.db")
     with trajlog.open(path) as st:
