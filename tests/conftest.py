@@ -129,6 +129,7 @@ GOLDEN = ["test_aider.py", "test_claude_code.py", "test_codex.py", "test_inspect
           "test_openhands.py", "test_realdata.py", "test_swe_agent.py"]
 collect_ignore = ([f"interop/{name}" for name in GOLDEN]
                   if os.environ.get("TRAJLOG_GOLDEN", "1") == "0" else [])
-# the frame codec's tests open no store: the PostgreSQL run leaves them to the SQLite runs
+# the frame codec's tests open no store, and the PostgreSQL backend's own tests start their own
+# cluster in every run: the PostgreSQL run leaves both to the other runs
 if pgstores.active():
-    collect_ignore.append("format")
+    collect_ignore += ["format", "postgres"]

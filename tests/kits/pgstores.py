@@ -141,10 +141,11 @@ def install(store_module: Any = None) -> None:
 
     def __init__(self: Any, path: Any, *args: Any, **kwargs: Any) -> None:
         durability = kwargs.get("durability", args[0] if args else "full")
-        timeout = kwargs.get("busy_timeout_ms", 10_000)
+        timeout = kwargs.get("lock_timeout_ms", kwargs.get("busy_timeout_ms", 10_000))
         valid = (durability in ("full", "normal") and type(timeout) is int
-                 and 0 <= timeout < 2**31)
-        # invalid arguments go to Store as they are: it refuses them before any backend
+                 and 0 <= timeout < 2**31 and kwargs.get("tenant") is None)
+        # invalid arguments (and a tenant, which names a server's store) go to Store as they
+        # are: it refuses them before any backend
         made = None
         if kwargs.get("backend") is None and valid and redirected(path):
             made = kwargs["backend"] = backend_for(path, durability, timeout)

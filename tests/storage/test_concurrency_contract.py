@@ -23,10 +23,7 @@ from trajlog.storage.base import Head, Writer
 from trajlog.storage.commit import ATTEMPTS, GroupCommit, Request
 from trajlog.storage.sqlite import SQLiteBackend
 
-# (PostgreSQL's side of the contract: tests/postgres/test_pg_concurrency.py)
-pytestmark = pytest.mark.sqlite_only(
-    reason="plays a per-session backend with SQLite's own backend class, its store-wide "
-           "signal switched off")
+SQLITE_BLIND = "plays a per-session backend with a SQLite backend on the store's file"
 
 
 class Blind(SQLiteBackend):
@@ -65,6 +62,7 @@ class Blind(SQLiteBackend):
                 raise TransactionConflictError("injected: deadlock detected")
 
 
+@pytest.mark.sqlite_only(reason=SQLITE_BLIND)
 def test_an_append_after_another_writer_moved_the_head_refreshes_that_session(tmp_path):
     path = str(tmp_path / "s.db")
     with trajlog.open(path) as a, trajlog.open(path, backend=Blind(path)) as b:
