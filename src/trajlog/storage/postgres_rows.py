@@ -19,6 +19,7 @@ import psycopg
 
 from ..codec.chunks import Chunk
 from ..errors import row_damaged
+from ..event_types import INDEX_ROWS
 from . import keys
 from .base import Head, Lease, SessionRow
 from .event_index import IndexRow, Mark, unpack_marks
@@ -331,15 +332,12 @@ def seq_of_idempotency_key(conn: Conn, sid: int, key: str) -> int | None:
     return int(rows[0][0]) & 0xFFFFFFFF if rows else None
 
 
-_MARKERS = frozenset({"turn/start", "turn/end", "sandbox/mode", "redaction/paused",
-                      "redaction/resumed"})
-
-
 def marker(conn: Conn, sid: int, type_: str, seq: int, after: bool) -> int | None:
     """The first seq after ``seq`` (``after``) or the last one at or before it
     of a marker event of ``type_``: a seek of the partial index (the type is
-    a literal, one of the indexed ones, so that every plan can use it)."""
-    if type_ not in _MARKERS:
+    a literal -- a registered type with index rows -- so that every plan can
+    use it)."""
+    if type_ not in INDEX_ROWS:
         raise KeyError(type_)
     if after:
         agg, where, args = "min", "rid > %s AND rid <= %s", (bound(sid, seq),
