@@ -27,11 +27,11 @@ fresh schema each round.  Every side commits with ``synchronous_commit=on``
    langgraph-checkpoint-postgres's ``PostgresSaver`` (psycopg, autocommit, as
    its ``from_conn_string`` makes it): bench_langgraph.py's workload (put,
    put_writes, get_tuple latest / by id, list, list(limit=10), delete_thread)
-   on 1,000 checkpoints (``--quick``: 200).
+   on 1,000 checkpoints (``--quick``: 100).
 3. Agents SDK: ``TrajlogSession`` on a PostgreSQL store against the SDK's
    ``SQLAlchemySession`` (SQLAlchemy asyncio on asyncpg): bench_agents.py's
    workload (add_items in batches of 20, get_items, get_items(limit=20),
-   pop_item, clear_session) on 2,000 items (``--quick``: 400); one event loop
+   pop_item, clear_session) on 2,000 items (``--quick``: 200); one event loop
    per round.
 4. Concurrency: N processes x M sessions (4 x 8; ``--quick``: 2 x 4), E single
    appends per session.  trajlog: each process one store (one write
@@ -446,7 +446,7 @@ def rotate(names: list[str], r: int) -> list[str]:
     return names[k:] + names[:k]
 
 
-def store_trips(server: Server, events: list[Any]) -> dict[str, int]:
+def store_trips(server: Server, events: list[Any], load_n: int) -> dict[str, int]:
     """Round trips of one trajlog operation and of its floor (a store whose
     pool holds one connection: the one traced)."""
     out: dict[str, int] = {}
@@ -465,10 +465,13 @@ def store_trips(server: Server, events: list[Any]) -> dict[str, int]:
         with round_trips(wconn, conn) as t:
             s.append_batch(items(events, 2000, 2100))
         out["append_batch"] = t[0]
+        big = store.create_session(cwd="/trips")
+        for lo in range(0, load_n, 1000):
+            big.append_batch(items(events, lo, min(lo + 1000, load_n)))
         store._e.reading.cache.clear()
         with round_trips(wconn, conn) as t:
-            store.load(s.id)
-        out["load_2100"] = t[0]
+            store.load(big.id)
+        out["load"] = t[0]
         store._e.reading.cache.clear()
         with round_trips(wconn, conn) as t:
             s.tail(50)
@@ -478,7 +481,6 @@ def store_trips(server: Server, events: list[Any]) -> dict[str, int]:
             s.fork(cut)
         out["fork"] = t[0]
         floor = Floor(server, store)
-        sid = sid_of(store, s.id)
         fsid = floor.fresh_sid()
         pre = store.create_session(cwd="/pre")
         pre.append("note/x", {"i": 1})
@@ -487,7 +489,7 @@ def store_trips(server: Server, events: list[Any]) -> dict[str, int]:
             floor.append_single(fsid, rows)
         out["floor_append_single"] = t[0]
         with round_trips(floor.conn) as t:
-            floor.read(pr.log_range, sid, 0, 2100, -1, -1)
+            floor.read(pr.log_range, sid_of(store, big.id), 0, load_n - 1, -1, -1)
         out["floor_load"] = t[0]
         floor.close()
     finally:
@@ -543,9 +545,14 @@ def langgraph_trips(server: Server, cps: list[Any], theirs: Any, conn: Any) -> d
                 saver.get_tuple(bl.cfg())
             out[f"{name}_get_latest"] = t[0]
             with round_trips(*conns) as t:
+                saver.get_tuple(bl.cfg(cps[10]["id"]))
+            out[f"{name}_get_by_id"] = t[0]
+            with round_trips(*conns) as t:
                 list(saver.list(bl.cfg(), limit=10))
             out[f"{name}_list_10"] = t[0]
-        theirs.delete_thread("bench")
+            with round_trips(*conns) as t:
+                saver.delete_thread("bench")
+            out[f"{name}_delete_thread_21"] = t[0]
     finally:
         store.close()
     return out
@@ -585,6 +592,38 @@ async def agents_round(server: Server, r: int, data: list[Any],
         ours.close()
         await engine.dispose()
         store.close()
+
+
+async def agents_trips(server: Server, data: list[Any]) -> dict[str, int]:
+    """Round trips of TrajlogSession's calls (the peer's asyncpg has no libpq trace)."""
+    from trajlog.adapters.openai_agents import TrajlogSession
+
+    store = server.store()
+    out: dict[str, int] = {}
+    try:
+        backend = backend_of(store)
+        backend._pool.resize(1, 1)
+        ours = TrajlogSession("trips", store)
+        await ours.add_items(data[:40])
+        conn = backend._pool.getconn()
+        backend._pool.putconn(conn)
+        conns = (backend._wconn, conn)
+        with round_trips(*conns) as t:
+            await ours.add_items(data[40:60])
+        out["trajlog_add_items_20"] = t[0]
+        with round_trips(*conns) as t:
+            await ours.get_items(limit=20)
+        out["trajlog_get_items_limit_20"] = t[0]
+        with round_trips(*conns) as t:
+            await ours.get_items()
+        out["trajlog_get_items_60"] = t[0]
+        with round_trips(*conns) as t:
+            await ours.pop_item()
+        out["trajlog_pop_item"] = t[0]
+        ours.close()
+    finally:
+        store.close()
+    return out
 
 
 # -- row 4: N processes x M sessions ----------------------------------------------------------
@@ -671,7 +710,7 @@ def main() -> None:
     q = args.quick
     sizes = {"single": 50 if q else 200, "batches": 10 if q else 40,
              "load": 2000 if q else 10_000, "forks": 10 if q else 30}
-    n_proc, m_sess, e_each = (2, 4, 25) if q else (4, 8, 50)
+    n_proc, m_sess, e_each = (2, 4, 20) if q else (4, 8, 50)
     events = workload.events(max(sizes["load"], sizes["batches"] * 100, 2100),
                              seed=1)
     server = Server(args.url)
@@ -694,7 +733,7 @@ def main() -> None:
             for op, sides in times.items():
                 result[op] = summary(sides, "trajlog", "ms")
                 print(f"{op}: {result[op]}", file=sys.stderr)
-            result["round_trips"] = store_trips(server, events)
+            result["round_trips"] = store_trips(server, events, sizes["load"])
             print(f"round_trips: {result['round_trips']}", file=sys.stderr)
         if "langgraph" in only:
             from langgraph.checkpoint.postgres import PostgresSaver
@@ -702,7 +741,7 @@ def main() -> None:
 
             import bench_langgraph as bl
 
-            cps = bl.checkpoints(200 if q else 1000)
+            cps = bl.checkpoints(100 if q else 1000)
             conn = psycopg.connect(with_sync(server.cluster.admin_url), autocommit=True,
                                    prepare_threshold=0, row_factory=dict_row)
             theirs = PostgresSaver(conn)
@@ -718,12 +757,13 @@ def main() -> None:
         if "agents" in only:
             import bench_agents as ba
 
-            data = ba.items(400 if q else 2000)
+            data = ba.items(200 if q else 2000)
             ag: dict[str, dict[str, list[float]]] = {}
             for r in range(rounds):
                 asyncio.run(agents_round(server, r, data, ag))
             result["agents"] = {"items": len(data), **{
-                op: summary(sides, "trajlog", "ms") for op, sides in ag.items()}}
+                op: summary(sides, "trajlog", "ms") for op, sides in ag.items()},
+                "round_trips": asyncio.run(agents_trips(server, data))}
             print(f"agents: {result['agents']}", file=sys.stderr)
         if "concurrency" in only:
             pre_store = server.store(repack=False)
