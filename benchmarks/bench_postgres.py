@@ -66,6 +66,7 @@ import sys
 import tempfile
 import threading
 import time
+import uuid
 from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
@@ -251,6 +252,14 @@ class Floor:
                           [IndexRow(r[0] & 0xFFFFFFFF, *r[1:]) for r in index],
                           [r[8] for r in chunks], ())
 
+    def tail(self, sid: int, last: int) -> None:
+        self.read(pr.chunks, sid, last - 49, last, -1, -1)
+
+    def fork(self, header: Any, parent: int, cut: int) -> None:
+        row = header._replace(id=str(uuid.uuid4()), parent_sid=parent, seed_length=cut + 1)
+        with self.write() as conn:
+            pr.insert_session(conn, row, cut, row.seed_chain)
+
     def close(self) -> None:
         self.conn.close()
 
@@ -410,17 +419,13 @@ def store_round(server: Server, tmp: Path, r: int, events: list[Any], sizes: dic
 
         def floor_tail() -> None:
             for _ in range(20):
-                floor.read(pr.chunks, big_sid, last - 49, last, -1, -1)
+                floor.tail(big_sid, last)
 
         header = backend_of(store).reader().session_by_sid(big_sid)
 
         def floor_fork() -> None:
-            import uuid
             for _ in range(forks):
-                row = header._replace(id=str(uuid.uuid4()), parent_sid=big_sid,
-                                      seed_length=cut + 1)
-                with floor.write() as conn:
-                    pr.insert_session(conn, row, cut, row.seed_chain)
+                floor.fork(header, big_sid, cut)
 
         reads = {
             "load": {"trajlog": ours_load(store, big), "floor_sql": floor_load,
@@ -491,6 +496,18 @@ def store_trips(server: Server, events: list[Any], load_n: int) -> dict[str, int
         with round_trips(floor.conn) as t:
             floor.read(pr.log_range, sid_of(store, big.id), 0, load_n - 1, -1, -1)
         out["floor_load"] = t[0]
+        with round_trips(floor.conn) as t:
+            floor.tail(sid_of(store, big.id), load_n - 1)
+        out["floor_tail50"] = t[0]
+        header = backend_of(store).reader().session_by_sid(sid_of(store, s.id))
+        with round_trips(floor.conn) as t:
+            floor.fork(header, sid_of(store, s.id), cut)
+        out["floor_fork"] = t[0]
+        b_chunks, b_index = rows_of(server, store, sid_of(store, s.id))
+        batch = split_batches(b_chunks, b_index, 100, 2100)[:1]   # (seqs from 0)
+        with round_trips(floor.conn) as t:
+            floor.append_batches(floor.fresh_sid(), batch)
+        out["floor_append_batch"] = t[0]
         floor.close()
     finally:
         store.close()
