@@ -98,11 +98,21 @@ def head(conn: Conn, sid: int, lock: bool = False) -> Head:
     return _head(rows[0])
 
 
+def lock_heads_sql(sids: Sequence[int]) -> str:
+    """The statement locking the head rows of ``sids`` in sid order (the
+    sids written into it: it may go in one simple query with the BEGIN)."""
+    keys_ = ",".join(str(int(sid)) for sid in sorted(sids))
+    return (f"SELECT sid, {HEAD_COLUMNS} FROM session_heads WHERE {T} AND "
+            f"sid = ANY('{{{keys_}}}'::bigint[]) ORDER BY sid FOR UPDATE")
+
+
+def heads_of(rows: Sequence[Any]) -> dict[int, Head]:
+    return {int(r[0]): _head(r[1:]) for r in rows}
+
+
 def lock_heads(conn: Conn, sids: Sequence[int]) -> dict[int, Head]:
     """Lock the head rows of ``sids`` in sid order (one statement)."""
-    rows = _all(conn, f"SELECT sid, {HEAD_COLUMNS} FROM session_heads WHERE {T} AND "
-                "sid = ANY(%s) ORDER BY sid FOR UPDATE", (list(sids),))
-    return {int(r[0]): _head(r[1:]) for r in rows}
+    return heads_of(_all(conn, lock_heads_sql(sids)))
 
 
 def head_stored(conn: Conn, sid: int) -> tuple[Head, int]:
@@ -125,9 +135,13 @@ def set_lease(conn: Conn, sid: int, lease: Lease) -> None:
                  (*lease, sid))
 
 
-def heartbeat(conn: Conn, sid: int, owner: str, now: int) -> None:
-    conn.execute(f"UPDATE session_heads SET lease_heartbeat_ms = %s WHERE {T} AND sid = %s "
-                 "AND lease_owner = %s", (now, sid, owner))
+def heartbeat(conn: Conn, sid: int, owner: str) -> int | None:
+    """Stamp the lease's heartbeat with the server's clock; the stamp (None:
+    ``owner`` does not hold the lease)."""
+    rows = _all(conn, "UPDATE session_heads SET lease_heartbeat_ms = (extract(epoch FROM "
+                f"clock_timestamp()) * 1000)::bigint WHERE {T} AND sid = %s AND "
+                "lease_owner = %s RETURNING lease_heartbeat_ms", (sid, owner))
+    return int(rows[0][0]) if rows else None
 
 
 # -- chunks ---------------------------------------------------------------------
