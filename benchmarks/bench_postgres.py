@@ -183,6 +183,11 @@ def backend_of(store: trajlog.Store) -> Any:
     return store._e.backend
 
 
+def begin_of(backend: Any) -> str:
+    """The backend's BEGIN with its tenant settings (one simple query)."""
+    return str(getattr(backend, "_begin", None) or backend._begin_write)
+
+
 def sid_of(store: trajlog.Store, session_id: str) -> int:
     row = backend_of(store).reader().session_by_id(session_id)
     assert row is not None
@@ -212,7 +217,7 @@ class Floor:
     def __init__(self, server: Server, store: trajlog.Store) -> None:
         backend = backend_of(store)
         self.store = store
-        self.begin_write = backend._begin_write
+        self.begin_write = begin_of(backend)
         self.settings = backend._settings
         self.conn = server.app()
 
@@ -664,7 +669,7 @@ def _child(mode: str, app_url: str, schema: str, m: int, e: int, rows: list[Any]
     else:
         backend = backend_of(store)
         sids = [sid_of(store, s.id) for s in sessions]
-        begin = backend._begin_write
+        begin = begin_of(backend)
         conn = psycopg.connect(with_sync(app_url), autocommit=True)
         keyed = {sid: rekey(rows, sid) for sid in sids}
         barrier.wait()
