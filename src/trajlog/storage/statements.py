@@ -11,27 +11,33 @@ from __future__ import annotations
 
 import contextlib
 import functools
-import time
 from collections.abc import Callable, Iterable, Sequence
 from typing import Any, TypeVar
 
 import apsw
 import msgspec
 
-from .._format import Status
 from ..codec.chunks import Chunk
 from ..errors import (
     CorruptionError,
-    HeadMismatchError,
-    InvalidStateError,
-    head_mismatch,
     row_damaged,
 )
 from .base import Head, Lease, SessionRow
 from .event_index import IndexRow, Mark, unpack_marks
+from .keys import (
+    MAX_SESSION_SEQ,
+    MAX_SESSIONS,
+    bound,
+    chunk_row,
+    chunk_rows,
+    i64,
+    index_rows,
+    no_head,
+    now_ms,
+    rid,
+    u64,
+)
 
-MAX_SESSION_SEQ = 2**32 - 1   # a session's own log in one store: 4.29 billion events
-MAX_SESSIONS = 2**31 - 1
 SESSION_COLUMNS = ("sid, id, session_key, created_ms, cwd, parent_sid, seed_length, seed_chain, "
                    "origin, delegation_depth, agent_preset, metadata, header_check")
 CHUNK_COLUMNS = "cid, n, raw_len, codec, body_check, seed_chain, last_chain, body"
@@ -48,32 +54,6 @@ _TURNS = ("event_index_markers", "type IN ('turn/start', 'turn/end', 'sandbox/mo
 _PAUSE = ("event_index_pauses", "type IN ('redaction/paused', 'redaction/resumed')")
 _MARKERS = {"turn/start": _TURNS, "turn/end": _TURNS, "sandbox/mode": _TURNS,
             "redaction/paused": _PAUSE, "redaction/resumed": _PAUSE}
-
-
-def i64(value: int) -> int:
-    """A u64 (key, chain, check) as the i64 SQLite stores."""
-    return value - (1 << 64) if value >= 1 << 63 else value
-
-
-def u64(value: int) -> int:
-    """An i64 read from SQLite as the u64 it stands for."""
-    return int(value) & 0xFFFFFFFFFFFFFFFF
-
-
-def now_ms() -> int:
-    return time.time_ns() // 1_000_000
-
-
-def rid(sid: int, seq: int) -> int:
-    """The key of (session, seq) in the chunk and index tables."""
-    return (sid << 32) + seq
-
-
-def bound(sid: int, seq: int) -> int:
-    """A read's range bound at (session, seq): a seq past the session's key
-    space is its last key, so that a caller's huge seq (any Python int) can
-    neither overflow a statement's int64 nor reach into the next session."""
-    return (sid << 32) + min(seq, MAX_SESSION_SEQ)
 
 
 # -- sessions and heads ---------------------------------------------------------
@@ -263,13 +243,6 @@ def head_stored(conn: apsw.Connection, sid: int) -> tuple[Head, int]:
     return Head(int(last_seq), u64(chain), Lease(owner, host, pid, started, beat)), top
 
 
-def no_head(sid: int) -> HeadMismatchError:
-    """A session whose head row is gone (moved, deleted): its log cannot be
-    told from a truncated one -- corruption, never an empty log."""
-    return head_mismatch(Status.TRUNCATED, f"the session's head row (internal id {sid}) is "
-                         "gone", seq=None, session=None)
-
-
 def lease(conn: apsw.Connection, sid: int) -> Lease:
     return head(conn, sid).lease
 
@@ -302,31 +275,6 @@ def _chunk(conn: apsw.Connection, r: Sequence[Any]) -> Chunk:
     # (u64 inlined, no Chunk.__new__: a read over small rows makes one a row)
     return _make(Chunk, (r[0] & 0xFFFFFFFF, r[1], r[2], r[3], r[4] & _U64, r[5] & _U64,
                          r[6] & _U64, r[7]))
-
-
-def chunk_rows(sid: int, chunks: Sequence[Chunk],
-               marks: Sequence[bytes | None]) -> list[tuple[Any, ...]]:
-    """The CHUNK_INSERT parameters of ``chunks`` with their packed ``marks``."""
-    if chunks and chunks[-1].last_seq > MAX_SESSION_SEQ:
-        raise InvalidStateError(f"a session holds at most {MAX_SESSION_SEQ + 1} events in one "
-                                f"store; seq {chunks[-1].last_seq} is past it")
-    return [(rid(sid, c.first_seq), c.n, c.raw_len, c.codec, i64(c.body_check),
-             i64(c.seed_chain), i64(c.last_chain), c.body, m)
-            for c, m in zip(chunks, marks, strict=True)]
-
-
-def chunk_row(sid: int, c: Chunk, mark: bytes | None) -> tuple[Any, ...]:
-    """:func:`chunk_rows` of one chunk (a single append's), in one call: the
-    key and the i64 conversions written out."""
-    first, n = c.first_seq, c.n
-    if first + n - 1 > MAX_SESSION_SEQ:
-        raise InvalidStateError(f"a session holds at most {MAX_SESSION_SEQ + 1} events in one "
-                                f"store; seq {first + n - 1} is past it")
-    check, seed, last = c.body_check, c.seed_chain, c.last_chain
-    return ((sid << 32) + first, n, c.raw_len, c.codec,
-            check - (1 << 64) if check >= 1 << 63 else check,
-            seed - (1 << 64) if seed >= 1 << 63 else seed,
-            last - (1 << 64) if last >= 1 << 63 else last, c.body, mark)
 
 
 def insert_chunks(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
@@ -502,10 +450,6 @@ def marks(conn: apsw.Connection, sid: int, first: int, last: int) -> list[Mark]:
 
 # -- the event index ---------------------------------------------------------------
 
-def index_rows(sid: int, rows: Iterable[IndexRow]) -> list[tuple[Any, ...]]:
-    return [(rid(sid, r.seq), *r[1:]) for r in rows]
-
-
 def insert_index(conn: apsw.Connection, rows: Iterable[Sequence[Any]]) -> None:
     conn.executemany(INDEX_INSERT, rows)
 
@@ -552,7 +496,9 @@ def marker_after(conn: apsw.Connection, sid: int, type_: str, seq: int) -> int |
     return None if rows[0][0] is None else int(rows[0][0]) & 0xFFFFFFFF
 
 
-__all__ = ["CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT",
-           "MAX_SESSION_SEQ", "chunk_at", "chunk_meta", "chunk_sizes", "chunks", "head", "i64",
-           "insert_chunk", "insert_chunks", "insert_index", "insert_session", "lease", "now_ms",
-           "rid", "set_lease", "u64"]
+# (the key helpers live in .keys, re-exported here for the SQLite modules)
+__all__ = ["CHUNK_COLUMNS", "CHUNK_INSERT", "INDEX_COLUMNS", "INDEX_INSERT", "MAX_SESSIONS",
+           "MAX_SESSION_SEQ", "bound", "chunk_at", "chunk_meta", "chunk_row", "chunk_rows",
+           "chunk_sizes", "chunks", "head", "i64", "index_rows", "insert_chunk", "insert_chunks",
+           "insert_index", "insert_session", "lease", "no_head", "now_ms", "rid", "set_lease",
+           "u64"]

@@ -1,0 +1,584 @@
+"""The PostgreSQL backend, through psycopg 3: its connections, units of work
+and the :class:`PostgresBackend` that puts them behind the storage seam.  The
+DDL and triggers are in :mod:`.postgres_schema`, the statements in
+:mod:`.postgres_rows` and :mod:`.postgres_memory`, the error mapping in
+:mod:`.postgres_errors`.
+
+Every unit of work -- a write transaction, a read snapshot, a single read --
+is a transaction that first sets ``trajlog.tenant`` (``SET LOCAL``, in the
+same round trip as ``BEGIN``): row-level security shows and accepts only that
+tenant's rows.  Writes: one write connection, held by the transaction, under
+an in-process lock (group commit already serializes a process's writes);
+across processes and hosts the head rows' locks order appends per session
+(:meth:`PgWriter.lock_heads`).  Reads: a connection pool; a read outside a
+snapshot is a REPEATABLE READ unit of its own (its statements see one
+instant), a snapshot is one REPEATABLE READ READ ONLY transaction.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import re
+import threading
+from collections.abc import Callable, Iterator, Sequence
+from typing import Any, TypeVar
+
+import psycopg
+from psycopg import pq
+from psycopg.conninfo import conninfo_to_dict
+from psycopg_pool import ConnectionPool
+
+from ..codec.chunks import Chunk
+from ..errors import HeadMovedError, SchemaError, StoreClosedError, StoreError
+from . import postgres_rows as pr
+from .base import Head, Lease, LogRange, Purge, SessionRow
+from .event_index import IndexRow, Mark
+from .keys import MAX_SESSION_SEQ
+from .postgres_errors import PgErrors
+from .postgres_memory import PgMemoryReads, PgMemoryWrites
+from .postgres_schema import APP_ROLE, PG_SCHEMA_VERSION, ddl, grants, ident
+
+_R = TypeVar("_R")
+_IDLE = pq.TransactionStatus.IDLE
+_INTRANS = pq.TransactionStatus.INTRANS
+
+
+def redact(url: str) -> str:
+    """``url`` (a libpq URL or key=value string) without its password."""
+    url = re.sub(r"(://[^:/@?#,]*):[^@/?#]*@", r"\1@", url)
+    url = re.sub(r"([?&])password=[^&]*(&|$)", lambda m: m.group(1) if m.group(2) else "", url)
+    url = re.sub(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", "password=***", url)
+    return url.rstrip("?&")
+
+
+class PgReader(PgMemoryReads):
+    """:class:`~trajlog.storage.base.Reader` whose every call is a unit of
+    work of its backend (or a read of this thread's snapshot)."""
+
+    def __init__(self, backend: PostgresBackend) -> None:
+        self._backend = backend
+
+    def _run(self, fn: Callable[..., _R], *args: Any) -> _R:
+        return self._backend._read(fn, args)  # type: ignore[no-any-return]
+
+    def session_by_id(self, session_id: str) -> SessionRow | None:
+        rows = self._run(pr.sessions_where, "AND id = %s", (session_id,))
+        return rows[0] if rows else None
+
+    def session_by_sid(self, sid: int) -> SessionRow | None:
+        rows = self._run(pr.sessions_where, "AND sid = %s", (sid,))
+        return rows[0] if rows else None
+
+    def sessions(self, include_subagents: bool) -> list[SessionRow]:
+        return self._run(pr.listing, include_subagents)
+
+    def children(self, sid: int) -> list[SessionRow]:
+        return self._run(pr.sessions_where,
+                         "AND parent_sid = %s ORDER BY sid", (sid,))
+
+    def head(self, sid: int) -> Head:
+        return self._run(pr.head, sid)
+
+    def head_stored(self, sid: int) -> tuple[Head, int]:
+        return self._run(pr.head_stored, sid)
+
+    def chunks(self, sid: int, first: int, last: int, limit: int = -1,
+               budget: int = -1) -> list[Chunk]:
+        return self._run(pr.chunks, sid, first, last, limit, budget)
+
+    def log_range(self, sid: int, first: int, last: int, limit: int = -1,
+                  budget: int = -1) -> LogRange:
+        return LogRange(*self._run(pr.log_range, sid, first, last, limit, budget))
+
+    def chunk_at(self, sid: int, seq: int) -> Chunk | None:
+        return self._run(pr.chunk_at, sid, seq)
+
+    def locate(self, sid: int, seq: int, body: bool) -> tuple[int, int, Chunk | None]:
+        return self._run(pr.locate, sid, seq, body)
+
+    def chunk_meta(self, sid: int, after: int, upto: int) -> list[tuple[int, int, int]]:
+        return self._run(pr.chunk_meta, sid, after, upto)
+
+    def max_seq(self, sid: int) -> int:
+        return self._run(pr.max_seq, sid)
+
+    def repack_run(self, sid: int, first: int, last: int) -> tuple[list[Chunk], list[Mark]]:
+        return self._run(pr.repack_run, sid, first, last)
+
+    def row_checks(self, sid: int, first: int, last: int) -> list[tuple[int, int, int]]:
+        return self._run(pr.row_checks, sid, first, last)
+
+    def chunk_sizes(self, sid: int) -> tuple[int, int, int]:
+        return self._run(pr.chunk_sizes, sid)
+
+    def index_rows(self, sid: int, after: int, upto: int) -> list[IndexRow]:
+        return self._run(pr.index_range, sid, after, upto)
+
+    def marks(self, sid: int, first: int, last: int) -> list[Mark]:
+        return self._run(pr.marks, sid, first, last)
+
+    def seq_of_idempotency_key(self, sid: int, key: str) -> int | None:
+        return self._run(pr.seq_of_idempotency_key, sid, key)
+
+    def call_requested(self, sid: int, call_id: str) -> int | None:
+        return self._run(pr.call_requested, sid, call_id)
+
+    def calls_requested(self, sid: int, call_ids: Sequence[str]) -> dict[str, int]:
+        return self._run(pr.calls_requested, sid, call_ids)
+
+    def call_count(self, sid: int) -> int:
+        return self._run(pr.call_count, sid)
+
+    def marker_at_or_before(self, sid: int, type_: str, seq: int) -> int | None:
+        return self._run(pr.marker, sid, type_, seq, False)
+
+    def marker_after(self, sid: int, type_: str, seq: int) -> int | None:
+        return self._run(pr.marker, sid, type_, seq, True)
+
+    def projection_state(self, sid: int, name: str,
+                         version: int) -> tuple[int, int, bytes] | None:
+        return self._run(pr.projection_state, sid, name, version)
+
+
+class PgWriter(PgMemoryWrites, PgReader):
+    """:class:`~trajlog.storage.base.Writer` over the transaction's connection.
+    The heads it locked are kept (and moved with its own appends), so a
+    second look at one costs nothing."""
+
+    foreign_commit = False   # (no store-wide signal: heads are locked per session)
+
+    def __init__(self, backend: PostgresBackend) -> None:
+        super().__init__(backend)
+        self.conn: pr.Conn | None = None
+        self._heads: dict[int, Head] = {}
+
+    def _run(self, fn: Callable[..., _R], *args: Any) -> _R:
+        with self._backend._errors:
+            return fn(self.conn, *args)
+
+    def head(self, sid: int) -> Head:
+        found = self._heads.get(sid)
+        if found is None:
+            found = self._heads[sid] = self._run(pr.head, sid, True)
+        return found
+
+    def lock_heads(self, sids: Sequence[int]) -> dict[int, Head]:
+        want = sorted(set(sids) - self._heads.keys())
+        if want:
+            self._heads.update(self._run(pr.lock_heads, want))
+        return {sid: self._heads[sid] for sid in sids if sid in self._heads}
+
+    def insert_session(self, row: SessionRow, last_seq: int, chain_head: int) -> int:
+        return self._run(pr.insert_session, row, last_seq, chain_head)
+
+    def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
+               marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
+        got = self._heads.get(sid)
+        if got is None and len(chunks) == 1 and not index and not calls:
+            # (most single appends: the head's lock, its check and the row in one statement)
+            moved = self._run(pr.insert_at_head, sid, chunks[0], marks[0])
+            if moved is not None:
+                self._heads[sid] = moved
+                return
+        got = self.head(sid)   # (locked: nobody else appends until this transaction ends)
+        if chunks[0].first_seq != got.last_seq + 1:
+            raise HeadMovedError(f"the append starts at seq {chunks[0].first_seq} but the "
+                                 f"session's head is at {got.last_seq}: another writer moved "
+                                 "it; nothing was written", sid=sid)
+        self._run(pr.insert, sid, chunks, index, marks, calls)
+        self._heads[sid] = got._replace(last_seq=chunks[-1].last_seq,
+                                        chain=chunks[-1].last_chain)
+
+    def repack(self, sid: int, merged: Chunk, marks: bytes | None) -> int:
+        return self._run(pr.repack, sid, merged, marks)
+
+    def set_lease(self, sid: int, lease: Lease) -> None:
+        self._run(pr.set_lease, sid, lease)
+        got = self._heads.get(sid)
+        if got is not None:
+            self._heads[sid] = got._replace(lease=Lease(*lease))
+
+    def heartbeat(self, sid: int, owner: str, now_ms: int) -> None:
+        self._run(pr.heartbeat, sid, owner, now_ms)
+        got = self._heads.get(sid)
+        if got is not None and got.lease.owner == owner:
+            self._heads[sid] = got._replace(lease=got.lease._replace(heartbeat_ms=now_ms))
+
+    def save_projection_state(self, sid: int, name: str, version: int, seq: int, chain: int,
+                              state: bytes) -> None:
+        self._run(pr.save_projection_state, sid, name, version, seq, chain, state)
+
+    def drop_projection_states(self, sid: int) -> int:
+        return self._run(pr.drop_projection_states, sid)
+
+    @contextlib.contextmanager
+    def savepoint(self) -> Iterator[None]:
+        conn = self.conn
+        assert conn is not None
+        heads = dict(self._heads)   # (a rolled-back savepoint releases the locks it took)
+        with self._backend._errors:
+            conn.execute("SAVEPOINT request", prepare=False)
+        try:
+            yield
+        except BaseException:
+            if conn.info.transaction_status in (_INTRANS, pq.TransactionStatus.INERROR):
+                with self._backend._errors:
+                    conn.execute("ROLLBACK TO SAVEPOINT request; RELEASE SAVEPOINT request",
+                                 prepare=False)
+                self._heads = heads
+            raise
+        with self._backend._errors:
+            conn.execute("RELEASE SAVEPOINT request", prepare=False)
+
+    def in_transaction(self) -> bool:
+        return self.conn is not None and self.conn.info.transaction_status == _INTRANS
+
+
+class _Transaction:
+    """BEGIN (with the tenant and the lock timeout, one round trip) ..
+    COMMIT on the write connection, under the backend's lock; ROLLBACK if
+    the block raises."""
+
+    def __init__(self, backend: PostgresBackend) -> None:
+        self._backend = backend
+
+    def __enter__(self) -> PgWriter:
+        backend = self._backend
+        backend._lock.acquire()
+        try:
+            if backend._closed:
+                raise StoreClosedError("the store is closed")
+            conn = backend._write_connection()
+            with backend._errors:
+                try:
+                    conn.execute(backend._begin_write, prepare=False)
+                except psycopg.OperationalError:
+                    if not conn.broken:
+                        raise
+                    # the idle connection was lost (a server restart, a
+                    # terminated backend): nothing was sent, connect again
+                    conn = backend._write_connection()
+                    conn.execute(backend._begin_write, prepare=False)
+            writer = backend._writer
+            writer.conn, writer._heads = conn, {}
+            return writer
+        except BaseException:
+            backend._lock.release()
+            raise
+
+    def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
+        backend = self._backend
+        writer = backend._writer
+        conn = writer.conn
+        writer.conn, writer._heads = None, {}
+        try:
+            assert conn is not None
+            with backend._errors:
+                if exc is None:
+                    conn.execute("COMMIT", prepare=False)
+                elif not conn.closed and conn.info.transaction_status != _IDLE:
+                    conn.execute("ROLLBACK", prepare=False)
+        finally:
+            backend._lock.release()
+        if isinstance(exc, psycopg.Error):
+            raise backend._errors.convert(exc) from exc
+
+
+class PostgresBackend:
+    """A trajlog store in a PostgreSQL schema, for one tenant.
+
+    ``url`` is a libpq connection string (``postgresql://`` or
+    ``postgres://``; several hosts allowed, passed to libpq as is).
+    ``durability``: ``full`` commits with ``synchronous_commit=on`` (durable
+    on the server, and on synchronous standbys as the server is set up, when
+    COMMIT returns); ``normal`` with ``synchronous_commit=off`` (a server
+    crash may lose the last commits, never corrupt the log).  Lock waits end
+    after ``lock_timeout_ms`` (``StoreBusyError``).  ``tenant`` binds every
+    unit of work (row-level security); ``schema`` holds the tables.
+
+    A missing schema is made at open by the connecting role, which then
+    owns it, with the app role ``trajlog_app`` granted its DML when that role
+    exists (create it ``NOLOGIN`` and make the app's login roles its
+    members); a role that may not create it gets a ``SchemaError`` saying to
+    run ``trajlog migrate`` as the owner.
+
+    :meth:`purge` runs VACUUM when this role owns the tables (it frees the
+    erased row versions but leaves their bytes in the pages' free space);
+    ``vacuum_full`` makes it VACUUM FULL instead (the tables rewritten into
+    new files, none of their pages holding the erased bytes -- at the price
+    of an exclusive lock on them, every tenant's rows, for the rewrite).
+    """
+
+    max_session_seq = MAX_SESSION_SEQ
+    foreign_commits = 0   # (never counted: see PgWriter.foreign_commit)
+
+    def __init__(self, url: str, *, durability: str = "full", lock_timeout_ms: int = 10_000,
+                 tenant: str = "", schema: str = "trajlog", pool_size: int = 8,
+                 vacuum_full: bool = False) -> None:
+        if durability not in ("full", "normal"):
+            raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
+        self._url = url
+        self.path = redact(url)
+        self.durability = durability
+        self.tenant = tenant
+        self.schema = schema
+        self._vacuum_full = vacuum_full
+        try:
+            secret = conninfo_to_dict(url).get("password")
+        except psycopg.Error:
+            secret = None
+        self._errors = PgErrors(self.path, str(secret) if secret else None)
+        settings = ("SELECT set_config('trajlog.tenant', {t}, true), "
+                    "set_config('search_path', {p}, true), "
+                    "set_config('synchronous_commit', {c}, true), "
+                    "set_config('lock_timeout', {lt}, true)")
+        self._settings = settings.format(
+            t=_literal(tenant), p=_literal(f"{ident(schema)}, pg_temp"),
+            c=_literal("on" if durability == "full" else "off"),
+            lt=_literal(f"{int(lock_timeout_ms)}ms"))
+        self._begin_write = "BEGIN; " + self._settings
+        self._begin_snapshot = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
+                                + self._settings)
+        self._lock = threading.Lock()
+        self._local = threading.local()
+        self._closed = False
+        self._wconn: pr.Conn | None = None
+        self._open_schema()
+        self._pool: ConnectionPool[Any] = ConnectionPool(
+            url, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=False,
+            name="trajlog")
+        with self._errors:
+            try:
+                self._pool.open(wait=True, timeout=30)
+            except psycopg.Error:
+                raise
+            except Exception as exc:   # (the pool's own timeout)
+                raise StoreError(f"{self.path}: cannot connect ({self._errors.text(exc)})"
+                                 ) from None
+        self._reader = PgReader(self)
+        self._writer = PgWriter(self)
+        self._transaction = _Transaction(self)
+
+    def __repr__(self) -> str:
+        return f"PostgresBackend({self.path!r}, tenant={self.tenant!r}, schema={self.schema!r})"
+
+    # -- connections and units of work --------------------------------------------
+
+    def _connect(self) -> pr.Conn:
+        with self._errors:
+            return psycopg.connect(self._url, autocommit=True)
+
+    def _write_connection(self) -> pr.Conn:
+        conn = self._wconn
+        if conn is None or conn.closed or conn.broken:
+            if conn is not None:
+                with contextlib.suppress(psycopg.Error):
+                    conn.close()
+            conn = self._wconn = self._connect()
+        return conn
+
+    def _read(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        """``fn(conn, *args)`` in this thread's snapshot, or in a read unit
+        of its own: BEGIN, the settings and the reads in one round trip."""
+        snap = getattr(self._local, "snap", None)
+        if snap is not None:
+            with self._errors:
+                return fn(snap, *args)
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+        with self._errors:
+            for attempt in (0, 1):
+                with self._pool.connection() as conn:
+                    try:
+                        return self._read_unit(conn, fn, args)
+                    except psycopg.OperationalError:
+                        if attempt or not conn.broken:
+                            raise
+                # a pooled connection was lost (a server restart, a terminated
+                # backend): drop the dead ones, read again (reads are idempotent)
+                self._pool.check()
+        raise AssertionError("unreachable")
+
+    def _read_unit(self, conn: pr.Conn, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
+        try:
+            with conn.pipeline():
+                conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY", prepare=False)
+                conn.execute(self._settings)
+                result = fn(conn, *args)
+                conn.execute("COMMIT", prepare=False)
+            return result
+        finally:
+            if not conn.closed and conn.info.transaction_status != _IDLE:
+                with contextlib.suppress(psycopg.Error):
+                    conn.execute("ROLLBACK", prepare=False)
+
+    def reader(self) -> PgReader:
+        return self._reader
+
+    @contextlib.contextmanager
+    def snapshot(self) -> Iterator[PgReader]:
+        if getattr(self._local, "snap", None) is not None:   # an outer snapshot: join it
+            yield self._reader
+            return
+        if self._closed:
+            raise StoreClosedError("the store is closed")
+        with self._pool.connection() as conn:
+            with self._errors:
+                conn.execute(self._begin_snapshot, prepare=False)
+            self._local.snap = conn
+            try:
+                yield self._reader
+            finally:
+                self._local.snap = None
+                status = conn.info.transaction_status
+                if not conn.closed and status != _IDLE:
+                    with self._errors:
+                        conn.execute("COMMIT" if status == _INTRANS else "ROLLBACK", prepare=False)
+
+    def transaction(self) -> _Transaction:
+        return self._transaction
+
+    # -- the schema -----------------------------------------------------------------
+
+    def _open_schema(self) -> None:
+        """Check the schema's version; make the schema when it is missing."""
+        conn = self._connect()
+        try:
+            with self._errors:
+                version = _version(conn, self.schema)
+                if version is None:
+                    self._create(conn)
+                    version = _version(conn, self.schema)
+            if version != PG_SCHEMA_VERSION:
+                raise SchemaError(f"{self.path}: schema {self.schema!r} is at trajlog "
+                                  f"PostgreSQL schema version {version}; this trajlog reads "
+                                  f"{PG_SCHEMA_VERSION}")
+        finally:
+            conn.close()
+
+    def _create(self, conn: pr.Conn) -> None:
+        """Make the schema, as the connecting role (its owner from then on);
+        concurrent openers wait on one advisory lock and the later ones find
+        it made."""
+        conn.execute("BEGIN")
+        try:
+            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
+                         (f"trajlog schema {self.schema}",))
+            if _version(conn, self.schema) is None:
+                try:
+                    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(self.schema)}")
+                    conn.execute(f"SET LOCAL search_path = {ident(self.schema)}, pg_temp")
+                    conn.execute(ddl())
+                except psycopg.errors.InsufficientPrivilege as exc:
+                    raise SchemaError(
+                        f"{self.path}: schema {self.schema!r} does not exist (or is not "
+                        f"complete) and this role may not create it ({self._errors.text(exc)}); "
+                        "run `trajlog migrate` as the schema's owner") from None
+                role = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
+                                    (APP_ROLE,)).fetchall()
+                if role:
+                    conn.execute(grants(self.schema))
+            conn.execute("COMMIT")
+        except BaseException:
+            if conn.info.transaction_status != _IDLE:
+                conn.execute("ROLLBACK")
+            raise
+
+    # -- maintenance ------------------------------------------------------------------
+
+    def purge(self) -> Purge:
+        """VACUUM the tables an erasure rewrites, when this role may (it
+        owns them), and name what stays: PostgreSQL keeps the old row
+        versions until VACUUM, and copies of the pages elsewhere."""
+        done: list[str] = []
+        residues: list[str] = []
+        tables = ("chunks", "memories", "memory_text")
+        with self._lock:
+            if self._closed:
+                raise StoreClosedError("the store is closed")
+            conn = self._write_connection()
+            with self._errors:
+                owned = conn.execute(
+                    "SELECT bool_and(pg_has_role(c.relowner, 'USAGE')) FROM pg_class c JOIN "
+                    "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
+                    "c.relname = ANY(%s)", (self.schema, list(tables))).fetchone()
+                ran = bool(owned and owned[0])
+                full = " FULL" if self._vacuum_full else ""
+                for table in tables if ran else ():
+                    conn.execute(f"VACUUM{full} {ident(self.schema)}.{ident(table)}")
+        if ran:
+            done.append(f"VACUUM{full} ran on " + ", ".join(tables) + " and their TOAST" + (
+                ": the tables were rewritten into new files, no page of them holds the erased "
+                "bytes" if full else ": the erased row versions' space is free for reuse"))
+        else:
+            residues.append("the erased row versions (dead tuples) and their TOAST chunks stay "
+                            "in the table files until a VACUUM by the tables' owner or "
+                            "autovacuum")
+        residues.append(
+            "the old files of the rewritten tables are free space of the file system, not "
+            "overwritten" if ran and full else
+            "VACUUM frees the space of dead row versions without zeroing it: their bytes stay "
+            "in the pages' free space until overwritten (VACUUM FULL by the owner rewrites the "
+            "tables without them)")
+        residues.append("the server's WAL segments keep the erased bytes until they are "
+                        "recycled after checkpoints; the WAL archive, streaming replicas and "
+                        "base backups keep them under the operator's retention")
+        return Purge(tuple(done), tuple(residues))
+
+    def size(self) -> int:
+        """The bytes of the schema's tables, with their indexes and TOAST
+        (every tenant's rows: the tables are shared)."""
+        with self._errors, self._pool.connection() as conn:
+            row = conn.execute(
+                "SELECT coalesce(sum(pg_total_relation_size(c.oid)), 0) FROM pg_class c JOIN "
+                "pg_namespace n ON n.oid = c.relnamespace WHERE n.nspname = %s AND "
+                "c.relkind IN ('r', 'p', 'm')", (self.schema,)).fetchone()
+        return int(row[0]) if row else 0
+
+    def memory_index(self, present: bool) -> None:
+        """Use (``present``: an empty index, a rebuild fills it) or stop using
+        the full-text index; its table always exists, so this is DML."""
+        with self.transaction() as w:
+            w._run(_index_state, present)
+
+    def close(self) -> None:
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            conn, self._wconn = self._wconn, None
+        if conn is not None:
+            with contextlib.suppress(psycopg.Error):
+                conn.close()
+        self._pool.close()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+
+def _literal(value: str) -> str:
+    return "'" + value.replace("'", "''") + "'"
+
+
+def _version(conn: pr.Conn, schema: str) -> int | None:
+    """The schema's version row (None: no schema, or no version table)."""
+    # (a scan of the catalog, not to_regclass: its cache may still miss a
+    # schema another opener has just made)
+    found = conn.execute("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = "
+                         "c.relnamespace WHERE n.nspname = %s AND c.relname = 'meta'",
+                         (schema,)).fetchone()
+    if not found:
+        return None
+    row = conn.execute(f"SELECT version FROM {ident(schema)}.meta WHERE one = 1").fetchone()
+    return None if row is None else int(row[0])
+
+
+def _index_state(conn: pr.Conn, present: bool) -> None:
+    if not present:
+        conn.execute(f"DELETE FROM memory_text WHERE {pr.T}")
+    conn.execute("INSERT INTO memory_text_state(present) VALUES (%s) ON CONFLICT (tenant_id) "
+                 "DO UPDATE SET present = EXCLUDED.present", (present,))
+
+
+__all__ = ["PgReader", "PgWriter", "PostgresBackend", "redact"]
