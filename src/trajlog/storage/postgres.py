@@ -525,6 +525,9 @@ class PostgresBackend:
                         "base backups keep them under the operator's retention")
         return Purge(tuple(done), tuple(residues))
 
+    def lease_alive(self, lease: Lease) -> bool | None:
+        return None   # (until a lock held by the writer's connection decides: host+pid, TTL)
+
     def size(self) -> int:
         """The bytes of the schema's tables, with their indexes and TOAST
         (every tenant's rows: the tables are shared)."""
