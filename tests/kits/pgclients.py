@@ -4,9 +4,11 @@ restart, a failover) and the checks made after them.
 A client reports every event the moment ``append`` returns it, one line on
 its stdout, flushed (a pipe keeps what was written before a SIGKILL)::
 
+    L <session id> <ms>                   loaded (recovered) after <ms> refused as live
     I <session id> <key>                  about to append the event keyed <key>
     A <session id> <seq> <key> <ms>       acknowledged: stored at <seq>
     E <ms> <error type>                   an append failed (retried with its key)
+    H <session id>                        holding its turn open (to be killed)
     X <message>                           the client gave up (a test failure)
 
 Every keyed event is ``note/x {"k": key}`` with ``idempotency_key=key``, so
@@ -16,7 +18,9 @@ a retry is the same event.  Run as a process: ``python -m kits.pgclients
 Modes:
 
 * ``turns`` -- the client loads its own session (recovering what a killed
-  predecessor left open: its lease must not block that), then runs turns of
+  predecessor left open: its lease must not block that; a ``host`` argument
+  makes the writer's leases name another host, so that only their heartbeat
+  and the TTL say it died, unless the backend decides), then runs turns of
   keyed notes on it, a keyed note to a shared session after each, until
   killed.  Errors are not retried (none is expected).
 * ``retry`` -- keyed notes round-robin over the sessions, each retried with
@@ -47,7 +51,11 @@ def now_ms() -> int:
 
 def _open(args: dict[str, Any]) -> Any:
     import trajlog
+    from trajlog.api import leases
     from trajlog.storage.postgres import PostgresBackend
+
+    if args.get("host"):   # a writer "on another host": its lease is judged by its heartbeat
+        leases.HOST = args["host"]
 
     backend = PostgresBackend(args["url"], schema=args["schema"], tenant=args["tenant"],
                               durability="full", lock_timeout_ms=args.get("lock_ms", 10_000))
@@ -64,13 +72,31 @@ def keyed(session: Any, key: str) -> Any:
     return session.append("note/x", {"k": key}, idempotency_key=key)
 
 
+def load(store: Any, session_id: str, ttl_ms: int) -> tuple[Any, int]:
+    """``store.load`` -- which closes what a killed writer left open -- and
+    the ms it was refused because that writer's lease still looked live
+    (at most 5 TTLs: a dead writer's lease must not block recovery longer)."""
+    from trajlog.errors import LiveWriterError
+
+    began = attempt = now_ms()
+    while True:
+        try:
+            return store.load(session_id), attempt - began
+        except LiveWriterError:
+            if now_ms() - began > 5 * ttl_ms:
+                raise
+            time.sleep(0.02)
+            attempt = now_ms()
+
+
 def turns(args: dict[str, Any], out: IO[str]) -> None:
     """Turns on this client's own session, a shared note after each."""
     label, rng = args["label"], random.Random(args["label"])
     store = _open(args)
-    own = store.load(args["own"])   # (closes a killed predecessor's open turn)
+    own, waited = load(store, args["own"], args.get("ttl_ms", 1000))
+    _say(out, f"L {own.id} {waited}")
     shared = [store.session(s) for s in args["shared"]]
-    i = 0
+    i, hold = 0, args.get("hold")
     while True:
         with own.turn():
             for _ in range(rng.randint(1, 4)):
@@ -79,6 +105,9 @@ def turns(args: dict[str, Any], out: IO[str]) -> None:
                 _say(out, f"I {own.id} {key}")
                 ev = keyed(own, key)
                 _say(out, f"A {own.id} {ev.seq} {key} {now_ms()}")
+                if hold is not None and i >= hold:   # wait, in the turn, to be killed
+                    _say(out, f"H {own.id}")
+                    time.sleep(3600)
         target = rng.choice(shared)
         key = f"{label}:{i}"
         i += 1
@@ -195,6 +224,7 @@ class Ledger:
     intents: dict[str, str] = field(default_factory=dict)             # key -> session
     errors: list[tuple[int, str]] = field(default_factory=list)       # (ms, type)
     gave_up: list[str] = field(default_factory=list)
+    load_waits: list[int] = field(default_factory=list)               # ms refused as live
     ack_ms: list[int] = field(default_factory=list)
 
     def read(self, lines: list[str]) -> None:
@@ -208,6 +238,8 @@ class Ledger:
                 self.ack_ms.append(int(parts[3]))
             elif kind == "E" and len(parts) == 2:
                 self.errors.append((int(parts[0]), parts[1]))
+            elif kind == "L" and len(parts) == 2:
+                self.load_waits.append(int(parts[1]))
             elif kind == "X":
                 self.gave_up.append(rest)
 
