@@ -405,9 +405,12 @@ def _check(value: Any, depth: int) -> None:
 
 # check_json's walk alone, for a loop over many values: ``walk_json(value, 0)``
 # returns when ``value`` is made of the built-in JSON types only (check_json
-# would return it as is) and raises otherwise -- then check_json(value) gives
-# what to store, or the precise error.
+# would return it as is) and raises one of NOT_WALKED otherwise -- then
+# check_json(value) gives what to store, or the precise error.  (Any other
+# error is the value's own -- a subclass's ``__class__`` that raises -- and
+# check_json would raise it too.)
 walk_json = _check
+NOT_WALKED = (_NotPlain, _Bad)
 
 
 def _check_shape(value: Any, depth: int) -> None:
@@ -555,6 +558,6 @@ def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, dat
         raise ValidationError(f"data_class must be one of {', '.join(DATA_CLASSES)}")
 
 
-__all__ = ["DATA_CLASSES", "ENVELOPE_FIELDS", "Event", "FrozenDict", "FrozenList", "LazyEvent",
-           "SessionHeader", "check_json", "check_text", "decode_event", "decode_lazy",
-           "encode_event", "freeze", "plain_str", "walk_json"]
+__all__ = ["DATA_CLASSES", "ENVELOPE_FIELDS", "NOT_WALKED", "Event", "FrozenDict", "FrozenList",
+           "LazyEvent", "SessionHeader", "check_json", "check_text", "decode_event",
+           "decode_lazy", "encode_event", "freeze", "plain_str", "walk_json"]

@@ -13,8 +13,10 @@ from typing import Any
 
 import pytest
 
+import trajlog
 from trajlog import errors
 from trajlog.api.writer import WriteEngine
+from trajlog.redaction import RedactionPolicy
 
 
 class Color(enum.IntEnum):
@@ -87,3 +89,56 @@ def test_the_first_refusal_is_the_refusal_of_prepare(store, bad):
             writer.prepare_items(s.header, [item])
     assert type(inline.value) is type(alone.value)
     assert str(inline.value) == str(alone.value)
+
+
+class _Fickle:
+    """A value whose ``__class__`` fails once: an error of its own, not a
+    JSON rule's (``isinstance`` asks for ``__class__``)."""
+
+    def __init__(self) -> None:
+        self.asked = 0
+
+    @property  # type: ignore[misc]
+    def __class__(self) -> type:
+        self.asked += 1
+        if self.asked == 1:
+            raise LookupError("the value's own error")
+        return _Fickle
+
+
+def test_an_error_of_the_value_itself_is_raised_as_prepare_raises_it(store):
+    writer = store._e.writer
+    s = store.create_session(cwd="/p")
+    writer.prepare("custom/thing", {"v": 1}, 1, {})   # (a type seen: the batch walks inline)
+    alone, inline = _Fickle(), _Fickle()
+    with pytest.raises(LookupError, match="own error"):
+        writer.prepare("custom/thing", {"v": alone}, 1, {})
+    with pytest.raises(LookupError, match="own error"):   # not swallowed, not asked again
+        writer.prepare_items(s.header, [("custom/thing", {"v": 1}, {"time": 1}),
+                                        ("custom/thing", {"v": inline}, {"time": 1})])
+    assert inline.asked == alone.asked == 1
+
+
+ENVELOPED: list[Any] = [
+    ("user/message", {"content": "hi"}, {"time": 5}),
+    ("user/message", {"content": "k"}, {"time": 6, "idempotency_key": "k1", "source": "user"}),
+    ["custom/list", {"k": [1, {"n": 2}]}],
+]
+
+
+def test_item_by_item_a_batch_gives_the_rows_of_prepare(tmp_path):
+    # (a redactor runs: the batch's items go one by one through the same dispatch)
+    with trajlog.open(str(tmp_path / "r.db"), redaction=RedactionPolicy()) as store:
+        writer = store._e.writer
+        s = store.create_session(cwd="/p")
+        got = writer.prepare_items(s.header, ENVELOPED)
+        expected = [writer.prepare("user/message", {"content": "hi"}, 5, {}),
+                    writer.prepare("user/message", {"content": "k"}, 6,
+                                   {"idempotency_key": "k1", "source": "user"}),
+                    writer.prepare("custom/list", {"k": [1, {"n": 2}]}, got[2].event.time, {})]
+        assert [(r.event, r.payload, r.check, r.pause) for r in got] == [
+            (r.event, r.payload, r.check, r.pause) for r in expected]
+        with pytest.raises(TypeError, match="must be a mapping"):
+            writer.prepare_items(s.header, [("user/message", {"content": "x"}, [("time", 1)])])
+        with pytest.raises(errors.IdempotencyConflictError):
+            writer.prepare_items(s.header, [ENVELOPED[1], ENVELOPED[1]])

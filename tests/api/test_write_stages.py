@@ -86,6 +86,8 @@ def test_turn_marker_is_the_last_turn_marker_of_the_rows():
     assert ws.turn_marker(rows) == "turn/end"
     assert ws.turn_marker(rows[:2]) == "turn/start"
     assert ws.turn_marker([_row("note/x")]) is None
+    # one row (a single append's branch)
+    assert [ws.turn_marker([r]) for r in rows] == ["turn/start", None, "turn/end"]
 
 
 # -- 3. privacy ----------------------------------------------------------------------
@@ -168,6 +170,10 @@ def test_hold_pause_adds_the_pause_a_finding_calls_for_and_refuses_content_after
 def test_checked_is_true_when_a_row_needs_the_rules():
     assert not ws.checked([_row("note/x"), _row("user/message", {"content": "x"})])
     assert ws.checked([_row("note/x"), _row("event/status", {"target": 0})])
+    # one row (a single append's branch)
+    assert not ws.checked([_row("note/x")])
+    assert ws.checked([_row("event/status", {"target": 0})])
+    assert ws.checked([_row("note/x", supersedes=0)])
 
 
 def test_check_supersedes_refuses_a_seq_that_is_not_earlier():

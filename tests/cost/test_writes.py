@@ -201,10 +201,11 @@ def _frames(run: Callable[[], Any]) -> int:
 # events of the calling thread over two batches of whole turns), per kernel.
 # A common item -- (type, data, {"time": t}) of a type already seen -- is
 # prepared inline in the batch's loop; what stays per event: the JSON type
-# walk (nested values), a known type's shape check, the index and mark of an
-# event that has them, the returned event.  (The reference kernel frames in
-# Python: about six frames per event of its own.)
-BATCH_FRAMES = {"trajlog._kernel_c": 5.0, "trajlog._kernel_py": 11.0}
+# walk (nested values), a known type's shape check, the mark of an event that
+# has one (an index row is made in the batch's one loop, without a call), the
+# returned event.  (The reference kernel frames in Python: about six frames per
+# event of its own.)
+BATCH_FRAMES = {"trajlog._kernel_c": 4.6, "trajlog._kernel_py": 10.6}
 
 
 class _Seen(dict):  # type: ignore[type-arg]

@@ -175,12 +175,10 @@ def schema_suffix() -> str:
 
 @pytest.mark.parametrize(("url", "shown"), [
     ("postgresql://app:s3cret@db1:5432,db2:5433/trajlog?sslmode=require",
-     "postgresql://app@db1:5432,db2:5433/trajlog?sslmode=require"),
-    ("postgres://app:s3cret@db/trajlog", "postgres://app@db/trajlog"),
+     "postgresql://app:***@db1:5432,db2:5433/trajlog?sslmode=require"),
+    ("postgres://app:s3cret@db/trajlog", "postgres://app:***@db/trajlog"),
     ("postgresql://db/trajlog?password=s3cret&sslmode=require",
-     "postgresql://db/trajlog?sslmode=require"),
-    ("postgresql://db/trajlog?sslmode=require&password=s3cret",
-     "postgresql://db/trajlog?sslmode=require"),
+     "postgresql://db/trajlog?password=***&sslmode=require"),
     ("host=db user=app password=s3cret dbname=trajlog",
      "host=db user=app password=*** dbname=trajlog"),
     ("postgresql://app@db:5432/trajlog", "postgresql://app@db:5432/trajlog"),
@@ -188,3 +186,24 @@ def schema_suffix() -> str:
 def test_pg_the_printable_location_has_no_password(url: str, shown: str):
     from trajlog.storage.postgres import redact
     assert redact(url) == shown and "s3cret" not in redact(url)
+
+
+def test_pg_open_by_url_through_the_factory(pg: Cluster):
+    """``trajlog.open(url, tenant=...)``: the factory's PostgreSQL store, in
+    the default schema, made by ``migrate`` as the owner (the app role may
+    not make it)."""
+    import trajlog
+    from trajlog.api.store import migrate, schema_of
+
+    with pytest.raises(SchemaError, match="trajlog migrate"):
+        trajlog.open(pg.app_url, tenant="acme")
+    assert schema_of(pg.owner_url) is None
+    assert migrate(pg.owner_url) == 0 and migrate(pg.owner_url) == 1
+    assert schema_of(pg.app_url) == 1
+    with trajlog.open(pg.app_url, tenant="acme") as store:
+        assert "client-secret" not in store.path and store.path.startswith("postgresql://")
+        s = store.create_session()
+        s.append("note/x", {"n": 1})
+        assert s.verify().ok
+    with trajlog.open(pg.app_url, tenant="globex") as store:
+        assert store.sessions() == []

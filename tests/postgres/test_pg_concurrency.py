@@ -105,3 +105,32 @@ def test_pg_a_stale_append_is_refused_before_writing(pg: Cluster, schema: str):
         except HeadMovedError:
             event = s.append("note/x", {"n": 2})
         assert event.seq == 2
+
+
+def test_pg_two_stores_racing_to_make_one_session(pg: Cluster, schema: str):
+    """Both write a session that neither finds: one makes it, the other's
+    transaction conflicts on the id and runs again (appending after it)."""
+    import uuid
+
+    with open_store(pg.app_url, schema, "acme") as a, open_store(pg.app_url, schema, "acme") as b:
+        ids = [str(uuid.uuid4()) for _ in range(20)]
+        errors: list[BaseException] = []
+
+        def race(store, label: str) -> None:
+            try:
+                for sid in ids:
+                    store.append_atomic([(sid, [("note/x", {"by": label})], None)],
+                                        create={sid: {}})
+            except BaseException as exc:
+                errors.append(exc)
+
+        threads = [threading.Thread(target=race, args=(st, label))
+                   for st, label in ((a, "a"), (b, "b"))]
+        for t in threads:
+            t.start()
+        for t in threads:
+            t.join(120)
+        assert errors == []
+        for sid in ids:
+            events = list(a.session(sid).events())
+            assert sorted(e.data["by"] for e in events) == ["a", "b"]

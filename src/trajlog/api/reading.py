@@ -38,7 +38,7 @@ from ..events import Event, SessionHeader
 from ..memory.versions import erased_lookup
 from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
-from ..storage.event_index import REQUESTED, entry, marks_of
+from ..storage.event_index import REQUESTED, index_rows, marks_of
 from .handles import LogRef
 from .range_rows import RangeRows
 
@@ -463,7 +463,7 @@ class LogReader:
             return defect_report(Status.BAD_FIELD, reason, seq, offset_of(at),
                                  frames + at - first)
 
-        expected = [r for r in (entry(ev, ev.seq) for ev in events) if r is not None]
+        expected = index_rows(events, first)
         marks = marks_of(events, first)
         try:
             stored, stored_marks = kept.index_rows(after, last), kept.marks(first, last)

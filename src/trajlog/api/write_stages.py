@@ -74,12 +74,10 @@ from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
 from ..storage import Reader
 from ..storage.event_index import (
     MARKED,
-    PREFIXES,
-    SPARSE,
     IndexRow,
     Mark,
-    entry,
     event_marks,
+    index_rows,
     marks_of,
     pack_marks,
     requested,
@@ -92,6 +90,7 @@ from .reading import LogReader
 
 SMALL_ROW = CAP // 2        # a row below this is merged by a repack
 _new = tuple.__new__        # a Cursor made in C (a NamedTuple's own __new__ is Python)
+_TURN_MARKERS = {"turn/start": "turn/start", "turn/end": "turn/end"}   # (see turn_marker)
 
 
 class Row(msgspec.Struct, gc=False):
@@ -113,6 +112,8 @@ def remake(event: Event, pause: tuple[tuple[str, str], ...] = ()) -> Row:
 def turn_marker(rows: Sequence[Row]) -> str | None:
     """The last ``turn/start`` or ``turn/end`` among ``rows`` (None: neither)
     -- what the append does to a lease (:meth:`Leases.turn_op`)."""
+    if len(rows) == 1:   # (a single append's: no loop)
+        return _TURN_MARKERS.get(rows[0].event.type)
     for r in reversed(rows):
         t = r.event.type
         if t == "turn/start" or t == "turn/end":
@@ -197,6 +198,8 @@ def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
 def checked(rows: Sequence[Row]) -> bool:
     """Has :func:`check_rules` anything to check (a compaction, a status
     event, a ``supersedes``: see :meth:`WriteEngine.prepare`)?"""
+    if len(rows) == 1:   # (a single append's: no loop)
+        return rows[0].check
     for r in rows:  # noqa: SIM110 -- a loop: cheaper than any() of a generator
         if r.check:
             return True
@@ -258,21 +261,14 @@ def index_entries(events: Sequence[Event], first: int, chunks: Sequence[Chunk],
                   ) -> tuple[list[IndexRow], list[bytes | None], Sequence[tuple[str, int]]]:
     """The events' index rows, their marks packed per chunk row, and the
     ``(call id, seq)`` of each tool call they request (the call index)."""
+    index = index_rows(events, first)
     dense: list[Mark] = []
-    if len(events) == 1:   # (a single append: most have no index row and no mark)
-        ev = events[0]
-        t = ev.type   # (entry's and event_marks' own tests inlined: no call for most)
-        index: list[IndexRow] = [entry(ev, first)] if (  # type: ignore[list-item]
-            t in SPARSE or ev.idempotency_key is not None or t.startswith(PREFIXES)) else []
-        if t in MARKED:
-            event_marks(ev, first, dense)
+    if len(events) == 1:   # (a single append: most have no mark)
+        if events[0].type in MARKED:   # (event_marks' own test inlined: no call for most)
+            event_marks(events[0], first, dense)
         if not dense:
             return index, [None] * len(chunks), ()
     else:
-        # (entry's own test inlined: a call only for an event that has an index row)
-        index = [entry(ev, first + i) for i, ev in enumerate(events)  # type: ignore[misc]
-                 if (t := ev.type) in SPARSE or ev.idempotency_key is not None
-                 or t.startswith(PREFIXES)]
         dense = marks_of(events, first)
     if len(chunks) == 1:
         marks = [pack_marks(dense)]

@@ -44,6 +44,7 @@ from ..event_types import WRITE_STATE, WRITE_STATE_PREFIXES
 from ..events import (
     ENVELOPE_FIELDS,
     KNOWN_SHAPES,
+    NOT_WALKED,
     Event,
     SessionHeader,
     check_envelope,
@@ -100,7 +101,6 @@ def _followed(type_: str) -> bool:
 _ENVELOPE_KEYS = frozenset(ENVELOPE_FIELDS)
 _NO_ENVELOPE: Mapping[str, Any] = MappingProxyType({})
 _PAYLOAD = msgspec.msgpack.Encoder()
-_MARKS = {"turn/start": "turn/start", "turn/end": "turn/end"}   # (turn_marker of one row)
 # Refusals: raised before a request writes anything, so its group commit goes on.
 _REFUSALS = (InvalidArgumentError, LeaseHeldError, InvalidStateError)
 
@@ -288,36 +288,19 @@ class WriteEngine:
     def prepare_items(self, header: SessionHeader, items: Iterable[Any]) -> list[Row]:
         """Rows for ``append_batch`` items: ``(type, data)`` or ``(type, data,
         envelope)``, the envelope a mapping of ``time`` and envelope fields."""
-        rows: list[Row] = []
-        append, prepare = rows.append, self.prepare
         fixed = checks.approvals_fixed(header)
         if not fixed and self.redactor is None:
-            return self._prepare_plain(items, rows)
-        for item in items:
-            if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
-                raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
-            if fixed:
-                checks.check_append_type(header, item[0])
-            if len(item) == 2:
-                append(prepare(item[0], item[1], None, _NO_ENVELOPE))
-                continue
-            env = item[2]
-            if not isinstance(env, Mapping):
-                raise TypeError("an append_batch envelope must be a mapping, not "
-                                f"{type(env).__name__}")
-            if len(env) == 1 and "time" in env:  # the common case: no copy
-                append(prepare(item[0], item[1], env["time"], _NO_ENVELOPE))
-                continue
-            env = dict(env)
-            append(prepare(item[0], item[1], env.pop("time", None), env))
+            return self._prepare_plain(items)
+        rows = [self._prepare_item(item, header if fixed else None) for item in items]
         distinct_keys(rows)
         return rows
 
-    def _prepare_plain(self, items: Iterable[Any], rows: list[Row]) -> list[Row]:
+    def _prepare_plain(self, items: Iterable[Any]) -> list[Row]:
         """:meth:`prepare_items` without a redactor or fixed approvals: the
         common item (``(type, data)`` or ``(type, data, {"time": t})``, a type
         seen before, a valid time) prepared inline, as :meth:`prepare` would;
         any other item goes to :meth:`prepare`."""
+        rows: list[Row] = []
         append, prepare, seen = rows.append, self.prepare, self._types_seen
         encode, shapes, walk = _PAYLOAD.encode, KNOWN_SHAPES, walk_json
         envelopes = False   # (no envelope: no idempotency key to compare)
@@ -344,7 +327,7 @@ class WriteEngine:
                 continue
             try:
                 walk(data, 0)   # (check_json's common case without its call)
-            except Exception:   # (check_json says what: a plain copy, or the error)
+            except NOT_WALKED:   # (check_json says what: a plain copy, or the error)
                 data = check_json(data, "data")
             if type_ in shapes:
                 check_shape(type_, data)
@@ -360,10 +343,14 @@ class WriteEngine:
             distinct_keys(rows)
         return rows
 
-    def _prepare_item(self, item: Any) -> Row:
-        """One ``append_batch`` item of any form (see :meth:`prepare_items`)."""
+    def _prepare_item(self, item: Any, fixed: SessionHeader | None = None) -> Row:
+        """One ``append_batch`` item of any form (see :meth:`prepare_items`);
+        ``fixed``: the header of a session whose approvals are fixed (the
+        item's type is checked against them)."""
         if not isinstance(item, (tuple, list)) or not 2 <= len(item) <= 3:
             raise TypeError("append_batch items are (type, data) or (type, data, envelope)")
+        if fixed is not None:
+            checks.check_append_type(fixed, item[0])
         if len(item) == 2:
             return self.prepare(item[0], item[1], None, _NO_ENVELOPE)
         env = item[2]
@@ -382,7 +369,7 @@ class WriteEngine:
         """Append ``rows`` through group commit; the events once durable."""
         if not rows:
             return []
-        marker = _MARKS.get(rows[0].event.type) if len(rows) == 1 else turn_marker(rows)
+        marker = turn_marker(rows)
         op = None if marker is None else self.leases.turn_op(ref.sid, marker)
         copies = owned(rows)   # (now: the caller's data as it was serialized)
         result: list[Event] = self.commit.call(self.apply, ref.sid, (ref, rows, expect_last, op))
@@ -474,7 +461,7 @@ class WriteEngine:
             self._tx = None
         # 8. supersedes, compactions and status events, checked against the log
         added: list[tuple[int, int]] = []
-        if rows[0].check if len(rows) == 1 else checked(rows):
+        if checked(rows):
             added = check_rules(self._reading, tx, ref, events, first,
                                 self._index.compactions(tx, ref, state, events))
         # 9. a full log refuses more events

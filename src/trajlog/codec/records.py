@@ -25,6 +25,8 @@ from .chunks import RAW, Chunk, ChunkCompressor, cut, frame_sizes, pack
 from .compression import Compressor
 from .frames import checksum, decode_header, payload_of
 
+_new = tuple.__new__   # a Chunk made in C (a NamedTuple's own __new__ is Python)
+
 _OK = Status.OK
 COMPRESS_FROM = 4096   # a run this long is stored compressed (shorter ones wait for a repack)
 _ENCODER = msgspec.msgpack.Encoder()
@@ -55,8 +57,8 @@ def encode_chunks(key: int, payloads: Sequence[bytes], cursor: Cursor,
             explain(failed)
         raise error_for(status, seq=cursor.next_seq + failed, session=session)
     if n == 1:  # the body check came with the frame: no second kernel call
-        return [Chunk(cursor.next_seq, 1, len(blob), RAW, check, cursor.chain, end.chain,
-                      blob)], end
+        return [_new(Chunk, (cursor.next_seq, 1, len(blob), RAW, check, cursor.chain,
+                             end.chain, blob))], end
     # runs as views of the blob: a run that is compressed is never copied
     runs = cut(memoryview(blob), frame_sizes([len(p) for p in payloads]), cursor.next_seq,
                cursor.chain)
@@ -66,7 +68,7 @@ def encode_chunks(key: int, payloads: Sequence[bytes], cursor: Cursor,
         stored[i] = packed
     if len(runs) == 1 and stored[0] is None:   # one raw row: its check is the blob's
         _, first, count, seed, last = runs[0]
-        return [Chunk(first, count, len(blob), RAW, check, seed, last, blob)], end
+        return [_new(Chunk, (first, count, len(blob), RAW, check, seed, last, blob))], end
     return [pack(key, bytes(view) if data is None else view, first, count, seed, last, data,
                  kernel=kernel)
             for (view, first, count, seed, last), data in zip(runs, stored, strict=True)], end

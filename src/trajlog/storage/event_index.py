@@ -17,7 +17,7 @@ without reading the log, kept in two forms by how often it occurs.
   marks begin, without reading the log (:func:`requested`).
 
 Both are copies, never the authority: ``verify()`` recomputes them from the
-frames and compares (:func:`entry` and :func:`marks_of` are the one rule
+frames and compares (:func:`index_rows` and :func:`marks_of` are the one rule
 both sides use).  Which type gets a row or a mark is its ``index`` column in
 :mod:`trajlog.event_types`.
 """
@@ -71,16 +71,28 @@ class Mark(NamedTuple):
     call_id: str | None
 
 
+def index_rows(events: Sequence[Event], first: int) -> list[IndexRow]:
+    """The index rows of consecutive events from seq ``first``: the one rule
+    of which event gets a row -- a sparse type (by name or prefix), or an
+    idempotency key.  (One loop, no call per event: most events have no row,
+    and a row is made in C.)"""
+    out: list[IndexRow] = []
+    for i, ev in enumerate(events):
+        t = ev.type
+        if t in SPARSE or ev.idempotency_key is not None or t.startswith(PREFIXES):
+            out.append(_new(IndexRow, (first + i, t, ev.time, ev.source, ev.causal_parent,
+                                       ev.workspace_revision, ev.data_class,
+                                       ev.idempotency_key)))
+    return out
+
+
 def entry(ev: Event, seq: int) -> IndexRow | None:
     """The index row of the event at ``seq``, or None if it has none."""
-    t = ev.type
-    if t in SPARSE or ev.idempotency_key is not None or t.startswith(PREFIXES):
-        return IndexRow(seq, t, ev.time, ev.source, ev.causal_parent, ev.workspace_revision,
-                        ev.data_class, ev.idempotency_key)
-    return None
+    row = index_rows((ev,), seq)
+    return row[0] if row else None
 
 
-_new = tuple.__new__   # a Mark made in C (a NamedTuple's own __new__ is Python)
+_new = tuple.__new__   # an IndexRow or Mark made in C (a NamedTuple's own __new__ is Python)
 
 
 def event_marks(ev: Event, seq: int, out: list[Mark]) -> None:
@@ -142,5 +154,5 @@ def split_marks(marks: Sequence[Mark], bounds: Sequence[tuple[int, int]]) -> lis
 
 
 __all__ = ["CALL", "MARKED", "PAUSES", "PREFIXES", "REQUESTED", "RESULT", "SPARSE", "STEP_END",
-           "STEP_START", "IndexRow", "Mark", "entry", "event_marks", "marks_of", "pack_marks",
-           "requested", "split_marks", "unpack_marks"]
+           "STEP_START", "IndexRow", "Mark", "entry", "event_marks", "index_rows", "marks_of",
+           "pack_marks", "requested", "split_marks", "unpack_marks"]

@@ -18,37 +18,44 @@ instant), a snapshot is one REPEATABLE READ READ ONLY transaction.
 from __future__ import annotations
 
 import contextlib
-import re
+import hashlib
 import threading
 from collections.abc import Callable, Iterator, Sequence
 from typing import Any, TypeVar
 
 import psycopg
 from psycopg import pq
-from psycopg.conninfo import conninfo_to_dict
 from psycopg_pool import ConnectionPool
 
 from ..codec.chunks import Chunk
-from ..errors import HeadMovedError, SchemaError, StoreClosedError, StoreError
+from ..errors import (
+    HeadMovedError,
+    InvalidArgumentError,
+    LeaseHeldError,
+    StoreClosedError,
+    StoreError,
+    TransactionConflictError,
+)
 from . import postgres_rows as pr
 from .base import Head, Lease, LogRange, Purge, SessionRow
 from .event_index import IndexRow, Mark
-from .keys import MAX_SESSION_SEQ
-from .postgres_errors import PgErrors
+from .keys import MAX_SESSION_SEQ, no_head
 from .postgres_memory import PgMemoryReads, PgMemoryWrites
-from .postgres_schema import APP_ROLE, PG_SCHEMA_VERSION, ddl, grants, ident
+from .postgres_open import (
+    SCHEMA_VERSION,
+    errors_for,
+    migrate,
+    open_schema,
+    probe,
+    redact,
+    schema_in,
+    with_schema,
+)
+from .postgres_schema import ident
 
 _R = TypeVar("_R")
 _IDLE = pq.TransactionStatus.IDLE
 _INTRANS = pq.TransactionStatus.INTRANS
-
-
-def redact(url: str) -> str:
-    """``url`` (a libpq URL or key=value string) without its password."""
-    url = re.sub(r"(://[^:/@?#,]*):[^@/?#]*@", r"\1@", url)
-    url = re.sub(r"([?&])password=[^&]*(&|$)", lambda m: m.group(1) if m.group(2) else "", url)
-    url = re.sub(r"password\s*=\s*('(?:[^'\\]|\\.)*'|\S+)", "password=***", url)
-    return url.rstrip("?&")
 
 
 class PgReader(PgMemoryReads):
@@ -151,25 +158,69 @@ class PgWriter(PgMemoryWrites, PgReader):
         super().__init__(backend)
         self.conn: pr.Conn | None = None
         self._heads: dict[int, Head] = {}
+        self._begun = False
 
     def _run(self, fn: Callable[..., _R], *args: Any) -> _R:
         with self._backend._errors:
+            if not self._begun:
+                self._begin("")
             return fn(self.conn, *args)
+
+    def _begin(self, then: str) -> Any:
+        """BEGIN and the settings (tenant, lock timeout, durability), with
+        ``then`` -- a statement without parameters -- in the same round trip;
+        ``then``'s rows (as psycopg's cursor)."""
+        for attempt in (0, 1):
+            conn = self.conn
+            assert conn is not None
+            try:
+                cur = conn.execute(self._backend._begin + then, prepare=False)
+                while then and cur.nextset():   # (to the last statement's rows)
+                    pass
+                return cur
+            except psycopg.OperationalError:
+                if attempt or not conn.broken:
+                    raise
+                # the idle connection was lost (a server restart, a terminated
+                # backend): nothing was sent in this transaction; connect again
+                self.conn = self._backend._write_connection()
+            finally:   # (BEGIN ran even when ``then`` failed: the transaction is to end)
+                self._begun = not conn.closed and conn.info.transaction_status != _IDLE
+        raise AssertionError("unreachable")
+
+    def _lock(self, sids: Sequence[int]) -> dict[int, Head]:
+        """Lock head rows; a transaction's first statement goes with its BEGIN."""
+        if self._begun:
+            return self._run(pr.lock_heads, sids)
+        with self._backend._errors:
+            return pr.heads_of(self._begin("; " + pr.lock_heads_sql(sids)).fetchall())
 
     def head(self, sid: int) -> Head:
         found = self._heads.get(sid)
         if found is None:
-            found = self._heads[sid] = self._run(pr.head, sid, True)
+            self._heads.update(self._lock([sid]))
+            found = self._heads.get(sid)
+            if found is None:
+                raise no_head(sid)
         return found
 
     def lock_heads(self, sids: Sequence[int]) -> dict[int, Head]:
         want = sorted(set(sids) - self._heads.keys())
         if want:
-            self._heads.update(self._run(pr.lock_heads, want))
+            self._heads.update(self._lock(want))
         return {sid: self._heads[sid] for sid in sids if sid in self._heads}
 
     def insert_session(self, row: SessionRow, last_seq: int, chain_head: int) -> int:
-        return self._run(pr.insert_session, row, last_seq, chain_head)
+        try:
+            return self._run(pr.insert_session, row, last_seq, chain_head)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                # another connection made this session id meanwhile (a writer
+                # looks before it makes one): run the transaction again
+                raise TransactionConflictError(
+                    f"{self._backend.path}: session {row.id} was made by another writer "
+                    "meanwhile; nothing of this transaction was written") from exc.__cause__
+            raise
 
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
                marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:
@@ -193,16 +244,22 @@ class PgWriter(PgMemoryWrites, PgReader):
         return self._run(pr.repack, sid, merged, marks)
 
     def set_lease(self, sid: int, lease: Lease) -> None:
+        """The lease row, and -- for a writer that takes one -- its liveness
+        token: a session-level advisory lock on the write connection, which
+        the server drops with the connection (:meth:`PostgresBackend.lease_alive`)."""
         self._run(pr.set_lease, sid, lease)
+        if lease.owner is not None and not self._run(self._backend._hold_token, lease.owner):
+            raise LeaseHeldError(f"the writer id {lease.owner} is held by another connection")
         got = self._heads.get(sid)
         if got is not None:
             self._heads[sid] = got._replace(lease=Lease(*lease))
 
     def heartbeat(self, sid: int, owner: str, now_ms: int) -> None:
-        self._run(pr.heartbeat, sid, owner, now_ms)
+        """(The server's clock, not ``now_ms``: hosts' clocks differ.)"""
+        stamped = self._run(pr.heartbeat, sid, owner)
         got = self._heads.get(sid)
-        if got is not None and got.lease.owner == owner:
-            self._heads[sid] = got._replace(lease=got.lease._replace(heartbeat_ms=now_ms))
+        if got is not None and got.lease.owner == owner and stamped is not None:
+            self._heads[sid] = got._replace(lease=got.lease._replace(heartbeat_ms=stamped))
 
     def save_projection_state(self, sid: int, name: str, version: int, seq: int, chain: int,
                               state: bytes) -> None:
@@ -213,11 +270,10 @@ class PgWriter(PgMemoryWrites, PgReader):
 
     @contextlib.contextmanager
     def savepoint(self) -> Iterator[None]:
+        heads = dict(self._heads)   # (a rolled-back savepoint releases the locks it took)
+        self._run(_savepoint)
         conn = self.conn
         assert conn is not None
-        heads = dict(self._heads)   # (a rolled-back savepoint releases the locks it took)
-        with self._backend._errors:
-            conn.execute("SAVEPOINT request", prepare=False)
         try:
             yield
         except BaseException:
@@ -231,13 +287,14 @@ class PgWriter(PgMemoryWrites, PgReader):
             conn.execute("RELEASE SAVEPOINT request", prepare=False)
 
     def in_transaction(self) -> bool:
-        return self.conn is not None and self.conn.info.transaction_status == _INTRANS
+        return self.conn is not None and (
+            not self._begun or self.conn.info.transaction_status == _INTRANS)
 
 
 class _Transaction:
-    """BEGIN (with the tenant and the lock timeout, one round trip) ..
-    COMMIT on the write connection, under the backend's lock; ROLLBACK if
-    the block raises."""
+    """A write transaction on the write connection, under the backend's
+    lock: BEGIN with its first statement, COMMIT when the block ends,
+    ROLLBACK if it raises."""
 
     def __init__(self, backend: PostgresBackend) -> None:
         self._backend = backend
@@ -248,19 +305,9 @@ class _Transaction:
         try:
             if backend._closed:
                 raise StoreClosedError("the store is closed")
-            conn = backend._write_connection()
-            with backend._errors:
-                try:
-                    conn.execute(backend._begin_write, prepare=False)
-                except psycopg.OperationalError:
-                    if not conn.broken:
-                        raise
-                    # the idle connection was lost (a server restart, a
-                    # terminated backend): nothing was sent, connect again
-                    conn = backend._write_connection()
-                    conn.execute(backend._begin_write, prepare=False)
             writer = backend._writer
-            writer.conn, writer._heads = conn, {}
+            writer.conn, writer._heads = backend._write_connection(), {}
+            writer._begun = False   # (BEGIN goes with the first statement: PgWriter._begin)
             return writer
         except BaseException:
             backend._lock.release()
@@ -269,12 +316,14 @@ class _Transaction:
     def __exit__(self, exc_type: Any, exc: BaseException | None, tb: Any) -> None:
         backend = self._backend
         writer = backend._writer
-        conn = writer.conn
+        conn, begun = writer.conn, writer._begun
         writer.conn, writer._heads = None, {}
         try:
             assert conn is not None
             with backend._errors:
-                if exc is None:
+                if not begun:
+                    pass   # (nothing ran: nothing to end)
+                elif exc is None:
                     conn.execute("COMMIT", prepare=False)
                 elif not conn.closed and conn.info.transaction_status != _IDLE:
                     conn.execute("ROLLBACK", prepare=False)
@@ -294,7 +343,9 @@ class PostgresBackend:
     COMMIT returns); ``normal`` with ``synchronous_commit=off`` (a server
     crash may lose the last commits, never corrupt the log).  Lock waits end
     after ``lock_timeout_ms`` (``StoreBusyError``).  ``tenant`` binds every
-    unit of work (row-level security); ``schema`` holds the tables.
+    unit of work (row-level security); ``schema`` holds the tables (default:
+    the URL's ``options=-csearch_path=<schema>``, else ``trajlog``; given, it
+    is written into the URL, so that :attr:`path` opens this store again).
 
     A missing schema is made at open by the connecting role, which then
     owns it, with the app role ``trajlog_app`` granted its DML when that role
@@ -313,21 +364,21 @@ class PostgresBackend:
     foreign_commits = 0   # (never counted: see PgWriter.foreign_commit)
 
     def __init__(self, url: str, *, durability: str = "full", lock_timeout_ms: int = 10_000,
-                 tenant: str = "", schema: str = "trajlog", pool_size: int = 8,
+                 tenant: str = "", schema: str | None = None, pool_size: int = 8,
                  vacuum_full: bool = False) -> None:
         if durability not in ("full", "normal"):
-            raise ValueError(f"durability must be 'full' or 'normal', not {durability!r}")
+            raise InvalidArgumentError(f"durability must be 'full' or 'normal', not {durability!r}")
+        if schema is None:
+            schema = schema_in(url)
+        else:
+            url = with_schema(url, schema)   # (so that ``path`` opens this store again)
         self._url = url
         self.path = redact(url)
         self.durability = durability
         self.tenant = tenant
         self.schema = schema
         self._vacuum_full = vacuum_full
-        try:
-            secret = conninfo_to_dict(url).get("password")
-        except psycopg.Error:
-            secret = None
-        self._errors = PgErrors(self.path, str(secret) if secret else None)
+        self._errors = errors_for(url)
         settings = ("SELECT set_config('trajlog.tenant', {t}, true), "
                     "set_config('search_path', {p}, true), "
                     "set_config('synchronous_commit', {c}, true), "
@@ -336,14 +387,15 @@ class PostgresBackend:
             t=_literal(tenant), p=_literal(f"{ident(schema)}, pg_temp"),
             c=_literal("on" if durability == "full" else "off"),
             lt=_literal(f"{int(lock_timeout_ms)}ms"))
-        self._begin_write = "BEGIN; " + self._settings
+        self._begin = "BEGIN; " + self._settings
         self._begin_snapshot = ("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY; "
                                 + self._settings)
         self._lock = threading.Lock()
         self._local = threading.local()
         self._closed = False
         self._wconn: pr.Conn | None = None
-        self._open_schema()
+        self._tokens: set[str] = set()   # writer ids whose token the write connection holds
+        open_schema(url, schema, self._errors)
         self._pool: ConnectionPool[Any] = ConnectionPool(
             url, min_size=1, max_size=pool_size, kwargs={"autocommit": True}, open=False,
             name="trajlog")
@@ -375,7 +427,36 @@ class PostgresBackend:
                 with contextlib.suppress(psycopg.Error):
                     conn.close()
             conn = self._wconn = self._connect()
+            owners, self._tokens = self._tokens, set()
+            for owner in owners:   # (the old connection's tokens died with it: take them again)
+                with self._errors:
+                    self._hold_token(conn, owner)
         return conn
+
+    def _token(self, owner: str) -> int:
+        """A writer's advisory lock key: 64 bits of (schema, tenant, writer id)."""
+        digest = hashlib.blake2b(f"{self.schema}\0{self.tenant}\0{owner}".encode(),
+                                 digest_size=8).digest()
+        return int.from_bytes(digest, "big", signed=True)
+
+    def _hold_token(self, conn: pr.Conn, owner: str) -> bool:
+        """Hold ``owner``'s liveness token on the write connection (once)."""
+        if owner in self._tokens:
+            return True
+        row = conn.execute("SELECT pg_try_advisory_lock(%s)", (self._token(owner),)).fetchone()
+        if row and row[0]:
+            self._tokens.add(owner)
+            return True
+        return False
+
+    def lease_alive(self, lease: Lease) -> bool | None:
+        """Whether the lease's writer is alive: whether any connection holds
+        its liveness token (the server drops it with the connection, however
+        the writer died; no host, pid or clock involved)."""
+        if lease.owner is None:
+            return None
+        key = self._token(lease.owner) & 0xFFFFFFFFFFFFFFFF
+        return bool(self._read(_token_held, (key >> 32, key & 0xFFFFFFFF)))
 
     def _read(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """``fn(conn, *args)`` in this thread's snapshot, or in a read unit
@@ -438,52 +519,6 @@ class PostgresBackend:
     def transaction(self) -> _Transaction:
         return self._transaction
 
-    # -- the schema -----------------------------------------------------------------
-
-    def _open_schema(self) -> None:
-        """Check the schema's version; make the schema when it is missing."""
-        conn = self._connect()
-        try:
-            with self._errors:
-                version = _version(conn, self.schema)
-                if version is None:
-                    self._create(conn)
-                    version = _version(conn, self.schema)
-            if version != PG_SCHEMA_VERSION:
-                raise SchemaError(f"{self.path}: schema {self.schema!r} is at trajlog "
-                                  f"PostgreSQL schema version {version}; this trajlog reads "
-                                  f"{PG_SCHEMA_VERSION}")
-        finally:
-            conn.close()
-
-    def _create(self, conn: pr.Conn) -> None:
-        """Make the schema, as the connecting role (its owner from then on);
-        concurrent openers wait on one advisory lock and the later ones find
-        it made."""
-        conn.execute("BEGIN")
-        try:
-            conn.execute("SELECT pg_advisory_xact_lock(hashtext(%s))",
-                         (f"trajlog schema {self.schema}",))
-            if _version(conn, self.schema) is None:
-                try:
-                    conn.execute(f"CREATE SCHEMA IF NOT EXISTS {ident(self.schema)}")
-                    conn.execute(f"SET LOCAL search_path = {ident(self.schema)}, pg_temp")
-                    conn.execute(ddl())
-                except psycopg.errors.InsufficientPrivilege as exc:
-                    raise SchemaError(
-                        f"{self.path}: schema {self.schema!r} does not exist (or is not "
-                        f"complete) and this role may not create it ({self._errors.text(exc)}); "
-                        "run `trajlog migrate` as the schema's owner") from None
-                role = conn.execute("SELECT 1 FROM pg_roles WHERE rolname = %s",
-                                    (APP_ROLE,)).fetchall()
-                if role:
-                    conn.execute(grants(self.schema))
-            conn.execute("COMMIT")
-        except BaseException:
-            if conn.info.transaction_status != _IDLE:
-                conn.execute("ROLLBACK")
-            raise
-
     # -- maintenance ------------------------------------------------------------------
 
     def purge(self) -> Purge:
@@ -525,9 +560,6 @@ class PostgresBackend:
                         "base backups keep them under the operator's retention")
         return Purge(tuple(done), tuple(residues))
 
-    def lease_alive(self, lease: Lease) -> bool | None:
-        return None   # (until a lock held by the writer's connection decides: host+pid, TTL)
-
     def size(self) -> int:
         """The bytes of the schema's tables, with their indexes and TOAST
         (every tenant's rows: the tables are shared)."""
@@ -564,17 +596,16 @@ def _literal(value: str) -> str:
     return "'" + value.replace("'", "''") + "'"
 
 
-def _version(conn: pr.Conn, schema: str) -> int | None:
-    """The schema's version row (None: no schema, or no version table)."""
-    # (a scan of the catalog, not to_regclass: its cache may still miss a
-    # schema another opener has just made)
-    found = conn.execute("SELECT 1 FROM pg_class c JOIN pg_namespace n ON n.oid = "
-                         "c.relnamespace WHERE n.nspname = %s AND c.relname = 'meta'",
-                         (schema,)).fetchone()
-    if not found:
-        return None
-    row = conn.execute(f"SELECT version FROM {ident(schema)}.meta WHERE one = 1").fetchone()
-    return None if row is None else int(row[0])
+def _savepoint(conn: pr.Conn) -> None:
+    conn.execute("SAVEPOINT request", prepare=False)
+
+
+def _token_held(conn: pr.Conn, high: int, low: int) -> bool:
+    row = conn.execute(
+        "SELECT EXISTS (SELECT 1 FROM pg_locks WHERE locktype = 'advisory' AND granted AND "
+        "database = (SELECT oid FROM pg_database WHERE datname = current_database()) AND "
+        "classid::bigint = %s AND objid::bigint = %s AND objsubid = 1)", (high, low)).fetchone()
+    return bool(row and row[0])
 
 
 def _index_state(conn: pr.Conn, present: bool) -> None:
@@ -584,4 +615,5 @@ def _index_state(conn: pr.Conn, present: bool) -> None:
                  "DO UPDATE SET present = EXCLUDED.present", (present,))
 
 
-__all__ = ["PgReader", "PgWriter", "PostgresBackend", "redact"]
+__all__ = ["SCHEMA_VERSION", "PgReader", "PgWriter", "PostgresBackend", "migrate", "probe",
+           "redact"]

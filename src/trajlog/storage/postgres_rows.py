@@ -19,6 +19,7 @@ import psycopg
 
 from ..codec.chunks import Chunk
 from ..errors import row_damaged
+from ..event_types import INDEX_ROWS
 from . import keys
 from .base import Head, Lease, SessionRow
 from .event_index import IndexRow, Mark, unpack_marks
@@ -97,11 +98,21 @@ def head(conn: Conn, sid: int, lock: bool = False) -> Head:
     return _head(rows[0])
 
 
+def lock_heads_sql(sids: Sequence[int]) -> str:
+    """The statement locking the head rows of ``sids`` in sid order (the
+    sids written into it: it may go in one simple query with the BEGIN)."""
+    keys_ = ",".join(str(int(sid)) for sid in sorted(sids))
+    return (f"SELECT sid, {HEAD_COLUMNS} FROM session_heads WHERE {T} AND "
+            f"sid = ANY('{{{keys_}}}'::bigint[]) ORDER BY sid FOR UPDATE")
+
+
+def heads_of(rows: Sequence[Any]) -> dict[int, Head]:
+    return {int(r[0]): _head(r[1:]) for r in rows}
+
+
 def lock_heads(conn: Conn, sids: Sequence[int]) -> dict[int, Head]:
     """Lock the head rows of ``sids`` in sid order (one statement)."""
-    rows = _all(conn, f"SELECT sid, {HEAD_COLUMNS} FROM session_heads WHERE {T} AND "
-                "sid = ANY(%s) ORDER BY sid FOR UPDATE", (list(sids),))
-    return {int(r[0]): _head(r[1:]) for r in rows}
+    return heads_of(_all(conn, lock_heads_sql(sids)))
 
 
 def head_stored(conn: Conn, sid: int) -> tuple[Head, int]:
@@ -124,9 +135,13 @@ def set_lease(conn: Conn, sid: int, lease: Lease) -> None:
                  (*lease, sid))
 
 
-def heartbeat(conn: Conn, sid: int, owner: str, now: int) -> None:
-    conn.execute(f"UPDATE session_heads SET lease_heartbeat_ms = %s WHERE {T} AND sid = %s "
-                 "AND lease_owner = %s", (now, sid, owner))
+def heartbeat(conn: Conn, sid: int, owner: str) -> int | None:
+    """Stamp the lease's heartbeat with the server's clock; the stamp (None:
+    ``owner`` does not hold the lease)."""
+    rows = _all(conn, "UPDATE session_heads SET lease_heartbeat_ms = (extract(epoch FROM "
+                f"clock_timestamp()) * 1000)::bigint WHERE {T} AND sid = %s AND "
+                "lease_owner = %s RETURNING lease_heartbeat_ms", (sid, owner))
+    return int(rows[0][0]) if rows else None
 
 
 # -- chunks ---------------------------------------------------------------------
@@ -331,15 +346,12 @@ def seq_of_idempotency_key(conn: Conn, sid: int, key: str) -> int | None:
     return int(rows[0][0]) & 0xFFFFFFFF if rows else None
 
 
-_MARKERS = frozenset({"turn/start", "turn/end", "sandbox/mode", "redaction/paused",
-                      "redaction/resumed"})
-
-
 def marker(conn: Conn, sid: int, type_: str, seq: int, after: bool) -> int | None:
     """The first seq after ``seq`` (``after``) or the last one at or before it
     of a marker event of ``type_``: a seek of the partial index (the type is
-    a literal, one of the indexed ones, so that every plan can use it)."""
-    if type_ not in _MARKERS:
+    a literal -- a registered type with index rows -- so that every plan can
+    use it)."""
+    if type_ not in INDEX_ROWS:
         raise KeyError(type_)
     if after:
         agg, where, args = "min", "rid > %s AND rid <= %s", (bound(sid, seq),
