@@ -23,7 +23,7 @@ PIP_INSTALL = $(PIP) install --quiet --disable-pip-version-check -c $(CONSTRAINT
 
 .PHONY: help demo build install-test deps-test deps-check check install-fuzz fuzz-tools lock browser postgres test test-c test-python test-pg peers peers-pg sanitize cwarn symbols lint \
         c-tools format-check \
-        fuzz-regress fuzz fuzz-atheris fuzz-api soak bench sdist-roundtrip ci clean
+        fuzz-regress fuzz fuzz-atheris fuzz-api soak ha bench sdist-roundtrip ci clean
 
 help:  ## list the targets
 	@grep -E '^[a-z-]+:.*## ' $(MAKEFILE_LIST) | sed 's/:.*## /\t/'
@@ -231,6 +231,17 @@ soak: deps-test  ## the long property runs: damage (5,000 cases), races (10,000 
 	TRAJLOG_SOAK=1 $(PYTHON) -m pytest -q -p no:cacheprovider tests/integrity/test_integrity_damage.py \
 		tests/integrity/test_integrity_concurrency.py
 	TRAJLOG_CRASH_ITERATIONS=500 $(PYTHON) -m pytest -q -p no:cacheprovider tests/integrity/test_crash.py
+
+# The failover test: etcd + two Patroni-managed PostgreSQL nodes (synchronous replication) on
+# loopback, the leader SIGKILLed under appending clients; Debian's patroni and etcd-server are
+# installed here when missing.  Figures: benchmarks/results-ha.md.
+ha: deps-check  ## the Patroni + etcd failover test (TRAJLOG_HA=1), figures in benchmarks/results-ha.md
+	@command -v patroni >/dev/null && command -v etcd >/dev/null || { \
+		if [ "$$(id -u)" = 0 ]; then SUDO=; else SUDO=sudo; fi; \
+		$$SUDO apt-get update -qq && \
+		DEBIAN_FRONTEND=noninteractive $$SUDO apt-get install -y -qq patroni etcd-server \
+			>/dev/null; }
+	TRAJLOG_HA=1 TRAJLOG_BACKEND=c $(PYTHON) -m pytest -q -s -p no:cacheprovider tests/postgres/test_pg_ha.py
 
 bench: deps-test  ## every benchmark, quick mode
 	for b in benchmarks/bench_*.py; do $(PYTHON) $$b --quick || exit 1; done
