@@ -190,10 +190,6 @@ def test_pg_server_restart_mid_stream(pg: Cluster, schema: str, mode: str, tmp_p
           f"appends failed for {pgclients.outage_ms(ledger)} ms")
 
 
-@pytest.mark.xfail(strict=True, reason=(
-    "lease_alive is the writer connection's advisory lock: a restart drops it, and an idle "
-    "writer takes it again only at its next write -- meanwhile it counts as dead and load "
-    "closes its turn (passes with the host+pid rule)"))
 def test_pg_a_live_writers_lease_survives_a_server_restart(pg: Cluster, schema: str):
     """A writer idle in its turn across a server restart is still alive: a
     second store's load must refuse to close its turn (LiveWriterError), past

@@ -364,13 +364,15 @@ class PostgresBackend:
         return False
 
     def lease_alive(self, lease: Lease) -> bool | None:
-        """Whether the lease's writer is alive: whether any connection holds
-        its liveness token (the server drops it with the connection, however
-        the writer died; no host, pid or clock involved)."""
+        """True while a connection holds the lease writer's liveness token
+        (the server drops it with the connection): live however idle.  Not
+        held: None -- the host+pid rule and the heartbeat decide, since a
+        live writer whose connection was lost (a server restart, a failover)
+        takes its token again only at its next write."""
         if lease.owner is None:
             return None
         key = self._token(lease.owner) & 0xFFFFFFFFFFFFFFFF
-        return bool(self._read(_token_held, (key >> 32, key & 0xFFFFFFFF)))
+        return True if self._read(_token_held, (key >> 32, key & 0xFFFFFFFF)) else None
 
     def _read(self, fn: Callable[..., Any], args: tuple[Any, ...]) -> Any:
         """``fn(conn, *args)`` in this thread's snapshot, or in a read unit
