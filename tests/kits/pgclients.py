@@ -97,8 +97,9 @@ def turns(args: dict[str, Any], out: IO[str]) -> None:
     _say(out, f"L {own.id} {waited}")
     shared = [store.session(s) for s in args["shared"]]
     i, hold = 0, args.get("hold")
+    wait = 5 * args.get("ttl_ms", 1000) / 1000   # (a dead remote writer's lease: its TTL)
     while True:
-        with own.turn():
+        with own.turn(wait=wait):
             for _ in range(rng.randint(1, 4)):
                 key = f"{label}:{i}"
                 i += 1
