@@ -108,6 +108,21 @@ class HaCluster:
     def leader(self) -> Node | None:
         return next((n for n in self.nodes if n.status("primary") == 200), None)
 
+    def sync_streaming(self) -> bool:
+        """The leader streams to a synchronous standby now (Patroni's /sync
+        answers from its DCS record, which may outlive the streaming)."""
+        node = self.leader()
+        if node is None:
+            return False
+        try:
+            with psycopg.connect(f"postgresql://postgres@127.0.0.1:{node.pg_port}/postgres",
+                                 autocommit=True, connect_timeout=2) as conn:
+                row = conn.execute("SELECT count(*) FROM pg_stat_replication WHERE state = "
+                                   "'streaming' AND sync_state = 'sync'").fetchone()
+        except psycopg.Error:
+            return False
+        return bool(row and row[0])
+
     def sync_standby(self) -> Node | None:
         return next((n for n in self.nodes if n.status("sync") == 200), None)
 

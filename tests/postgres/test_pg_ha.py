@@ -60,18 +60,21 @@ def _store(url: str, schema: str) -> object:
     return open_store(url, schema, "acme")
 
 
-# (first the postmaster alone -- Patroni, alive, brings it back or hands over --
-# then the postmaster and its Patroni: the standby must take over)
-@pytest.mark.parametrize("killed_what", ["postmaster", "postmaster+patroni"])
+# (first the postmaster and its Patroni: the synchronous standby must take over;
+# then, on the promoted node -- no standby left -- its postmaster alone: its
+# Patroni, alive, brings it back)
+@pytest.mark.parametrize("killed_what", ["postmaster+patroni", "postmaster"])
 def test_pg_leader_sigkill_mid_stream(ha, results, killed_what: str, tmp_path: Path):
     from kits.pgha import HaError
     from trajlog.storage.postgres import PostgresBackend
 
-    deadline = time.monotonic() + 120   # (a leader and a synchronous standby again)
-    while ha.leader() is None or ha.sync_standby() is None:
+    deadline = time.monotonic() + 120   # (a leader -- streaming to a synchronous standby,
+    while ha.leader() is None or (     # for a failover)
+            killed_what == "postmaster+patroni" and not ha.sync_streaming()):
         if time.monotonic() > deadline:
-            raise HaError("no leader with a synchronous standby to start from")
+            raise HaError(f"no leader streaming to a synchronous standby\n{ha.logs()}")
         time.sleep(0.2)
+    sync = ha.sync_streaming()
 
     schema = f"ha_{uuid.uuid4().hex[:8]}"
     PostgresBackend(ha.owner_url, schema=schema).close()
@@ -143,6 +146,7 @@ def test_pg_leader_sigkill_mid_stream(ha, results, killed_what: str, tmp_path: P
         "resume_ms_per_client": resume, "resume_ms_max": max(resume),
         "failing_ms_per_client": failing,
         "killed": f"{killed_what} of {killed.name}", "leader_after": new.name,
+        "sync_standby_streaming_at_kill": sync,
         "patroni": {"ttl": 10, "loop_wait": 2, "retry_timeout": 5, "synchronous_mode": True},
     }
     results[killed_what] = figures
@@ -166,6 +170,7 @@ def _write(found: dict[str, dict[str, object]]) -> None:
             ("appends resumed, ms after the kill (per client)", "resume_ms_per_client"),
             ("appends resumed, ms after the kill (max)", "resume_ms_max"),
             ("appends failed for, ms (per client)", "failing_ms_per_client"),
+            ("a synchronous standby streaming at the kill", "sync_standby_streaming_at_kill"),
             ("leader afterwards", "leader_after")]
     names = list(found)
     table = ("| SIGKILL of the leader's | " + " | ".join(names) + " |\n|---|"
@@ -177,8 +182,9 @@ def _write(found: dict[str, dict[str, object]]) -> None:
         "# Failover under appending clients (tests/postgres/test_pg_ha.py, `make ha`)\n\n"
         f"{CLIENTS} client processes append keyed events to {CLIENTS} sessions through a "
         "multi-host URL (`target_session_attrs=read-write`) and retry a failed append with "
-        "its key; the leader's postmaster (then the postmaster and its Patroni) is "
-        "SIGKILLed mid-stream.  Two PostgreSQL 15 nodes under Patroni 3.0.2 + etcd 3.4 "
+        "its key; the leader's postmaster and its Patroni are SIGKILLed mid-stream (the "
+        "synchronous standby takes over), then the new leader's postmaster alone (no standby "
+        "left: its Patroni restarts it).  Two PostgreSQL 15 nodes under Patroni 3.0.2 + etcd 3.4 "
         "(ttl 10 s, loop_wait 2 s, retry_timeout 5 s, `synchronous_mode: true`), on "
         f"loopback.  Run {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())} on "
         f"{platform.node()} ({os.cpu_count()} cores).\n\n" + table
