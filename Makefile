@@ -153,9 +153,10 @@ deps-check:
 # AddressSanitizer + UBSan; the interpreter gets libasan preloaded.  Left out
 # there: the tests of layers that reach the core only through the append and
 # read paths the rest of the suite already drives (the importers, the shell,
-# the viewer, the context builder, the adapters) and the static checks: they
+# the viewer, the context builder, the adapters, the PostgreSQL backend's own tests) and the
+# static checks: they
 # run under both kernels in `make test`, and keep the sanitized run short.
-SAN_SKIP := $(foreach t,tests/viewer tests/cli/test_cli.py tests/cli/test_cli_edges.py \
+SAN_SKIP := $(foreach t,tests/viewer tests/postgres tests/cli/test_cli.py tests/cli/test_cli_edges.py \
 	tests/interop/test_aider.py tests/interop/test_claude_code.py \
 	tests/interop/test_cli_interop.py tests/interop/test_codex.py \
 	tests/interop/test_inspect_ai.py tests/interop/test_openhands.py \

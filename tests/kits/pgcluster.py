@@ -124,8 +124,14 @@ def _as_postgres() -> list[str]:
     return ["runuser", "-u", "postgres", "--"] if os.getuid() == 0 else []
 
 
+# (the server's own binaries run without what a sanitized test run preloads into Python:
+# initdb under an ASan preload hangs; the sanitizers are for trajlog's C core)
+_SERVER_ENV = {k: v for k, v in os.environ.items()
+               if k not in ("LD_PRELOAD", "ASAN_OPTIONS", "UBSAN_OPTIONS", "PYTHONMALLOC")}
+
+
 def _run(cmd: list[str], what: str) -> None:
-    done = subprocess.run(cmd, capture_output=True, text=True, check=False)
+    done = subprocess.run(cmd, capture_output=True, text=True, check=False, env=_SERVER_ENV)
     if done.returncode != 0:
         raise PgClusterError(f"{what} failed ({done.returncode}): {done.stderr.strip()[-2000:]}")
 
