@@ -88,7 +88,9 @@ postgres:  ## PostgreSQL's server (initdb, pg_ctl) from Debian's package, if it 
 	@ls /usr/lib/postgresql/*/bin/initdb 2>/dev/null | tail -n 1 || command -v initdb
 
 test: install-test  ## install, then run the whole suite under both kernels, on PostgreSQL, and the peers' suites
-	$(MAKE) test-c test-python test-pg peers peers-pg
+	@for t in test-c test-python test-pg peers peers-pg; do start=$$(date +%s); \
+		$(MAKE) --no-print-directory $$t || exit 1; \
+		echo "== make $$t took $$(( $$(date +%s) - start )) s"; done
 
 # The adapters against their peers' own test suites (pinned in
 # peers/requirements.txt; the sdists that ship the tests are fetched once into

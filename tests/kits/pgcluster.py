@@ -1,6 +1,8 @@
 """A throwaway PostgreSQL cluster for tests (and CI): ``initdb`` + ``pg_ctl``
 in a temporary directory, loopback on a free port and a unix socket in that
-directory, ``fsync`` on, stopped by its postmaster's PID.
+directory, ``fsync`` off (the suite kills processes, never the machine: what a killed
+server wrote is in the OS's page cache when it restarts, so an fsync costs only time -- a
+slow disk's worth per commit), stopped by its postmaster's PID.
 
 API (small on purpose; the whole-suite runs reuse it)::
 
@@ -175,7 +177,7 @@ def start() -> Cluster:
         _run([*_as_postgres(), str(PGBIN / "pg_ctl"), "-D", str(datadir), "-l",
               str(tmp / "log"), "-w", "-t", "60", "start", "-o",
               f"-c listen_addresses=127.0.0.1 -p {port} -c unix_socket_directories={tmp} "
-              "-c fsync=on -c max_connections=200"], "pg_ctl start")
+              "-c fsync=off -c max_connections=200"], "pg_ctl start")
         with psycopg.connect(f"postgresql://postgres@127.0.0.1:{port}/postgres",
                              autocommit=True) as conn:
             conn.execute("CREATE DATABASE trajlog")
