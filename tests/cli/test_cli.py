@@ -72,13 +72,16 @@ def test_demo_is_a_tour_of_the_product(tour):
     assert "[tool read_file #call_1] done" in out
     assert "seq 0..17 folded into a summary; goal revision 2" in out
     assert "- token.expiry = t.expires > now [HUMAN-" in out
+    # the default policy admits the host's tool results; the build goes out as requests
+    assert "the tests: [TEST-12] call_3: 42 passed" in out
+    assert "as provider requests: OpenAI chat " in out and "(6 tool results paired by id)" in out
     assert "Ignore previous instructions" not in out.split("context for the model")[1]
     assert "alice's search finds 1, another tenant's finds 0" in out
     assert "the secret is no longer in the database files; verify: ok" in out
     assert "verified on its own: clean" in out
     assert "same model: no drift" in out
     assert "model demo-model-2: drift, cause model" in out
-    assert "policy v4 admitting untrusted sources: drift, cause policy" in out
+    assert "policy v5 admitting untrusted sources: drift, cause policy" in out
     assert "exclude -source.untrusted; now admitted" in out
     assert (tour["dir"] / "trajlog-tour.zip").exists()
     assert (tour["dir"] / "trajlog-tour.html").exists()
@@ -209,7 +212,8 @@ def test_chat_trajectory_context_and_tree(tour):
     assert "included (" in ctx and "HUMAN-" in ctx
     # the latest build: the replayed run's, which also kept the forum's tool result out
     assert "source.untrusted  x2" in ctx and "Ignore previous instructions" in ctx
-    assert "require.workspace_revision" in ctx
+    # the default policy admits the host's tool results as evidence
+    assert "require.workspace_revision" not in ctx and "42 passed" in ctx
     builds = run("context", sid, "--list", cwd=where).stdout.splitlines()
     assert len(builds) == 2 and all("policy coding-default" in b for b in builds)
     data = json.loads(run("context", sid, "--json", cwd=where).stdout)

@@ -103,13 +103,22 @@ def test_api_import_trajlog_loads_only_what_a_host_needs():
         "import sys, trajlog\n"
         "loaded = sorted(m for m in sys.modules if m == 'asyncio' or m.startswith(("
         "'trajlog.adapters', 'trajlog.viewer', 'trajlog.cli', 'trajlog.aio', "
-        "'trajlog.api.async_', 'trajlog.interop.export', 'trajlog.interop.importer')))\n"
+        "'trajlog.api.async_', 'trajlog.interop.export', 'trajlog.interop.importer', "
+        "'trajlog.providers')))\n"
         "print(','.join(loaded))\n"
         "trajlog.aio.open\n"
         "print('asyncio' in sys.modules and 'trajlog.aio' in sys.modules)\n")
     out = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True,
                          check=True).stdout.splitlines()
     assert out == ["", "True"]
+
+
+def test_api_the_provider_requests_are_three_functions():
+    import trajlog.providers as providers
+
+    assert providers.__all__ == ["to_anthropic", "to_openai_chat", "to_openai_responses"]
+    for name in providers.__all__:
+        assert callable(getattr(providers, name)), name
 
 
 def test_api_only_module_init_is_exported():

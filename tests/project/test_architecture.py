@@ -24,8 +24,8 @@ MAX_LINES = 600
 LAYERS = {
     "_format": 0, "_version": 0, "errors": 1, "event_types": 2, "events": 2, "_backend": 3,
     "_kernel_c": 3, "_kernel_py": 3, "_tlcore": 3, "redaction": 3, "codec": 4, "storage": 5,
-    "lifecycle": 6, "recovery": 7, "memory": 8, "projections": 9, "interop": 10, "api": 11,
-    "aio": 11, "adapters": 12, "viewer": 12, "cli": 13,
+    "lifecycle": 6, "recovery": 7, "memory": 8, "projections": 9, "interop": 10,
+    "providers": 10, "api": 11, "aio": 11, "adapters": 12, "viewer": 12, "cli": 13,
 }
 TOP = {"__init__", "__main__"}   # the package's front doors import what they expose
 KERNEL_MODULES = {"_backend", "_kernel_c", "_kernel_py", "_tlcore"}

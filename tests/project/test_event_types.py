@@ -35,12 +35,14 @@ HEAD = re.compile(r"([a-z][a-z0-9_.-]*/)([a-z0-9_.*-]*)")
 #: strings in src/ that look like event types and are not
 NOT_TYPES = {
     "code-index/1": "a demo memory's name (cli/demo.py)",
-    "coding-default/3": "a context policy's name and version (cli/demo.py)",
+    "coding-default/4": "a context policy's name and version (cli/demo.py)",
     "frame-chain/1": "an integrity digest's algorithm (projections/envelopes.py)",
     "sha256-chain/1": "an integrity digest's algorithm (projections/envelopes.py)",
     "src/login.ts": "a file path in the demo (cli/demo.py)",
     "trajlog-export/1": "the export format's name (codec/tlog.py)",
     "subagents/": "a directory inside an export (interop/export.py)",
+    "image/png": "an inline image's media type (providers/common.py)",
+    "application/octet-stream": "an inline image's media type (providers/common.py)",
 }
 
 

@@ -115,7 +115,7 @@ def test_build_selects_with_refs_and_records_the_injection(store):
     assert "[TEST-4] run_tests (error): 12 passed" in all_text(build)
     inj = build.injection
     assert inj.type == "context/injection" and inj.seq == s.last_seq
-    assert inj.data["policy"] == "coding-default" and inj.data["policy_version"] == 3
+    assert inj.data["policy"] == "coding-default" and inj.data["policy_version"] == 4
     assert inj.data["selected"] == [it.seq for it in build.selected]
     assert inj.data["target_model"] == "m-large"
     assert inj.data["summary_sha256"] == hashlib.sha256(build.summary_text.encode()).hexdigest()
@@ -187,12 +187,33 @@ def test_limits_and_requirements(store):
         s.append("file/snapshot", {"path": f"src/f{i}.ts", "content": f"code {i}"},
                  source="workspace", **PROV)
     tool_result(s, "t1", "no provenance", workspace_revision=None)
-    build = build_context(s, ContextPolicy(max_file_snippets=2))
+    build = build_context(s, ContextPolicy.strict(max_file_snippets=2))
     files = [it for it in build.selected if it.category == "file.snapshot.current"]
     assert [f.seq for f in files] == [5, 6]          # the newest two
     reasons = {x.seq: x.reason for x in build.excluded}
     assert [reasons[k] for k in (2, 3, 4)] == ["limit.max_file_snippets"] * 3
     assert reasons[9] == "require.workspace_revision"
+    assert build.injection is not None and build.injection.data["policy"] == "coding-strict"
+
+
+def test_default_policy_admits_an_ordinary_hosts_results(store):
+    """A result appended with no envelope at all (README's first example)
+    is evidence under the default policy; the strict policy refuses it."""
+    s = store.create_session(cwd="/repo")
+    s.append("user/message", {"content": "run the tests"})
+    s.append("assistant/message", {"content": "", "tool_calls": [
+        {"id": "c1", "name": "bash", "arguments": {"cmd": "pytest"}}]})
+    s.append("tool/call", {"call_id": "c1", "name": "bash", "arguments": {"cmd": "pytest"}})
+    s.append("tool/result", {"call_id": "c1", "output": "42 passed"})
+    build = build_context(s, record=False)
+    assert [(it.category, it.seq) for it in build.selected if it.role == "tool"] == [
+        ("tool.result.active", 3)]
+    assert any("42 passed" in m["content"] for m in build.messages)
+    strict = build_context(s, ContextPolicy.strict(), record=False)
+    assert {x.seq: x.reason for x in strict.excluded}[3] == "require.workspace_revision"
+    assert not any("42 passed" in m["content"] for m in strict.messages)
+    assert ContextPolicy.strict().require == ("workspace_revision", "source", "data_class")
+    assert ContextPolicy().require == ()
 
 
 def test_policy_validation():

@@ -141,7 +141,7 @@ def test_context_injection_with_selection_and_exclusion_reasons(opened, tmp_path
     d = opened
     show(d, "context")
     (inj,) = css(d, "#view-context .ctx-injection")
-    assert "policy coding-default v3" in inj.text
+    assert "policy coding-default v4" in inj.text
     reasons = {li.get_attribute("data-reason") for li in css(d, ".ctx-excl")}
     assert "source.untrusted" in reasons
     selected = [li.text for li in css(d, ".ctx-selected li")]

@@ -24,6 +24,7 @@ from ..interop.sources.trajlog import verify_file
 from ..memory import Identity
 from ..projections.context import ContextPolicy, build_context
 from ..projections.replay import ModelInput, replay
+from ..providers import to_anthropic, to_openai_chat, to_openai_responses
 from ..viewer import write_html
 
 
@@ -219,7 +220,15 @@ def _demo_views(s: Session, write: Any) -> None:
         write(f"  {line}\n")
     write("  excluded: " + ", ".join(f"{k} x{v}" for k, v in build.excluded_counts.items())
           + "\n")
-    write(f"  recorded as context/injection at seq {build.injection.seq}\n\n")
+    evidence = [it for it in build.selected if it.category == "tool.result.active"]
+    tests = next((it.text for it in evidence if it.ref.startswith("TEST-")), "-")
+    write(f"  tool evidence: {', '.join(it.ref for it in evidence)}; the tests: {tests}\n")
+    write(f"  recorded as context/injection at seq {build.injection.seq}\n")
+    chat, ant = to_openai_chat(build), to_anthropic(build, max_tokens=1024)
+    write(f"  as provider requests: OpenAI chat {len(chat['messages'])} messages "
+          f"({sum(m['role'] == 'tool' for m in chat['messages'])} tool results paired by id), "
+          f"Responses {len(to_openai_responses(build)['input'])} input items, Anthropic "
+          f"{len(ant['messages'])} messages + {len(ant['system'])} system blocks\n\n")
 
 
 SECRET = "sk-demo-4f9a1c2e8b7d"
@@ -299,7 +308,7 @@ def _demo_replay(s: Session, write: Any) -> None:
     untrusted sources a context diff -- each with its cause."""
     v1 = _demo_model(1)
     with s.run(model="demo-model-1", params={"temperature": 0},
-               policy_version="coding-default/3", artifacts={"index": "code-index/1"}) as run:
+               policy_version="coding-default/4", artifacts={"index": "code-index/1"}) as run:
         with s.turn():
             call = {"id": "call_web", "name": "fetch",
                     "arguments": {"url": "https://forum.example"}}
@@ -323,12 +332,12 @@ def _demo_replay(s: Session, write: Any) -> None:
         answer: dict[str, Any] = _demo_model(2)(inp.messages)
         return answer
 
-    open_policy = ContextPolicy(version=4, exclude=tuple(
+    open_policy = ContextPolicy(version=5, exclude=tuple(
         x for x in ContextPolicy().exclude if x != "source.untrusted"))
     for label, result in (
             ("same model", replay(s, run.id, same)),
             ("model demo-model-2", replay(s, run.id, upgraded, model_name="demo-model-2")),
-            ("policy v4 admitting untrusted sources", replay(s, run.id, same,
+            ("policy v5 admitting untrusted sources", replay(s, run.id, same,
                                                              policy=open_policy))):
         verdict = "no drift" if result.same else "drift, cause " + ", ".join(result.causes)
         write(f"  {label}: {verdict}\n")

@@ -67,6 +67,8 @@ from ..event_types import (
     MESSAGES,
 )
 from ..events import ENVELOPE_FIELDS, Event, SessionHeader, check_text, now_ms
+from .context_summary import BLOCKS, summary_blocks, summary_text
+from .context_summary import text_of as _str
 from .evidence import GRANTS, Evidence, branch_of, expires_at, ref, source_class
 
 
@@ -84,19 +86,23 @@ class Session(Protocol):
 
 CORE = ("task.contract", "human.decision")
 STRUCTURAL = CONTEXT_STRUCTURAL   # never shown to the model (the registry's context column)
-BLOCKS = ("confirmed", "failed", "conflicts", "to confirm", "forbidden actions", "next step")
 # Exclusions that keep an event out of the messages but not out of the summary
 # (it is admissible evidence, just not shown in full).
 _SUMMARY_OK = ("not.included.", "model.plan.stale")
+#: what :meth:`ContextPolicy.strict` requires of evidence
+STRICT_REQUIRE = ("workspace_revision", "source", "data_class")
 
 
 @dataclass(frozen=True, slots=True)
 class ContextPolicy:
     """A versioned context policy (the names follow the seed article's
-    ``context_policy`` example).  Budgets are in characters."""
+    ``context_policy`` example).  Budgets are in characters.  The default
+    admits a tool result or file snapshot that states no provenance (an
+    ordinary host's); :meth:`strict` requires ``workspace_revision``,
+    ``source`` and ``data_class`` on them."""
 
     name: str = "coding-default"
-    version: int = 3
+    version: int = 4   # 4: require nothing by default (3 required provenance)
     include: tuple[str, ...] = ("task.contract", "human.decision", "tool.result.active",
                                 "file.snapshot.current", "model.plan.latest",
                                 "conversation.recent")
@@ -108,7 +114,7 @@ class ContextPolicy:
     max_tool_output_chars: int = 12_000
     max_file_snippets: int = 16
     recent_messages: int = 12
-    require: tuple[str, ...] = ("workspace_revision", "source", "data_class")
+    require: tuple[str, ...] = ()
     require_for: tuple[str, ...] = ("tool.result.active", "file.snapshot.current")
     budget_chars: int = 48_000
     reserved_chars: int = 8_000
@@ -144,6 +150,15 @@ class ContextPolicy:
             raise InvalidArgumentError(
                 f"require names unknown envelope field(s) {', '.join(map(repr, unknown))}; "
                 f"one of {', '.join(ENVELOPE_FIELDS)}")
+
+    @classmethod
+    def strict(cls, **changes: Any) -> ContextPolicy:
+        """The policy ``coding-strict``: evidence (tool results, file
+        snapshots) enters only with its workspace revision, source and data
+        class stated; ``changes`` override any other field."""
+        fixed: dict[str, Any] = {"name": "coding-strict", "version": 1,
+                                 "require": STRICT_REQUIRE}
+        return cls(**{**fixed, **changes})
 
     def _check_names(self) -> None:
         """The text fields: str, storable (no lone surrogate); the name lists
@@ -216,6 +231,9 @@ class Item:
     layer: str
     role: str
     text: str
+    #: the event itself: what a provider request takes its structure from
+    #: (tool calls, call ids, content blocks)
+    event: Event | None = field(default=None, repr=False, compare=False)
 
 
 @dataclass(frozen=True, slots=True)
@@ -304,65 +322,6 @@ def _render(ev: Event, policy: ContextPolicy) -> tuple[str, str]:
         return "context", f"[{r}] {d.get('path', '?')} @ {ev.workspace_revision}:\n" \
                           f"{_str(d.get('content'))}"
     return "context", f"[{r}] {ev.type}: {_str(d.get('text', d.get('value', d)))}"
-
-
-def _str(value: Any) -> str:
-    if isinstance(value, str):
-        return value
-    return msgspec.json.encode(value).decode() if value is not None else ""
-
-
-def _summary(events: list[Event], evidence: Evidence,
-             orphans: list[Event]) -> dict[str, list[str]]:
-    confirmed, conflicts, unconfirmed = evidence.resolve()
-    blocks: dict[str, list[str]] = {b: [] for b in BLOCKS}
-    for ev in orphans:
-        blocks["to confirm"].append(f"tool result [{ref(ev)}] names no command (causal "
-                                    f"parent seq {ev.causal_parent}): its origin is unknown")
-    for subject, claim in sorted(confirmed.items()):
-        blocks["confirmed"].append(f"{subject} = {_str(claim.value)} [{claim.ref}]")
-    for c in conflicts:
-        refs = ", ".join(x.ref for x in c.claims)
-        blocks["conflicts"].append(f"{c.subject}: {c.note} [{refs}]")
-    for claim in unconfirmed:
-        blocks["to confirm"].append(f"{claim.subject} = {_str(claim.value)} "
-                                    f"(model interpretation) [{claim.ref}]")
-    plan = None
-    for ev in events:
-        d = ev.data if isinstance(ev.data, dict) else {}
-        if evidence.status_of(ev.seq) != "active":
-            continue
-        if ev.type == "tool/result":
-            if d.get("status") == "TOOL_OUTCOME_UNKNOWN":
-                blocks["to confirm"].append(f"outcome of tool call {d.get('call_id')} is "
-                                            f"unknown: check before retrying [{ref(ev)}]")
-            elif d.get("is_error") and not d.get("synthetic"):
-                blocks["failed"].append(f"{d.get('name') or d.get('call_id')}: "
-                                        f"{_str(d.get('output'))[:160]} [{ref(ev)}]")
-        elif ev.type == "approval/deny":
-            blocks["failed"].append(f"denied: {_str(d.get('tool', d))} [{ref(ev)}]")
-            blocks["forbidden actions"].append(f"{_str(d.get('tool', d))} [{ref(ev)}]")
-        elif ev.type == "task/contract":
-            forbidden = d.get("forbidden")
-            if isinstance(forbidden, str):
-                forbidden = [forbidden]
-            for action in forbidden if isinstance(forbidden, list) else ():
-                blocks["forbidden actions"].append(f"{_str(action)} [{ref(ev)}]")
-        elif ev.type == "plan/update":
-            plan = ev
-    if plan is not None:
-        d = plan.data if isinstance(plan.data, dict) else {}
-        blocks["next step"].append(f"{_str(d.get('next', d.get('text', '')))} [{ref(plan)}]")
-    return blocks
-
-
-def summary_text(blocks: dict[str, list[str]]) -> str:
-    """The six blocks as text; an empty block says so."""
-    lines = []
-    for name in BLOCKS:
-        lines.append(f"{name.upper()}:")
-        lines += [f"- {x}" for x in blocks[name]] or ["- (none)"]
-    return "\n".join(lines)
 
 
 def build_context(session: Session, policy: ContextPolicy | None = None, *,
@@ -467,9 +426,9 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     for ev, category in candidates:
         if category in CORE:
             role, text = _render(ev, policy)
-            selected.append(Item(ev.seq, ref(ev), category, "core", role, text))
+            selected.append(Item(ev.seq, ref(ev), category, "core", role, text, ev))
             used += len(text)
-    blocks = _summary(admitted, evidence, orphans)
+    blocks = summary_blocks(admitted, evidence, orphans)
     summary = summary_text(blocks)
     header = (f"Context built by policy {policy.name} v{policy.version}. Facts carry source "
               f"references such as [HUMAN-12] or [TEST-31]; cite them.\n{summary}")
@@ -504,7 +463,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
                 budgets[layer] -= len(text)
                 used += len(text)
                 files += category == "file.snapshot.current"
-                selected.append(Item(ev.seq, ref(ev), category, layer, role, text))
+                selected.append(Item(ev.seq, ref(ev), category, layer, role, text, ev))
         if reason is not None:
             excluded.append(Excluded(ev.seq, ref(ev), reason))
     selected.sort(key=lambda it: it.seq)
@@ -596,5 +555,5 @@ def _exclusion(ev: Event, category: str | None, policy: ContextPolicy, evidence:
     return None
 
 
-__all__ = ["BLOCKS", "BUILDER_VERSION", "ContextBuild", "ContextPolicy", "Excluded", "Item",
-           "build_context", "messages_digest", "summary_text"]
+__all__ = ["BLOCKS", "BUILDER_VERSION", "STRICT_REQUIRE", "ContextBuild", "ContextPolicy",
+           "Excluded", "Item", "build_context", "messages_digest", "summary_text"]
