@@ -380,8 +380,10 @@ INPUT = _names(input=True)
 #: projections/envelopes.py: payloads that state usage
 USAGE = _names(usage=True)
 
+#: the end of a session's log: it takes no more events (``Session.close``)
+CLOSED = "session/closed"
 #: the lifecycle and compaction events the write path's state follows
-WRITE_STATE = LIFECYCLE | {PAUSED, RESUMED}
+WRITE_STATE = LIFECYCLE | {PAUSED, RESUMED, CLOSED}
 WRITE_STATE_PREFIXES = HISTORY_PREFIXES
 
 
