@@ -149,6 +149,7 @@ class AsyncStore:
     erase = off_loop(Store.erase)
     apply_retention = off_loop(Store.apply_retention)
     retention_plan = off_loop(Store.retention_plan)
+    sweep_retention = off_loop(Store.sweep_retention)
     verify_memory = off_loop(Store.verify_memory)
     rebuild_memory_index = off_loop(Store.rebuild_memory_index)
     drop_memory_index = off_loop(Store.drop_memory_index)
