@@ -2,10 +2,11 @@
 for every session of a store, and when session-scope memory goes.
 
 A session's own ``retention/policy`` (:mod:`.retention`) still holds; the
-store's rules apply beside it, whichever removes first.  The kinds, by event
-type (``KINDS``): ``messages`` (user and assistant messages), ``tool_calls``,
-``tool_outputs`` (results, cancels, a subagent's report), ``summaries``
-(compactions) and ``other`` (every other type).  Structural markers -- turns,
+store's rules apply beside it, whichever removes first.  The kinds (``KINDS``),
+each type's the registry's ``retention`` column (:mod:`trajlog.event_types`):
+``messages`` (user and assistant messages), ``tool_calls``, ``tool_outputs``
+(results, cancels, a subagent's report), ``summaries`` (compactions) and
+``other`` (every other type).  Structural markers -- turns,
 steps, policies, ``session/closed`` (the registry's ``retention`` column) --
 are never a rule's: they keep their payloads, so an expired log still
 balances.  Each kind has a :class:`Rule`: kept (the default), a TTL, until
@@ -26,18 +27,11 @@ from dataclasses import dataclass, fields
 from typing import Any
 
 from ..errors import RetentionRulesError
-from ..event_types import RETENTION_KEEPS
+from ..event_types import RETENTION_KEEPS, RETENTION_KIND_PREFIXES, RETENTION_KINDS
 
 DAY_MS = 86_400_000
-#: kind -> the event types (a trailing ``/*``: the family) its rule covers
-KINDS: dict[str, tuple[str, ...]] = {
-    "messages": ("user/message", "assistant/message"),
-    "tool_calls": ("tool/call",),
-    "tool_outputs": ("tool/result", "tool/cancel", "subagent/notification",
-                     "subagent/output", "subagent/result"),
-    "summaries": ("compaction/*",),
-    "other": (),
-}
+#: the kinds a rule is given for (each type's is the registry's ``retention`` column)
+KINDS = ("messages", "tool_calls", "tool_outputs", "summaries", "other")
 SESSION_MEMORY = ("kept", "until_closed")
 _SPAN = re.compile(r"^(\d+)(ms|s|m|h|d)$")
 _UNIT_MS = {"ms": 1, "s": 1000, "m": 60_000, "h": 3_600_000, "d": DAY_MS}
@@ -152,11 +146,11 @@ class RetentionRules:
         always kept)."""
         if type_ in RETENTION_KEEPS:
             return None
-        for kind, types in KINDS.items():
-            for t in types:
-                if t == type_ or (t.endswith("/*") and type_.startswith(t[:-1])):
-                    return kind, getattr(self, kind)
-        return "other", self.other
+        kind = RETENTION_KINDS.get(type_)
+        if kind is None:
+            kind = next((k for p, k in RETENTION_KIND_PREFIXES.items() if type_.startswith(p)),
+                        "other")
+        return kind, getattr(self, kind)
 
     @property
     def active(self) -> bool:
