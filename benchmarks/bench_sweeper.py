@@ -7,7 +7,8 @@ holding ``--backlog`` workload events whose tool outputs are all due under
 ``tool_outputs=0``; it then times ``--appends`` single appends (durability
 full: each one durable) to a session of their own.  With the sweeper on
 (``sweep_seconds=0.01``, ``per_pass`` as given) it erases the backlog meanwhile;
-the figures say how much it erased during the timed appends.  Medians of
+the figures say how much it erased during the timed appends.  A third store
+runs the sweeper with nothing due ("idle": its passes find nothing).  Medians of
 ``--rounds`` (default 5) interleaved rounds, with ranges; the ratio is
 on / off per round.  ``--pg URL`` runs the same on a PostgreSQL database (a
 schema per store, dropped afterwards).
@@ -66,8 +67,10 @@ def _fill(store: Any, n: int) -> None:
 
 def _round(base: str, pg: str | None, mode: str, backlog: int, appends: int,
            per_pass: int) -> dict[str, float]:
-    quiet = RetentionRules.of(tool_outputs=DUE, per_pass=per_pass)   # (no sweeper yet)
-    rules = RetentionRules.of(tool_outputs=DUE, per_pass=per_pass, sweep_seconds=0.01)
+    # "idle": the sweeper runs its passes with nothing due (messages kept 90 days)
+    due = {"messages": "90d"} if mode == "idle" else {"tool_outputs": DUE}
+    quiet = RetentionRules.of(due, per_pass=per_pass)   # (no sweeper yet)
+    rules = RetentionRules.of(due, per_pass=per_pass, sweep_seconds=0.01)
     name = f"sweep_{mode}_{uuid.uuid4().hex[:8]}"
     if pg is not None:
         _schema(pg, name, create=True)
@@ -75,7 +78,7 @@ def _round(base: str, pg: str | None, mode: str, backlog: int, appends: int,
         store = trajlog.open(_location(base, pg, name), retention=quiet)
         try:
             _fill(store, backlog)
-            if mode == "on":   # the sweeper starts once the backlog is in
+            if mode != "off":   # the sweeper starts once the backlog is in
                 store.retention = rules
             s = store.create_session()
             erased_before = sum(len(p.erased) for p in store._sweeper.passes)
@@ -113,18 +116,20 @@ def main() -> None:
     backlog = 4_000 if args.quick else 20_000
     appends = 900 if args.quick else 3_000   # (past the sweeper's longest yield)
     per_pass = 1000
-    rows: dict[str, list[dict[str, float]]] = {"off": [], "on": []}
-    ratios = []
+    rows: dict[str, list[dict[str, float]]] = {"off": [], "on": [], "idle": []}
+    ratios, idle_ratios = [], []
     with tempfile.TemporaryDirectory() as base:
         for r in range(args.rounds):
-            order = ("off", "on") if r % 2 == 0 else ("on", "off")
+            order = ("off", "on", "idle") if r % 2 == 0 else ("idle", "on", "off")
             got = {m: _round(base, args.pg, m, backlog, appends, per_pass) for m in order}
             for m in order:
                 rows[m].append(got[m])
             ratios.append(got["on"]["appends_per_s"] / got["off"]["appends_per_s"])
+            idle_ratios.append(got["idle"]["appends_per_s"] / got["off"]["appends_per_s"])
             print(f"round {r + 1}: off {got['off']['appends_per_s']:.0f}/s, on "
                   f"{got['on']['appends_per_s']:.0f}/s (erased {got['on']['erased_meanwhile']:.0f}"
-                  f" meanwhile), ratio {ratios[-1]:.3f}", flush=True)
+                  f" meanwhile), ratio {ratios[-1]:.3f}; idle sweeper "
+                  f"{got['idle']['appends_per_s']:.0f}/s, ratio {idle_ratios[-1]:.3f}", flush=True)
 
     def med(mode: str, key: str) -> float:
         return statistics.median(x[key] for x in rows[mode])
@@ -144,12 +149,17 @@ def main() -> None:
            "appends_per_s_on_range": rng("on", "appends_per_s"),
            "ratio_on_over_off": statistics.median(ratios),
            "ratio_range": [min(ratios), max(ratios)],
+           "appends_per_s_idle": med("idle", "appends_per_s"),
+           "ratio_idle_over_off": statistics.median(idle_ratios),
+           "ratio_idle_range": [min(idle_ratios), max(idle_ratios)],
            "erased_meanwhile_on": med("on", "erased_meanwhile"),
            "erased_meanwhile_on_range": rng("on", "erased_meanwhile"),
            "sweeper_yields_on": med("on", "yielded")}
     print(f"== sweeper: appends/s off {out['appends_per_s_off']:.0f}, on "
           f"{out['appends_per_s_on']:.0f}, ratio {out['ratio_on_over_off']:.3f} "
-          f"[{out['ratio_range'][0]:.3f}, {out['ratio_range'][1]:.3f}] over {args.rounds} rounds")
+          f"[{out['ratio_range'][0]:.3f}, {out['ratio_range'][1]:.3f}]; idle sweeper ratio "
+          f"{out['ratio_idle_over_off']:.3f} [{out['ratio_idle_range'][0]:.3f}, "
+          f"{out['ratio_idle_range'][1]:.3f}] over {args.rounds} rounds")
     print(json.dumps(out))
 
 

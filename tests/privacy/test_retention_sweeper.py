@@ -51,12 +51,23 @@ def test_a_pass_reads_and_erases_at_most_per_pass_events(tmp_path):
         _results(a, 20)   # 62 events: 20 results
         _results(b, 5)    # 17 events: 5 results
         assert not _sweepers()   # off by default: no sweep_seconds, no thread
+        backend = store._e.backend
+        purge, purges = backend.purge, []
+
+        def counted() -> Any:   # (the real purge, counted)
+            purges.append(1)
+            return purge()
+        backend.purge = counted
         passes = []
         while len(_erased(a)) + len(_erased(b)) < 25:
+            before = len(purges)
             report = store.sweep_retention(NOW)
             passes.append(report)
             assert report.read <= 10 and len(report.erased) <= 10
             assert report.transactions <= 2   # one per session and rule it reached
+            # one purge a pass (a WAL checkpoint, a VACUUM), after its last erasure
+            assert len(purges) - before == (1 if report.erased else 0)
+            assert bool(report.purged) == bool(report.erased)
             assert len(passes) < 20, passes
         # 79 events at 10 a pass: no pass read more, and none was wasted
         assert sum(p.read for p in passes) >= 79 and len(passes) <= 9
@@ -81,6 +92,16 @@ def test_the_passes_read_on_past_what_is_due_later(tmp_path):
         for _ in range(10):
             store.sweep_retention(now)
         assert _erased(s) == results
+        # caught up: a pass reads nothing until a message is due or the log grows
+        assert store.sweep_retention(now).read == 0
+        s.append("user/message", {"content": "new"})
+        assert store.sweep_retention(now).read == 1   # the new event only
+        assert store.sweep_retention(now).read == 0
+        later = now + 91 * 86_400_000
+        reads = [store.sweep_retention(later).read for _ in range(6)]
+        assert reads[-1] == 0   # read again from the cursor, once
+        messages = [ev.seq for ev in s.events() if ev.type.endswith("/message")]
+        assert _erased(s) == sorted(results + messages)
 
 
 def test_the_background_sweeper_erases_and_stops_on_close(tmp_path):

@@ -431,8 +431,7 @@ class Store:
         if rules is not None and not isinstance(rules, RetentionRules):
             raise TypeError(f"retention must be RetentionRules, not {type(rules).__name__}")
         self._check_open()
-        self._sweeper.rules = rules
-        self._sweeper.start()
+        self._sweeper.set_rules(rules)
 
     def sweep_retention(self, now_ms: int | None = None) -> SweepReport:
         """One bounded pass of the store's rules, as the background sweeper

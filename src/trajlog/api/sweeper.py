@@ -13,9 +13,13 @@ is bounded: it reads at most ``per_pass`` events (and memory versions), so
 it erases at most that many, one transaction per session and rule; each
 session keeps a cursor (in this process) below which everything is decided
 -- erased, or kept for good -- so passes go on where the last one stopped,
-round-robin over the sessions; events due later (a message kept 90 days
+round-robin over the sessions, and purges once, after its last erasure (the
+erasures of a pass defer theirs: a WAL checkpoint on SQLite, a VACUUM on
+PostgreSQL, each a pause for the writers); events due later (a message kept 90 days
 among tool outputs kept 7) hold the cursor back, and the passes read on past
-them to the log's end, then again from the cursor.  Before each transaction it waits for a
+them to the log's end, then again from the cursor -- but only once one of
+them is due (or the session closed): a log the passes caught up with costs a
+head read, no event read, until then.  Before each transaction it waits for a
 quiet moment (no append committed in the store for :data:`QUIET_SECONDS`),
 at most :data:`MAX_YIELD_SECONDS` -- a host that never stops appending
 still gets swept, one bounded transaction at a time.
@@ -45,6 +49,7 @@ QUIET_SECONDS = 0.02      # no append this long: the sweeper may take the write 
 MAX_YIELD_SECONDS = 2.0   # ... and it waits for that at most this long
 ACTOR = rt.ACTOR
 _PAGE = 256               # memory versions read at a time
+_NEVER = 1 << 62          # (no event read is due at any time: only a close or new events)
 
 
 @dataclass(frozen=True, slots=True)
@@ -60,6 +65,7 @@ class SweepReport:
     transactions: int
     yielded: int
     purges: tuple[PurgeReport, ...] = ()
+    purged: tuple[str, ...] = ()   # a bounded pass: its one purge, after its last erasure
 
 
 Plan = tuple[list[tuple[str, str]], list[tuple[str, list[int], str]]]
@@ -77,6 +83,9 @@ class Sweeper:
         self.rules = rules
         self._cursor: dict[int, int] = {}   # sid -> every own seq below it is decided
         self._scan: dict[int, int] = {}     # sid -> where the next pass reads on from
+        # sid -> (when the soonest event read since the cursor, not due then, is due;
+        # whether the session was closed): a caught-up log is not read again before
+        self._pending: dict[int, tuple[int, bool]] = {}
         self._next = 0                      # round-robin: the session a pass starts at
         self._mid = 0                       # memory versions looked at up to this mid
         self._cond = threading.Condition()
@@ -84,6 +93,17 @@ class Sweeper:
         self._thread: threading.Thread | None = None
         self.passes: deque[SweepReport] = deque(maxlen=64)   # the last passes, for hosts
         self.errors: deque[BaseException] = deque(maxlen=64)  # what background passes hit
+
+    def set_rules(self, rules: RetentionRules | None) -> None:
+        """New rules: every cursor starts over (what was kept for good may go
+        now), and a sweeper starts if they ask for one."""
+        with self._cond:
+            self.rules = rules
+            self._cursor.clear()
+            self._scan.clear()
+            self._pending.clear()
+            self._mid = 0
+        self.start()
 
     # -- planning --------------------------------------------------------------
 
@@ -131,13 +151,22 @@ class Sweeper:
              budget: int, bounded: bool) -> tuple[list[tuple[str, list[int], str]], int]:
         """The seqs of ``ref``'s own log due under the rules, grouped by rule,
         from its cursor (``bounded``: moved on), reading at most ``budget``."""
+        sid = ref.sid
         last = self._reading.head(ref).last_seq
-        low = max(ref.seed, self._cursor.get(ref.sid, 0)) if bounded else ref.seed
-        first = max(low, self._scan.get(ref.sid, 0)) if bounded else low
-        if first > last:   # (the end: the next pass reads on from the cursor)
-            self._scan[ref.sid] = low
-            return [], 0
+        low = max(ref.seed, self._cursor.get(sid, 0)) if bounded else ref.seed
+        first = max(low, self._scan.get(sid, 0)) if bounded else low
+        if first > last:   # caught up with the log
+            soonest, closed_seen = self._pending.get(sid, (0, is_closed))
+            if now_ms < soonest and is_closed == closed_seen:
+                return [], 0   # nothing read since can be due yet: no read at all
+            # something may be due among what was left: read again from the cursor
+            first = low
+            if first > last:
+                return [], 0
+        if first == low:
+            self._pending[sid] = (_NEVER, is_closed)
         upto = min(last, first + budget - 1)
+        soonest = self._pending.get(sid, (_NEVER, is_closed))[0]
         groups: dict[str, tuple[Rule, list[int]]] = {}
         decided = first == low   # (the cursor moves only over what it reads from it)
         cursor = low
@@ -151,11 +180,14 @@ class Sweeper:
                 groups.setdefault(under[0], (under[1], []))[1].append(ev.seq)
             else:
                 decided = False   # due later: the cursor stays here
+                if under[1].ttl_ms is not None:
+                    soonest = min(soonest, ev.time + under[1].ttl_ms + 1)
             if decided:
                 cursor = ev.seq + 1
         if bounded:
-            self._cursor[ref.sid] = cursor
-            self._scan[ref.sid] = upto + 1
+            self._cursor[sid] = cursor
+            self._scan[sid] = upto + 1
+            self._pending[sid] = (soonest, is_closed)
         return [(ref.id, seqs, f"retention rule {kind}: {rule.describe()}")
                 for kind, (rule, seqs) in groups.items()], upto - first + 1
 
@@ -205,7 +237,7 @@ class Sweeper:
             if self._closed:
                 break
             purges.append(self._forget.erase(session_id, seqs, reason=why, actor=ACTOR,
-                                             now_ms=now))
+                                             now_ms=now, purge_now=limit is None))
             transactions += 1
             erased += [(session_id, s) for s in seqs]
         for item_id, why in items:
@@ -222,8 +254,12 @@ class Sweeper:
             revoked.append(item_id)
         if revoked:
             self._forget.after_purge()
+        purged: tuple[str, ...] = ()
+        if erased and limit is not None:   # (one purge a pass: a VACUUM, a WAL checkpoint)
+            done = self._backend.purge()
+            purged = done.done + done.residues
         report = SweepReport(read, tuple(erased), tuple(revoked), transactions, yielded,
-                             tuple(purges))
+                             tuple(purges), purged)
         self.passes.append(report)
         return report
 
