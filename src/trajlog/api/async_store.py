@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..memory import Identity, MemoryView
+from ..memory.retention_rules import RetentionRules
 from ..redaction import RedactionPolicy
 from .async_calls import blocking, off_loop
 from .async_session import AsyncSession
@@ -88,6 +89,15 @@ class AsyncStore:
     @redaction.setter
     def redaction(self, policy: RedactionPolicy | None) -> None:
         self.sync.redaction = policy
+
+    @property
+    def retention(self) -> RetentionRules | None:
+        """:attr:`trajlog.Store.retention` (set it to change the rules)."""
+        return self.sync.retention
+
+    @retention.setter
+    def retention(self, rules: RetentionRules | None) -> None:
+        self.sync.retention = rules
 
     async def close(self) -> None:
         """:meth:`trajlog.Store.close`, off the event loop."""

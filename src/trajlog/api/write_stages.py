@@ -197,13 +197,6 @@ def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
 
 # -- 6a. a closed log ----------------------------------------------------------------------
 
-def closes(events: Sequence[Event]) -> bool:
-    """Does the batch hold a ``session/closed`` (one test of the types)?"""
-    if len(events) == 1:
-        return events[0].type == CLOSED
-    return any(e.type == CLOSED for e in events)
-
-
 def check_close(ref: LogRef, state: LogState, events: Sequence[Event], first: int) -> None:
     """Refuse any event after a ``session/closed`` (in the log or earlier in
     the batch), and a ``session/closed`` while a turn, a step or a tool call
@@ -402,7 +395,7 @@ def returned(rows: Sequence[Row], events: list[Event],
 
 
 __all__ = ["SMALL_ROW", "Row", "advance", "check_close", "check_expected_head", "check_room",
-           "check_rules", "check_supersedes", "checked", "closes", "count_small_rows",
+           "check_rules", "check_supersedes", "checked", "count_small_rows",
            "distinct_keys", "find_retry", "frame", "hold_pause", "index_entries", "keyed",
            "owned", "pauses", "remake", "returned", "route_private", "turn_marker",
            "with_seqs"]

@@ -74,7 +74,6 @@ from .write_stages import (
     check_room,
     check_rules,
     checked,
-    closes,
     count_small_rows,
     distinct_keys,
     find_retry,
@@ -454,7 +453,8 @@ class WriteEngine:
         paused = state.paused
         events = [rows[0].event] if len(rows) == 1 else [r.event for r in rows]
         # 6a. a closed log takes nothing more; a session/closed ends a balanced batch
-        closing = closes(events)
+        closing = (events[0].type == CLOSED if len(events) == 1   # (inline: no call)
+                   else CLOSED in [e.type for e in events])
         if state.closed is not None or closing:
             check_close(ref, state, events, first)
         # 6. a pause refuses content; a finding that pauses adds redaction/paused
