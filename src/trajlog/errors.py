@@ -383,6 +383,29 @@ class RedactionPausedError(InvalidStateError):
                          "to go on)")
 
 
+class SessionClosedError(InvalidStateError):
+    """The session was closed (its log holds ``session/closed``): it takes no
+    more events.  Closing is final; fork it to go on from it.  Carries
+    ``session``, ``seq`` (where the refused event would have gone),
+    ``event_type`` and ``closed_at`` (the seq of its ``session/closed``)."""
+
+    def __init__(self, session: str, seq: int, event_type: str, closed_at: int) -> None:
+        self.session, self.seq, self.event_type = session, seq, event_type
+        self.closed_at = closed_at
+        super().__init__(f"session {session} was closed at seq {closed_at}: {event_type} "
+                         f"refused at seq {seq} (fork it to go on)")
+
+
+class RetentionRulesError(InvalidArgumentError):
+    """Store retention rules that do not hold together; says which rule
+    (``rule``: its kind, or None for the rules as a whole) and why."""
+
+    def __init__(self, rule: str | None, why: str) -> None:
+        self.rule = rule
+        super().__init__(f"retention rule {rule!r}: {why}" if rule is not None
+                         else f"retention rules: {why}")
+
+
 class ReplayError(InvalidArgumentError):
     """A run that cannot be replayed: no such run in the session, or it
     recorded nothing a model input can be rebuilt from (no
@@ -529,9 +552,11 @@ __all__ = [
     "RedactionPausedError",
     "RedactionRefusedError",
     "ReplayError",
+    "RetentionRulesError",
     "SchemaError",
     "SequenceError",
     "SerializationError",
+    "SessionClosedError",
     "SessionNotFoundError",
     "StoreBusyError",
     "StoreClosedError",

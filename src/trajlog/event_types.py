@@ -54,7 +54,9 @@ The columns of :class:`EventType` (an empty value: nothing special):
   one (:mod:`trajlog.api.checkpoints`).
 * ``retention`` -- what a session's retention policy does with its payload
   (:mod:`trajlog.memory.retention`): ``kept`` (a structural marker, the policy,
-  the close: never erased); empty: erased once due.
+  the close: never erased); else erased once due -- under the store rule of its
+  kind (:mod:`trajlog.memory.retention_rules`): ``messages``, ``tool_calls``,
+  ``tool_outputs``, ``summaries``; empty: ``other``.
 * ``input`` -- what a user, a tool, a model or a subagent said: a memory item
   written from it is input, never instruction (:mod:`trajlog.memory.gates`).
 * ``usage`` -- its payload states usage that a run's cost tallies (a request and
@@ -130,16 +132,16 @@ TYPES: tuple[EventType, ...] = (
     # -- the conversation and its tool calls ------------------------------------
     _t("user/message", "what the user said",
        shape={"content": "str|list"}, history="user", chat="message", context="conversation",
-       input=True),
+       input=True, retention="messages"),
     _t("assistant/message", "what the model answered, and the tool calls it requests",
        shape={"content": "str|list|null?", "tool_calls": "list[tool_call]?"},
        lifecycle="requests calls", closer="tool/result", index="mark:requested",
        keeps={"tool_calls": "calls"}, history="assistant", chat="message", trajectory="request",
-       context="conversation", input=True, usage=True),
+       context="conversation", input=True, usage=True, retention="messages"),
     _t("tool/call", "the host started a requested tool call",
        shape={"call_id": "str", "name": "str"}, lifecycle="starts call", closer="tool/result",
        index="mark:call", keeps={"call_id": "call id", "name": "tool name"}, chat="card",
-       trajectory="span", context="structural", input=True),
+       trajectory="span", context="structural", input=True, retention="tool_calls"),
     _t("tool/result", "a tool call's output (recovery's closer of a call: status "
        "TOOL_NOT_STARTED / TOOL_OUTCOME_UNKNOWN)",
        shape={"call_id": "str", "is_error": "bool?"}, lifecycle="answers call",
@@ -147,12 +149,13 @@ TYPES: tuple[EventType, ...] = (
        keeps={"call_id": "call id", "name": "tool name", "status": "closer status",
               "is_error": "flag", "synthetic": "flag"},
        history="tool", chat="card", trajectory="span", context="tool result", input=True,
-       usage=True),
+       usage=True, retention="tool_outputs"),
     _t("tool/cancel", "the host cancelled a call it requested or started: the call is "
        "closed, the model is told so, a later result is refused",
        shape={"call_id": "str", "reason": "str?"}, lifecycle="cancels call",
        index="mark:closed", machine=_CALL_ID, keeps={"call_id": "call id"}, pause="passes",
-       history="tool", chat="card", trajectory="span", context="tool result"),
+       history="tool", chat="card", trajectory="span", context="tool result",
+       retention="tool_outputs"),
     _t("tool/reconciled", "a host checked an unknown tool outcome (run checkpoints)"),
     _t("tool/note", "a free note about a tool (the demo)"),
     # -- turns and steps --------------------------------------------------------
@@ -175,9 +178,10 @@ TYPES: tuple[EventType, ...] = (
     _t("history/clear", "hide every message up to a seq (through)", history="cut",
        chat="cut"),
     _t("compaction/*", "a compaction; op surface-replace hides from_seq..to_seq behind "
-       "its summary", index=_ROW, history="compaction", context="structural", checked=True),
+       "its summary", index=_ROW, history="compaction", context="structural", checked=True,
+       retention="summaries"),
     _t("compaction/apply", "a compaction the session or an importer applied", index=_ROW,
-       history="compaction", context="structural", checked=True),
+       history="compaction", context="structural", checked=True, retention="summaries"),
     # -- evidence, status and the context builder -------------------------------
     _t("event/status", "the status of an earlier event (target, status, reason)",
        index=_ROW, pause="passes", context="structural", checked=True),
@@ -199,7 +203,8 @@ TYPES: tuple[EventType, ...] = (
     _t("sandbox/mode", "the sandbox settings (a subagent's snapshot)", index=_ROW,
        context="structural"),
     # -- the session's life, redaction, retention ------------------------------
-    _t("session/closed", "the session was closed", index=_ROW, retention=_KEPT),
+    _t("session/closed", "the session was closed (Session.close): its log takes no more "
+       "events", index=_ROW, retention=_KEPT),
     _t("redaction/*", "the redaction pause and its audit", pause="passes"),
     _t("redaction/paused", "a hash finding paused the session",
        index=_ROW, machine={"inherited.session": "uuid"}, pause="pauses"),
@@ -228,9 +233,12 @@ TYPES: tuple[EventType, ...] = (
     # -- subagents and memory ---------------------------------------------------
     _t("subagent/*", "a subagent's events in its parent", index=_ROW),
     _t("subagent/notification", "a background subagent's news",
-       index=_ROW, machine={"child_session": "uuid", "job_id": "uuid"}),
-    _t("subagent/output", "a subagent's output", index=_ROW, input=True),
-    _t("subagent/result", "a subagent's result", index=_ROW, input=True),
+       index=_ROW, machine={"child_session": "uuid", "job_id": "uuid"},
+       retention="tool_outputs"),
+    _t("subagent/output", "a subagent's output", index=_ROW, input=True,
+       retention="tool_outputs"),
+    _t("subagent/result", "a subagent's result", index=_ROW, input=True,
+       retention="tool_outputs"),
     _t("memory/*", "a memory item's content, as redaction names it"),
     _t("memory/fact", "a fact a LangGraph store put"),
     # -- adapters (stored as they come) -----------------------------------------
@@ -375,13 +383,20 @@ MESSAGES = HISTORY["user"] | HISTORY["assistant"]
 GRANTS = _names(grants=True)
 #: memory/retention.py: payloads a retention policy never erases
 RETENTION_KEEPS = _names(retention=_KEPT)
+#: memory/retention_rules.py: the store rule's kind of a type, and of a family's prefix
+RETENTION_KINDS = MappingProxyType({t.name: t.retention for t in TYPES if not t.family
+                                    and t.retention not in ("", _KEPT)})
+RETENTION_KIND_PREFIXES = MappingProxyType({t.prefix: t.retention for t in FAMILIES
+                                            if t.retention not in ("", _KEPT)})
 #: memory/gates.py: what someone said (input, never instruction)
 INPUT = _names(input=True)
 #: projections/envelopes.py: payloads that state usage
 USAGE = _names(usage=True)
 
+#: the end of a session's log: it takes no more events (``Session.close``)
+CLOSED = "session/closed"
 #: the lifecycle and compaction events the write path's state follows
-WRITE_STATE = LIFECYCLE | {PAUSED, RESUMED}
+WRITE_STATE = LIFECYCLE | {PAUSED, RESUMED, CLOSED}
 WRITE_STATE_PREFIXES = HISTORY_PREFIXES
 
 

@@ -28,7 +28,7 @@ NOT_OFFERED = {
     (trajlog.Store, "bulk_loader"),
 }
 #: a sync property that reads the database: a coroutine method on the async face
-READS_AS_COROUTINE = {(trajlog.Session, "last_seq")}
+READS_AS_COROUTINE = {(trajlog.Session, "last_seq"), (trajlog.Session, "closed")}
 #: an attribute each sync handle sets in ``__init__`` (so not in ``dir`` of its
 #: class): a property of the async face
 SYNC_ATTRIBUTES = {(trajlog.Session, "header")}

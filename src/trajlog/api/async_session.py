@@ -108,6 +108,14 @@ class AsyncSession:
         rows = self.sync._e.writer.prepare_items(self.header, items)
         return await self._submit(rows) if rows else []
 
+    async def close(self, reason: str | None = None) -> Event:
+        """:meth:`trajlog.Session.close`, off the loop."""
+        return await blocking(lambda: self.sync.close(reason))
+
+    async def closed(self) -> bool:
+        """:attr:`trajlog.Session.closed` (a read of the database)."""
+        return await blocking(lambda: self.sync.closed)
+
     # -- the writer lease, turns and steps ---------------------------------------
 
     async def _take_lease(self, take: Any, *args: Any) -> bool:

@@ -26,6 +26,7 @@ from collections.abc import Iterable, Mapping
 from typing import Any
 
 from ..memory import Identity, MemoryView
+from ..memory.retention_rules import RetentionRules
 from ..redaction import RedactionPolicy
 from .async_calls import blocking, off_loop
 from .async_session import AsyncSession
@@ -89,6 +90,15 @@ class AsyncStore:
     def redaction(self, policy: RedactionPolicy | None) -> None:
         self.sync.redaction = policy
 
+    @property
+    def retention(self) -> RetentionRules | None:
+        """:attr:`trajlog.Store.retention` (set it to change the rules)."""
+        return self.sync.retention
+
+    @retention.setter
+    def retention(self, rules: RetentionRules | None) -> None:
+        self.sync.retention = rules
+
     async def close(self) -> None:
         """:meth:`trajlog.Store.close`, off the event loop."""
         await blocking(self.sync.close)
@@ -149,6 +159,7 @@ class AsyncStore:
     erase = off_loop(Store.erase)
     apply_retention = off_loop(Store.apply_retention)
     retention_plan = off_loop(Store.retention_plan)
+    sweep_retention = off_loop(Store.sweep_retention)
     verify_memory = off_loop(Store.verify_memory)
     rebuild_memory_index = off_loop(Store.rebuild_memory_index)
     drop_memory_index = off_loop(Store.drop_memory_index)

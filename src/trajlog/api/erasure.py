@@ -29,9 +29,10 @@ from ..events import Event
 from ..memory.model import PurgeReport
 from ..memory.replacement import replacement
 from ..memory.versions import TombstoneWriter, erased_lookup
-from ..storage.base import Backend, Writer
+from ..storage.base import Backend, Purge, Writer
 
 _PAGE = 64   # rows fetched at a time: an erasure's memory stays bounded whatever it erases
+_DEFERRED = Purge((), ("purged by the caller after its last erasure",))
 
 
 @dataclass(frozen=True, slots=True)
@@ -47,10 +48,11 @@ class Target:
 
 
 def erase_events(backend: Backend, target: Target, seqs: Sequence[int], *, reason: str,
-                 actor: str | None, now_ms: int) -> PurgeReport:
+                 actor: str | None, now_ms: int, purge_now: bool = True) -> PurgeReport:
     """Erase the payloads of ``seqs`` (of ``target``'s own log) in one
     transaction -- each under its own tombstone, each chunk row rewritten
-    once and verified before it is stored -- then checkpoint the WAL.
+    once and verified before it is stored -- then purge (``purge_now=False``:
+    the caller runs ``backend.purge()`` once after several erasures).
     Events already erased are left as they are (idempotent)."""
     if not isinstance(reason, str) or not reason.strip():
         raise ErasureError("an erasure says why (reason=...)")
@@ -120,7 +122,7 @@ def erase_events(backend: Backend, target: Target, seqs: Sequence[int], *, reaso
                 blanked += len(here)
                 rewritten += 1
         dropped = _drop_states(w, target)
-    purge = backend.purge()
+    purge = backend.purge() if purge_now else _DEFERRED
     first = tids[0] if tids else None
     return PurgeReport(f"event:{target.session_id}:{','.join(map(str, seqs))}", first,
                        already=not tids, frames_blanked=blanked, chunk_rows_rewritten=rewritten,

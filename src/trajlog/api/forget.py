@@ -91,7 +91,7 @@ class Forgetting:
         return Target(owner.sid, owner.key, owner.id, last, tuple(readers))
 
     def erase(self, session_id: str, seqs: list[int], *, reason: str, actor: str | None,
-              now_ms: int | None = None) -> PurgeReport:
+              now_ms: int | None = None, purge_now: bool = True) -> PurgeReport:
         if not seqs:
             raise ErasureError("nothing to erase")
         ref = self._reading.ref_by_id(session_id)
@@ -103,11 +103,11 @@ class Forgetting:
         now = _now() if now_ms is None else now_ms
         try:
             report = erase_events(self.backend, target, seqs, reason=reason, actor=actor,
-                                  now_ms=now)
+                                  now_ms=now, purge_now=purge_now)
         finally:
             self.after_purge()
         for parent, seq, source_seq, owner in copies:
-            more = self.erase(parent.id, [seq], actor=actor, now_ms=now,
+            more = self.erase(parent.id, [seq], actor=actor, now_ms=now, purge_now=purge_now,
                               reason=f"{reason} (a copy of seq {source_seq} of session {owner})")
             report = replace(report, frames_blanked=report.frames_blanked + more.frames_blanked,
                              sessions_affected=tuple(dict.fromkeys(

@@ -17,6 +17,7 @@ from ..recovery import RecoveryReport
 from ..storage import Backend
 from . import checkpoints as _cp
 from . import checks, run_scope
+from . import closing as _closing
 from .handles import LogRef, Options
 from .lineage import Lineage, SessionTree
 from .reading import FrameRun, LogReader, SessionFolds, VerifyReport
@@ -459,6 +460,21 @@ class Session:
         ``tool/result`` for the spawning call (foreground) or a
         ``subagent/notification`` (background)."""
         return self._e.lineage.finish(self._ref, status)
+
+    def close(self, reason: str | None = None) -> Event:
+        """End this session's log with ``session/closed`` and return it: later
+        appends raise :class:`~trajlog.errors.SessionClosedError` (closing is
+        final: fork the session to go on); "until the session closes"
+        retention and ``trajlog tail -f`` end here.  Refused while a turn, a
+        step or a tool call is open.  Idempotent (:mod:`.closing`)."""
+        return _closing.close(self._e.reading, self._e.backend.reader(), self._e.writer,
+                              self._ref, reason)
+
+    @property
+    def closed(self) -> bool:
+        """Whether this session's own log holds ``session/closed``."""
+        return _closing.closed_at(self._e.reading, self._e.backend.reader(),
+                                  self._ref) is not None
 
     def missed_notifications(self) -> list[Session]:
         """Background subagents that settled without notifying this session."""

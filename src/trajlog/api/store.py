@@ -12,7 +12,6 @@ Session handles (:mod:`.session`) share them.  Exports and imports are
 from __future__ import annotations
 
 import os
-import time
 import weakref
 from collections.abc import Callable, Iterable, Mapping
 from dataclasses import dataclass
@@ -29,6 +28,7 @@ from ..events import Event, SessionHeader
 from ..interop.protocols import ChainCheck, Item, Loaded, SessionSpec
 from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionReport
 from ..memory.audit import audit
+from ..memory.retention_rules import RetentionRules
 from ..memory.search_index import deploy_global, rebuild
 from ..projections.engine import StateCache
 from ..redaction import RedactionPolicy, Redactor
@@ -45,6 +45,7 @@ from .recover import Recovery
 from .repack import Repacker
 from .session import Engines, Session
 from .stats import StoreStats, store_stats
+from .sweeper import Sweeper, SweepReport, apply_all, plan_all
 from .write_stages import Row, returned, turn_marker
 from .writer import WriteEngine
 
@@ -81,7 +82,8 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
          tenant: str | None = None, lock_timeout_ms: int = 10_000,
          busy_timeout_ms: int | None = None, lease_ttl_ms: int = LEASE_TTL_MS,
          max_delegation_depth: int = DEFAULT_MAX_DEPTH, backend: Backend | None = None,
-         repack: bool = True, redaction: RedactionPolicy | None = None) -> Store:
+         repack: bool = True, redaction: RedactionPolicy | None = None,
+         retention: RetentionRules | None = None) -> Store:
     """Open (creating if needed) the store at ``path``: a file (SQLite, the
     embedded default) or a ``postgresql://`` URL (a libpq connection URL,
     several hosts allowed; docs/postgresql.md).
@@ -102,11 +104,13 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
     ``repack=False`` leaves small rows as they are until :meth:`Store.repack`.
     ``redaction`` scans every payload and memory item before it is written
     and routes each identity's privacy mode (:mod:`trajlog.redaction`).
+    ``retention`` sets the store's retention rules by kind, and whether a
+    background sweeper applies them (docs/retention.md).
     """
     return Store(path, durability=durability, tenant=tenant,
                  lock_timeout_ms=lock_timeout_ms if busy_timeout_ms is None else busy_timeout_ms,
                  lease_ttl_ms=lease_ttl_ms, max_delegation_depth=max_delegation_depth,
-                 backend=backend, repack=repack, redaction=redaction)
+                 backend=backend, repack=repack, redaction=redaction, retention=retention)
 
 
 @dataclass(frozen=True, slots=True)
@@ -146,7 +150,8 @@ class Store:
                  lock_timeout_ms: int = 10_000, lease_ttl_ms: int = LEASE_TTL_MS,
                  max_delegation_depth: int = DEFAULT_MAX_DEPTH,
                  backend: Backend | None = None, repack: bool = True,
-                 redaction: RedactionPolicy | None = None) -> None:
+                 redaction: RedactionPolicy | None = None,
+                 retention: RetentionRules | None = None) -> None:
         if not isinstance(path, (str, os.PathLike)):
             raise TypeError(f"path must be str or PathLike, not {type(path).__name__}")
         if durability not in DURABILITY:
@@ -161,6 +166,8 @@ class Store:
             raise TypeError(f"repack must be bool, not {type(repack).__name__}")
         if tenant is not None and not isinstance(tenant, str):
             raise TypeError(f"tenant must be str, not {type(tenant).__name__}")
+        if retention is not None and not isinstance(retention, RetentionRules):
+            raise TypeError(f"retention must be RetentionRules, not {type(retention).__name__}")
         if backend is None:
             backend = open_backend(os.fspath(path), durability=durability,
                                    lock_timeout_ms=lock_timeout_ms, tenant=tenant)
@@ -175,6 +182,8 @@ class Store:
         self._e = Engines(backend, options, reading, writer, Recovery(backend, reading, writer),
                           Lineage(backend, reading, writer, options), views, repacker)
         self._forget = Forgetting(backend, reading, views)
+        self._sweeper = Sweeper(backend, reading, self._forget, lambda: writer.appends,
+                                retention)
         self._loader = Loader(self._e)
         writer_opened(options.writer_id)
         # dropped without close(): its leases die with it
@@ -185,6 +194,7 @@ class Store:
         self.max_delegation_depth = max_delegation_depth
         self.writer_id = options.writer_id
         self.redaction = redaction
+        self._sweeper.start()
 
     @property
     def redaction(self) -> RedactionPolicy | None:
@@ -202,6 +212,7 @@ class Store:
         if self._e.backend.closed:
             return
         try:
+            self._sweeper.close()
             self._e.repacker.close()
             self._e.writer.leases.release_all()
             self._e.writer.commit.stop()
@@ -395,18 +406,39 @@ class Store:
     def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
         """Apply every recorded retention policy now: items past their TTL or
         their ``until_event`` are revoked, event payloads past their
-        session's ``retention/policy`` erased -- each under a tombstone with
-        its reason, with the same purge.  Idempotent."""
+        session's ``retention/policy`` erased, then the store's
+        :attr:`retention` rules -- each under a tombstone with its reason (the
+        rule), with the same purge.  Idempotent."""
         self._check_open()
-        return self._forget.apply_retention(now_ms)
+        return apply_all(self._forget, self._sweeper, now_ms)
 
     def retention_plan(self, now_ms: int | None = None) -> tuple[
             list[tuple[str, str]], list[tuple[str, list[int], str]]]:
         """What :meth:`apply_retention` would remove at ``now_ms``, writing
         nothing: ``(item id, reason)`` pairs and ``(session id, seqs, reason)``."""
         self._check_open()
-        return self._forget.plan_retention(time.time_ns() // 1_000_000 if now_ms is None
-                                           else now_ms)
+        return plan_all(self._forget, self._sweeper, now_ms)
+
+    @property
+    def retention(self) -> RetentionRules | None:
+        """The store's retention rules (None: only sessions' own policies).
+        Set at :func:`open`; assigning new rules applies them from the next
+        pass (a sweeper starts if they ask for one and none runs)."""
+        return self._sweeper.rules
+
+    @retention.setter
+    def retention(self, rules: RetentionRules | None) -> None:
+        if rules is not None and not isinstance(rules, RetentionRules):
+            raise TypeError(f"retention must be RetentionRules, not {type(rules).__name__}")
+        self._check_open()
+        self._sweeper.set_rules(rules)
+
+    def sweep_retention(self, now_ms: int | None = None) -> SweepReport:
+        """One bounded pass of the store's rules, as the background sweeper
+        runs it (at most ``per_pass`` events read; :mod:`.sweeper`)."""
+        self._check_open()
+        rules = self._sweeper.rules
+        return self._sweeper.sweep(now_ms, limit=rules.per_pass if rules is not None else 1)
 
     def verify(self) -> StoreAudit:
         """Verify every session (each on its own: one damaged session never

@@ -66,8 +66,10 @@ from ..errors import (
     IdempotencyConflictError,
     InvalidStateError,
     LogMovedError,
+    SessionClosedError,
     ValidationError,
 )
+from ..event_types import CLOSED
 from ..events import Event, check_json, decode_event, encode_event
 from ..lifecycle import Plan
 from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
@@ -191,6 +193,28 @@ def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
     """``rows`` with the ``redaction/paused`` their findings call for, after
     refusing what a paused session does not take; and the pause after them."""
     return pause_rows(ref.id, paused, first, rows, remake)
+
+
+# -- 6a. a closed log ----------------------------------------------------------------------
+
+def check_close(ref: LogRef, state: LogState, events: Sequence[Event], first: int) -> None:
+    """Refuse any event after a ``session/closed`` (in the log or earlier in
+    the batch), and a ``session/closed`` while a turn, a step or a tool call
+    is open (recovery could not close them after it)."""
+    if state.closed is not None:
+        raise SessionClosedError(ref.id, first, events[0].type, state.closed)
+    at = next(i for i, e in enumerate(events) if e.type == CLOSED)
+    if at != len(events) - 1:
+        raise SessionClosedError(ref.id, first + at + 1, events[at + 1].type, first + at)
+    tracker = state.tracker
+    if at:   # (the batch's own events first, on a copy)
+        tracker = tracker.copy()
+        for i, e in enumerate(events[:-1]):
+            tracker.feed(replace(e, seq=first + i))
+    if not tracker.balanced:
+        raise InvalidStateError(f"session {ref.id}: session/closed refused at seq "
+                                f"{first + at}: a turn, step or tool call is still open "
+                                "(end it first)")
 
 
 # -- 8. rules checked against the log ------------------------------------------------------
@@ -370,7 +394,8 @@ def returned(rows: Sequence[Row], events: list[Event],
     return events[:len(rows)]   # (not a redaction/paused the write added)
 
 
-__all__ = ["SMALL_ROW", "Row", "advance", "check_expected_head", "check_room", "check_rules",
-           "check_supersedes", "checked", "count_small_rows", "distinct_keys", "find_retry",
-           "frame", "hold_pause", "index_entries", "keyed", "owned", "pauses", "remake",
-           "returned", "route_private", "turn_marker", "with_seqs"]
+__all__ = ["SMALL_ROW", "Row", "advance", "check_close", "check_expected_head", "check_room",
+           "check_rules", "check_supersedes", "checked", "count_small_rows",
+           "distinct_keys", "find_retry", "frame", "hold_pause", "index_entries", "keyed",
+           "owned", "pauses", "remake", "returned", "route_private", "turn_marker",
+           "with_seqs"]

@@ -40,7 +40,7 @@ from ..errors import (
     PayloadTooLargeError,
     SerializationError,
 )
-from ..event_types import WRITE_STATE, WRITE_STATE_PREFIXES
+from ..event_types import CLOSED, WRITE_STATE, WRITE_STATE_PREFIXES
 from ..events import (
     ENVELOPE_FIELDS,
     KNOWN_SHAPES,
@@ -69,6 +69,7 @@ from .write_stages import (
     SMALL_ROW,
     Row,
     advance,
+    check_close,
     check_expected_head,
     check_room,
     check_rules,
@@ -179,8 +180,9 @@ class WriteEngine:
         if state is not None and last_seq >= state.synced_seq:
             # Another writer appended: follow its events (a log only grows).
             if last_seq > state.synced_seq:
-                state.paused = self._follow(tx, ref, state.tracker, state.compactions,
-                                            state.synced_seq, last_seq, state.paused)
+                state.paused, state.closed = self._follow(
+                    tx, ref, state.tracker, state.compactions, state.synced_seq, last_seq,
+                    state.paused, state.closed)
             state.synced_seq, state.chain, state.lease, state.stale = last_seq, chain, lease, False
             return state
         state = self._index.begin(tx, ref, last_seq, chain, lease)
@@ -200,10 +202,10 @@ class WriteEngine:
 
     def _follow(self, tx: Writer, ref: LogRef, tracker: Tracker,
                 compactions: list[tuple[int, int]], after: int, upto: int,
-                paused: bool = False) -> bool:
+                paused: bool = False, closed: int | None = None) -> tuple[bool, int | None]:
         """Advance ``tracker`` and ``compactions`` over ``ref``'s own events
         ``after + 1 .. upto`` (verified; only the types they follow decoded);
-        returns the redaction pause after them."""
+        returns the redaction pause after them and where the log closed."""
         for ev in self._reading.events(ref, max(after + 1, ref.seed), upto, want=_followed,
                                        reader=tx):
             tracker.feed(ev)
@@ -211,7 +213,8 @@ class WriteEngine:
             if found is not None:
                 compactions.append(found)
             paused = p if (p := pause_state(ev.type)) is not None else paused
-        return paused
+            closed = ev.seq if ev.type == CLOSED else closed
+        return paused, closed
 
     def pause_in_force(self, tx: Writer, parent: LogRef, upto: int) -> tuple[LogRef, int] | None:
         """The ``redaction/paused`` in force at seq ``upto`` of ``parent`` --
@@ -449,6 +452,11 @@ class WriteEngine:
         first = state.synced_seq + 1
         paused = state.paused
         events = [rows[0].event] if len(rows) == 1 else [r.event for r in rows]
+        # 6a. a closed log takes nothing more; a session/closed ends a balanced batch
+        closing = (events[0].type == CLOSED if len(events) == 1   # (inline: no call)
+                   else CLOSED in [e.type for e in events])
+        if state.closed is not None or closing:
+            check_close(ref, state, events, first)
         # 6. a pause refuses content; a finding that pauses adds redaction/paused
         if pauses(paused, rows, events, redactor is not None):
             rows, paused = hold_pause(ref, paused, first, rows)
@@ -479,6 +487,8 @@ class WriteEngine:
         tx.append(ref.sid, chunks, index, marks, calls)
         # 14. the state follows what was written
         advance(state, plan, added, end, paused)
+        if closing:
+            state.closed = end.next_seq - 1
         # 15. rows a repack would merge, counted (it is asked for after the commit)
         count_small_rows(state, chunks, plan, events)
         # 16. what the caller gets: the events with their seqs, or the originals

@@ -10,7 +10,9 @@ from typing import Any
 
 import click
 
+from ..errors import RetentionRulesError
 from ..memory import Identity, MemoryItem
+from ..memory.retention_rules import KINDS, SESSION_MEMORY, RetentionRules
 from .app import App, fail, printable, session_argument, summary
 
 
@@ -117,26 +119,73 @@ def erase(app: App, session: str, seqs: tuple[int, ...], reason: str, actor: str
         app.echo(f"{name:<26} {printable(str(value), newlines=False)}")
 
 
+def _rules(given: tuple[str, ...], session_memory: str | None) -> RetentionRules | None:
+    """The store rules named on the command line (None: none)."""
+    if not given and session_memory is None:
+        return None
+    values: dict[str, str] = {}
+    for text in given:
+        kind, sep, value = text.partition("=")
+        if not sep:
+            fail(f"--rule {text!r} is not KIND=VALUE", f"kinds: {', '.join(KINDS)}")
+        values[kind.strip()] = value.strip()
+    if session_memory is not None:
+        values["session_memory"] = session_memory
+    try:
+        return RetentionRules.of(values)
+    except RetentionRulesError as exc:
+        fail(str(exc), f"kinds: {', '.join(KINDS)}; values: a span (7d, 12h, 30m, 90s, "
+             "500ms), kept or until_closed")
+
+
 @click.command()
+@click.option("--plan", "plan_only", is_flag=True,
+              help="List what would go, writing nothing (the default).")
 @click.option("--apply", "apply_now", is_flag=True, help="Revoke and erase now.")
+@click.option("--rule", "rules", multiple=True, metavar="KIND=VALUE",
+              help=f"A store rule for one kind ({', '.join(KINDS)}): a span (7d, 12h, 30m), "
+                   "kept or until_closed; repeatable.")
+@click.option("--session-memory", type=click.Choice(SESSION_MEMORY),
+              help="until_closed: revoke session-scope memory once its session is closed.")
 @click.option("--now-ms", type=click.IntRange(0, 2**63 - 1),
               help="The time to apply them at, in ms since the epoch (default: now).")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per removal.")
 @click.pass_obj
-def retention(app: App, apply_now: bool, now_ms: int | None) -> None:
-    """Show (or --apply) what the recorded retention policies remove."""
+def retention(app: App, plan_only: bool, apply_now: bool, rules: tuple[str, ...],
+              session_memory: str | None, now_ms: int | None, as_json: bool) -> None:
+    """Show (--plan, the default) or --apply what retention removes: the
+    sessions' recorded policies and the store rules given with --rule (each
+    removal a tombstone whose reason names its rule)."""
+    if plan_only and apply_now:
+        fail("--plan and --apply exclude each other")
+    parsed = _rules(rules, session_memory)
     store = app.store()
+    if parsed is not None:
+        store.retention = parsed
     now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
     if not apply_now:
         due_items, due_events = store.retention_plan(now)
         for item_id, why in due_items:   # (a reason may quote an event type: untrusted)
-            app.echo(f"would revoke item {item_id}  ({printable(why, newlines=False)})")
+            if as_json:
+                app.json({"revoke": item_id, "reason": why})
+            else:
+                app.echo(f"would revoke item {item_id}  ({printable(why, newlines=False)})")
         for session_id, seqs, why in due_events:
-            app.echo(f"would erase {len(seqs)} event(s) of {session_id}  "
-                     f"({printable(why, newlines=False)})")
-        if not due_items and not due_events:
+            if as_json:
+                app.json({"erase": session_id, "seqs": seqs, "reason": why})
+            else:
+                app.echo(f"would erase {len(seqs)} event(s) of {session_id}  "
+                         f"({printable(why, newlines=False)})")
+        if not due_items and not due_events and not as_json:
             app.echo("nothing is due")
         return
     done = store.apply_retention(now)
+    if as_json:
+        for item_id in done.items_revoked:
+            app.json({"revoked": item_id})
+        for session_id, seq in done.events_erased:
+            app.json({"erased": session_id, "seq": seq})
+        return
     app.echo(f"revoked {len(done.items_revoked)} item(s), erased {len(done.events_erased)} "
              f"event payload(s), {len(done.purges)} purge(s)")
 

@@ -172,23 +172,27 @@ def tail(app: App, session: str, lines: int, follow: bool, interval: float,
     """Print the last events of a session; with -f, follow it live.
 
     Following polls the session head, so appends from other processes show up
-    within --interval; Ctrl-C stops it (exit code 0).
+    within --interval; it ends when the session closes (session/closed) and
+    Ctrl-C stops it (exit code 0).
     """
     s = app.session(session)
     want = _type_filter(types)
     last = s.last_seq
     _print_events(app, s.events(max(0, last - lines + 1), last) if lines and last >= 0 else (),
                   as_json, False, want)
-    if not follow:
+    if not follow or s.closed:
         return
     quiet_since = time.monotonic()
     try:
         while True:
             head = s.last_seq
             if head > last:
-                _print_events(app, s.events(last + 1, head), as_json, False, want)
+                new = list(s.events(last + 1, head))
+                _print_events(app, new, as_json, False, want)
                 last = head
                 quiet_since = time.monotonic()
+                if new[-1].type == "session/closed":
+                    return   # (nothing follows it)
             elif idle_exit is not None and time.monotonic() - quiet_since >= idle_exit:
                 return
             time.sleep(interval)
