@@ -70,10 +70,13 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...aio import AsyncSession, AsyncStore
+from ...api.session import Session
 from ...api.store import Store
 from ...api.store import open as open_store
 from ...errors import (
+    DependentSessionsError,
     SerializationError,
+    SessionDeletedError,
     SessionNotFoundError,
     TrajlogError,
     UnredactableValueError,
@@ -88,6 +91,7 @@ from ._log import (
     WRITES,
     Head,
     ThreadLog,
+    generation_id,
     pack,
     pack_tree,
     session_id_of,
@@ -139,6 +143,7 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         self.async_appends = async_appends
         self._threads: OrderedDict[str, ThreadLog] = OrderedDict()
         self._mirrors: dict[str, Mirror] = {}
+        self._generations: dict[str, int] = {}   # thread -> its session's generation, if not 0
         self._lock = threading.Lock()       # the thread table (executor threads share it)
         self._owned = False
 
@@ -169,26 +174,44 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         """The id of the trajlog session that holds ``thread_id`` (``uuid5``)."""
         return session_id_of(str(thread_id))
 
+    def _open(self, thread_id: str) -> tuple[str, int, Session | None]:
+        """The session that holds the thread now (None: not made yet), its
+        id and generation: the first, or past each deleted one the next."""
+        n = self._generations.get(thread_id, 0)
+        while True:
+            sid = generation_id(thread_id, n)
+            try:
+                return sid, n, self.store.session(sid)
+            except SessionNotFoundError:
+                return sid, n, None
+            except SessionDeletedError:
+                n += 1
+                with self._lock:
+                    self._generations[thread_id] = n
+
     def _thread(self, thread_id: str, *, create: bool) -> ThreadLog | None:
-        sid = session_id_of(thread_id)
+        sid = generation_id(thread_id, self._generations.get(thread_id, 0))
         with self._lock:
             t = self._threads.get(sid)
             if t is not None:
                 self._threads.move_to_end(sid)
                 return t
-        try:
-            session = self.store.session(sid)
-            fresh = False
-        except SessionNotFoundError:
-            if not create:
-                return None
+        sid, n, found = self._open(thread_id)
+        fresh = False
+        if found is not None:
+            session = found
+        elif not create:
+            return None
+        else:
             try:
                 session = self.store.create_session(
-                    metadata={"thread_id": thread_id, "adapter": ADAPTER}, session_id=sid)
+                    metadata={"thread_id": thread_id, "adapter": ADAPTER,
+                              **({"generation": n} if n else {})}, session_id=sid)
                 fresh = True
+            except SessionDeletedError:
+                raise
             except TrajlogError:       # another process created it meanwhile
                 session = self.store.session(sid)
-                fresh = False
         with self._lock:
             known = self._threads.get(sid)
             if known is not None:          # another thread of this process got there first
@@ -393,6 +416,16 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         """Store a checkpoint (one durable append); returns its config."""
         t = self._thread(str(config["configurable"]["thread_id"]), create=True)
         assert t is not None
+        try:
+            return self._put(t, config, checkpoint, metadata, new_versions)
+        except SessionDeletedError:   # deleted by another process: its next generation
+            self._forget_thread(str(config["configurable"]["thread_id"]), t.session.id)
+            t = self._thread(str(config["configurable"]["thread_id"]), create=True)
+            assert t is not None
+            return self._put(t, config, checkpoint, metadata, new_versions)
+
+    def _put(self, t: ThreadLog, config: RunnableConfig, checkpoint: Checkpoint,
+             metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
         with t.lock:
             mirrored, data = self._put_items(t, config, checkpoint, metadata, new_versions)
             attempts = list(self._attempts(mirrored, data))
@@ -431,13 +464,37 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         with t.lock:
             t.note(events)
 
+    def _forget_thread(self, thread_id: str, sid: str) -> None:
+        """Drop what this process keeps of a deleted session of the thread:
+        its next use opens (or makes) the thread's next generation."""
+        with self._lock:
+            self._threads.pop(sid, None)
+            self._mirrors.pop(sid, None)
+            n = self._generations.get(thread_id, 0)
+            if generation_id(thread_id, n) == sid:
+                self._generations[thread_id] = n + 1
+
     def delete_thread(self, thread_id: str) -> None:
-        """Erase every checkpoint and write of the thread (tombstones, purged) and
-        append the marker after which the thread starts again."""
+        """Delete the thread: its session is deleted (``Store.delete_session``:
+        every checkpoint and write erased under tombstones, the space
+        returned, the record of who deleted it kept) and a later ``put``
+        starts the thread again in a new session -- its next generation --
+        never in the deleted one.  While copies of the thread
+        (:meth:`copy_thread`) read its events, it is not deleted but its own
+        events are erased and a marker after which the thread starts again
+        is appended."""
         t = self._thread(str(thread_id), create=False)
         if t is None:
             return
         with t.lock:
+            try:
+                self.store.delete_session(t.session.id, reason="langgraph delete_thread",
+                                          actor="langgraph")
+            except DependentSessionsError:
+                pass                # copies read its events: erased and hidden below
+            else:
+                self._forget_thread(str(thread_id), t.session.id)
+                return
             base, last = t.live_seqs()
             if base > last:
                 return              # nothing live: nothing to delete
@@ -488,13 +545,12 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
             last = src.catch_up()
             if last < 0:
                 return
-            try:
-                self.store.session(session_id_of(target))
-            except SessionNotFoundError:
+            sid, n, found = self._open(target)
+            if found is None:
                 try:
-                    src.session.fork(last, session_id=session_id_of(target), metadata={
+                    src.session.fork(last, session_id=sid, metadata={
                         "thread_id": target, "adapter": ADAPTER,
-                        "copied_from": str(source_thread_id)})
+                        "copied_from": str(source_thread_id), **({"generation": n} if n else {})})
                     return
                 except TrajlogError:
                     pass            # created meanwhile: append to it below
