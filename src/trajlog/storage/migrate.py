@@ -57,8 +57,8 @@ from .schema import (
     V6,
     V7,
     V7_TRIGGERS,
-    V8_DELETED,
 )
+from .sqlite_deleted import V8_DELETED
 
 
 def _pragma(conn: apsw.Connection, name: str, value: Any = None) -> Any:

@@ -539,37 +539,6 @@ V7_TRIGGERS = """
     BEGIN SELECT RAISE(ABORT, 'trajlog: call rows are append-only'); END;
 """
 
-# 8 (deleted sessions): one append-only row per deleted session -- who, when,
-# why, where its log ended.  What the triggers stop: a chunk appended to a
-# deleted session's log (its head never moves again), a session made with a
-# deleted id or under a deleted parent, a deletion row that does not name its
-# session's header, and any UPDATE or DELETE of a deletion row.
-V8_DELETED = """
-    CREATE TABLE deleted_sessions(
-        sid        INTEGER PRIMARY KEY REFERENCES sessions(sid),
-        id         TEXT    NOT NULL UNIQUE,
-        reason     TEXT    NOT NULL CHECK (length(reason) > 0),
-        actor      TEXT,
-        deleted_ms INTEGER NOT NULL,
-        last_seq   INTEGER NOT NULL CHECK (last_seq >= -1)
-    ) STRICT;
-    CREATE TRIGGER deleted_sessions_names_header BEFORE INSERT ON deleted_sessions
-    WHEN NOT EXISTS (SELECT 1 FROM sessions WHERE sid = NEW.sid AND id = NEW.id)
-    BEGIN SELECT RAISE(ABORT, 'trajlog: a deletion names its session'); END;
-    CREATE TRIGGER deleted_sessions_no_update BEFORE UPDATE ON deleted_sessions
-    BEGIN SELECT RAISE(ABORT, 'trajlog: deletions are append-only'); END;
-    CREATE TRIGGER deleted_sessions_no_delete BEFORE DELETE ON deleted_sessions
-    BEGIN SELECT RAISE(ABORT, 'trajlog: deletions are append-only'); END;
-    CREATE TRIGGER chunks_not_deleted BEFORE INSERT ON chunks
-    WHEN EXISTS (SELECT 1 FROM deleted_sessions WHERE sid = NEW.cid >> 32)
-    BEGIN SELECT RAISE(ABORT, 'trajlog: the session was deleted'); END;
-    CREATE TRIGGER sessions_not_deleted BEFORE INSERT ON sessions
-    WHEN EXISTS (SELECT 1 FROM deleted_sessions WHERE id = NEW.id)
-      OR (NEW.parent_sid IS NOT NULL
-          AND EXISTS (SELECT 1 FROM deleted_sessions WHERE sid = NEW.parent_sid))
-    BEGIN SELECT RAISE(ABORT, 'trajlog: the session was deleted'); END;
-"""
-
 # Authorizer: action codes refused on every non-migration connection.
 DENIED_ACTIONS = {
     apsw.SQLITE_CREATE_INDEX, apsw.SQLITE_CREATE_TABLE, apsw.SQLITE_CREATE_TEMP_INDEX,
@@ -619,6 +588,5 @@ __all__ = [
     "V4_TABLES",
     "V5",
     "V6",
-    "V8_DELETED",
     "authorizer",
 ]

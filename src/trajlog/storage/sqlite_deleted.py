@@ -1,4 +1,4 @@
-"""The deleted-session rows of the SQLite backend (schema 8): their
+"""The deleted-session rows of the SQLite backend (schema 8): their DDL,
 statements and the Reader/Writer methods mixed into
 :class:`~trajlog.storage.sqlite.SQLiteReader` and
 :class:`~trajlog.storage.sqlite.SQLiteWriter`."""
@@ -11,6 +11,37 @@ import apsw
 
 from .base import DeletionRow
 from .errors_map import translate
+
+# Schema 8 (migrate.py runs it after 7): one append-only row per deleted
+# session -- who, when, why, where its log ended.  What the triggers stop: a
+# chunk appended to a deleted session's log (its head never moves again), a
+# session made with a deleted id or under a deleted parent, a deletion row
+# that does not name its session's header, any UPDATE or DELETE of one.
+V8_DELETED = """
+    CREATE TABLE deleted_sessions(
+        sid        INTEGER PRIMARY KEY REFERENCES sessions(sid),
+        id         TEXT    NOT NULL UNIQUE,
+        reason     TEXT    NOT NULL CHECK (length(reason) > 0),
+        actor      TEXT,
+        deleted_ms INTEGER NOT NULL,
+        last_seq   INTEGER NOT NULL CHECK (last_seq >= -1)
+    ) STRICT;
+    CREATE TRIGGER deleted_sessions_names_header BEFORE INSERT ON deleted_sessions
+    WHEN NOT EXISTS (SELECT 1 FROM sessions WHERE sid = NEW.sid AND id = NEW.id)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: a deletion names its session'); END;
+    CREATE TRIGGER deleted_sessions_no_update BEFORE UPDATE ON deleted_sessions
+    BEGIN SELECT RAISE(ABORT, 'trajlog: deletions are append-only'); END;
+    CREATE TRIGGER deleted_sessions_no_delete BEFORE DELETE ON deleted_sessions
+    BEGIN SELECT RAISE(ABORT, 'trajlog: deletions are append-only'); END;
+    CREATE TRIGGER chunks_not_deleted BEFORE INSERT ON chunks
+    WHEN EXISTS (SELECT 1 FROM deleted_sessions WHERE sid = NEW.cid >> 32)
+    BEGIN SELECT RAISE(ABORT, 'trajlog: the session was deleted'); END;
+    CREATE TRIGGER sessions_not_deleted BEFORE INSERT ON sessions
+    WHEN EXISTS (SELECT 1 FROM deleted_sessions WHERE id = NEW.id)
+      OR (NEW.parent_sid IS NOT NULL
+          AND EXISTS (SELECT 1 FROM deleted_sessions WHERE sid = NEW.parent_sid))
+    BEGIN SELECT RAISE(ABORT, 'trajlog: the session was deleted'); END;
+"""
 
 COLUMNS = "sid, id, reason, actor, deleted_ms, last_seq"
 # what session_by_id adds so that a deleted session is no longer found by its id
@@ -45,4 +76,4 @@ class DeletedWrites:
                               tuple(row))
 
 
-__all__ = ["NOT_DELETED", "DeletedReads", "DeletedWrites"]
+__all__ = ["NOT_DELETED", "V8_DELETED", "DeletedReads", "DeletedWrites"]

@@ -20,10 +20,10 @@ other's checkpoints.
   (never the whole log) and keeps what it found, brought up to date from the
   session's last seq on every call -- so it stays right when other processes
   append.  A read by id and ``list`` index the thread once per process.
-* ``delete_thread`` erases the thread's events (``Store.erase``: tombstones,
-  purged) and appends a ``checkpoint/delete`` marker; reads start after it and
-  the thread can be used again.  Events a copy of the thread still inherits
-  are not erased (that would erase the copy): the marker hides them.
+* ``delete_thread`` deletes the thread's session (``Store.delete_session``) and
+  a later ``put`` starts the next one (:mod:`._threads`).  A thread whose
+  copies still inherit its events: its own erased, a ``checkpoint/delete``
+  marker appended; reads start after it (the copies' events: hidden).
 * ``copy_thread`` is a trajlog fork of the source at its last event: nothing is
   copied.  A target that already has a session gets the source's live
   checkpoints and writes appended instead (one transaction).
@@ -70,14 +70,11 @@ from langgraph.checkpoint.base import (
 from langgraph.checkpoint.serde.base import SerializerProtocol
 
 from ...aio import AsyncSession, AsyncStore
-from ...api.session import Session
 from ...api.store import Store
 from ...api.store import open as open_store
 from ...errors import (
-    DependentSessionsError,
     SerializationError,
     SessionDeletedError,
-    SessionNotFoundError,
     TrajlogError,
     UnredactableValueError,
     ValidationError,
@@ -86,7 +83,6 @@ from ...events import Event
 from ._forget import ERASED, MessageErasure, forget_message
 from ._log import (
     ADAPTER,
-    DELETED,
     PUT,
     WRITES,
     Head,
@@ -98,6 +94,7 @@ from ._log import (
     unpack,
 )
 from ._mirror import Mirror
+from ._threads import delete_thread, forget_thread, open_thread
 
 T = TypeVar("T")
 _THREADS = 1024                       # threads whose index this process keeps
@@ -174,21 +171,6 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         """The id of the trajlog session that holds ``thread_id`` (``uuid5``)."""
         return session_id_of(str(thread_id))
 
-    def _open(self, thread_id: str) -> tuple[str, int, Session | None]:
-        """The session that holds the thread now (None: not made yet), its
-        id and generation: the first, or past each deleted one the next."""
-        n = self._generations.get(thread_id, 0)
-        while True:
-            sid = generation_id(thread_id, n)
-            try:
-                return sid, n, self.store.session(sid)
-            except SessionNotFoundError:
-                return sid, n, None
-            except SessionDeletedError:
-                n += 1
-                with self._lock:
-                    self._generations[thread_id] = n
-
     def _thread(self, thread_id: str, *, create: bool) -> ThreadLog | None:
         sid = generation_id(thread_id, self._generations.get(thread_id, 0))
         with self._lock:
@@ -196,7 +178,7 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
             if t is not None:
                 self._threads.move_to_end(sid)
                 return t
-        sid, n, found = self._open(thread_id)
+        sid, n, found = open_thread(self, thread_id)
         fresh = False
         if found is not None:
             session = found
@@ -414,15 +396,17 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
         """Store a checkpoint (one durable append); returns its config."""
-        t = self._thread(str(config["configurable"]["thread_id"]), create=True)
-        assert t is not None
-        try:
-            return self._put(t, config, checkpoint, metadata, new_versions)
-        except SessionDeletedError:   # deleted by another process: its next generation
-            self._forget_thread(str(config["configurable"]["thread_id"]), t.session.id)
-            t = self._thread(str(config["configurable"]["thread_id"]), create=True)
+        thread = str(config["configurable"]["thread_id"])
+        for again in (True, False):   # (deleted by another process: its next generation)
+            t = self._thread(thread, create=True)
             assert t is not None
-            return self._put(t, config, checkpoint, metadata, new_versions)
+            try:
+                return self._put(t, config, checkpoint, metadata, new_versions)
+            except SessionDeletedError:
+                forget_thread(self, thread, t.session.id)
+                if not again:
+                    raise
+        raise AssertionError("unreachable")
 
     def _put(self, t: ThreadLog, config: RunnableConfig, checkpoint: Checkpoint,
              metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
@@ -464,50 +448,12 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         with t.lock:
             t.note(events)
 
-    def _forget_thread(self, thread_id: str, sid: str) -> None:
-        """Drop what this process keeps of a deleted session of the thread:
-        its next use opens (or makes) the thread's next generation."""
-        with self._lock:
-            self._threads.pop(sid, None)
-            self._mirrors.pop(sid, None)
-            n = self._generations.get(thread_id, 0)
-            if generation_id(thread_id, n) == sid:
-                self._generations[thread_id] = n + 1
-
     def delete_thread(self, thread_id: str) -> None:
-        """Delete the thread: its session is deleted (``Store.delete_session``:
-        every checkpoint and write erased under tombstones, the space
-        returned, the record of who deleted it kept) and a later ``put``
-        starts the thread again in a new session -- its next generation --
-        never in the deleted one.  While copies of the thread
-        (:meth:`copy_thread`) read its events, it is not deleted but its own
-        events are erased and a marker after which the thread starts again
-        is appended."""
-        t = self._thread(str(thread_id), create=False)
-        if t is None:
-            return
-        with t.lock:
-            try:
-                self.store.delete_session(t.session.id, reason="langgraph delete_thread",
-                                          actor="langgraph")
-            except DependentSessionsError:
-                pass                # copies read its events: erased and hidden below
-            else:
-                self._forget_thread(str(thread_id), t.session.id)
-                return
-            base, last = t.live_seqs()
-            if base > last:
-                return              # nothing live: nothing to delete
-            sid = t.session.id
-            # a copy (fork) still reads our events below its seed: hide, never erase, them
-            kept = max((h.seed_length for h in self.store.dependents(sid)), default=0)
-            lo = max(base, t.session.header.seed_length, kept)
-            if lo <= last:
-                self.store.erase(sid, list(range(lo, last + 1)),
-                                 reason="langgraph delete_thread", actor="langgraph")
-            events = [t.session.append(DELETED, {"thread_id": str(thread_id), "from_seq": base,
-                                                 "erased_from": lo, "to_seq": last})]
-            t.note(events)
+        """Delete the thread's session (``Store.delete_session``); a later
+        ``put`` starts the thread again in a new session, never the deleted
+        one.  A thread whose copies read its events: its own events erased and
+        a marker appended instead (:func:`._threads.delete_thread`)."""
+        delete_thread(self, str(thread_id))
 
     ERASED = ERASED     # what erase_message leaves in place of a message's text
 
@@ -545,7 +491,7 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
             last = src.catch_up()
             if last < 0:
                 return
-            sid, n, found = self._open(target)
+            sid, n, found = open_thread(self, target)
             if found is None:
                 try:
                     src.session.fork(last, session_id=sid, metadata={
