@@ -45,7 +45,8 @@ V8_DELETED = """
 
 COLUMNS = "sid, id, reason, actor, deleted_ms, last_seq"
 # what session_by_id adds so that a deleted session is no longer found by its id
-NOT_DELETED = "AND sid NOT IN (SELECT sid FROM deleted_sessions)"
+NOT_DELETED = ("AND NOT EXISTS (SELECT 1 FROM deleted_sessions d "
+               "WHERE d.sid = sessions.sid)")
 
 
 def _row(r: Any) -> DeletionRow:
