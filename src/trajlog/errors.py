@@ -343,6 +343,31 @@ class ErasedEventError(ErasureError):
         super().__init__(f"seq {seq} of session {session} was erased: {what}")
 
 
+class SessionDeletedError(StoreError):
+    """The session was deleted (:meth:`trajlog.Store.delete_session`): its
+    id is kept only as the record of the deletion, and no append, import,
+    fork or adapter write brings it back.  Carries ``session``, ``actor``,
+    ``reason`` and ``deleted_ms`` (None where the refusal came from the
+    database's own guard, which knows only the session)."""
+
+    def __init__(self, message: str, *, session: str | None = None, actor: str | None = None,
+                 reason: str | None = None, deleted_ms: int | None = None) -> None:
+        self.session, self.actor, self.reason, self.deleted_ms = (session, actor, reason,
+                                                                   deleted_ms)
+        super().__init__(message)
+
+
+class DependentSessionsError(InvalidStateError):
+    """A deletion refused: other sessions depend on this one (forks whose
+    inherited prefix is its log, subagents it spawned).  ``dependents`` names
+    them; delete them first."""
+
+    def __init__(self, session: str, dependents: list[str]) -> None:
+        self.session, self.dependents = session, list(dependents)
+        super().__init__(f"session {session} has {len(dependents)} live dependent "
+                         f"session(s) ({', '.join(dependents)}): delete them first")
+
+
 class RedactionRefusedError(InvalidArgumentError):
     """A payload holds a finding whose kind the redaction policy refuses:
     nothing was written.  Carries ``event_type`` (the event's type, or
@@ -502,6 +527,15 @@ def record_damaged(reason: str, *, status: int = Status.BAD_FIELD, session: str 
     return CorruptionError(status, reason, seq=seq, session=session)
 
 
+def session_deleted(session: str, reason: str, actor: str | None,
+                    deleted_ms: int) -> SessionDeletedError:
+    """What reading, writing or importing a deleted session raises."""
+    return SessionDeletedError(f"session {session} was deleted by {actor or 'an unnamed actor'} "
+                               f"at {deleted_ms} ms since the epoch ({reason}); only the record "
+                               "of its deletion remains", session=session, actor=actor,
+                               reason=reason, deleted_ms=deleted_ms)
+
+
 def repack_refused(session: str | None, seq: int, reason: str) -> CorruptionError:
     """A repack that would not keep every frame byte for byte: nothing written."""
     return CorruptionError(Status.BAD_FIELD, f"repack refused: {reason}", seq=seq,
@@ -526,6 +560,7 @@ __all__ = [
     "CorruptionError",
     "CrossScopeError",
     "DelegationLimitError",
+    "DependentSessionsError",
     "ErasedEventError",
     "ErasureError",
     "ForkUnavailableError",
@@ -557,6 +592,7 @@ __all__ = [
     "SequenceError",
     "SerializationError",
     "SessionClosedError",
+    "SessionDeletedError",
     "SessionNotFoundError",
     "StoreBusyError",
     "StoreClosedError",
@@ -578,5 +614,6 @@ __all__ = [
     "record_damaged",
     "repack_refused",
     "row_damaged",
+    "session_deleted",
     "unexpected",
 ]

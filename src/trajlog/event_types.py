@@ -205,6 +205,10 @@ TYPES: tuple[EventType, ...] = (
     # -- the session's life, redaction, retention ------------------------------
     _t("session/closed", "the session was closed (Session.close): its log takes no more "
        "events", index=_ROW, retention=_KEPT),
+    _t("session/deleted", "the session was deleted: its last event, after which the store "
+       "refuses every write (who, when, why; the events before it erased)",
+       shape={"reason": "str", "actor": "str|null"}, index=_ROW,
+       retention=_KEPT, pause="passes"),
     _t("redaction/*", "the redaction pause and its audit", pause="passes"),
     _t("redaction/paused", "a hash finding paused the session",
        index=_ROW, machine={"inherited.session": "uuid"}, pause="pauses"),

@@ -21,7 +21,8 @@ from langgraph.graph import END, START, MessagesState, StateGraph
 import trajlog
 from trajlog import projections
 from trajlog.adapters.langgraph import TrajlogSaver
-from trajlog.adapters.langgraph._log import DELETED, PUT, session_id_of
+from trajlog.adapters.langgraph._log import PUT, session_id_of
+from trajlog.errors import SessionDeletedError
 
 
 def cfg(thread: str, ns: str = "", cid: str | None = None) -> Any:
@@ -105,19 +106,32 @@ def test_backwards_scan_finds_an_old_namespace(db: str) -> None:
         assert not r._threads[session_id_of("t")].full
 
 
-def test_delete_erases_payloads_and_keeps_the_log_verifiable(db: str) -> None:
+def test_delete_deletes_the_session_and_a_later_put_starts_a_new_one(db: str) -> None:
     with TrajlogSaver.open(db) as saver:
         chain(saver, "t", 2)
         put(saver, "other", {"keep": 1})
-        saver.delete_thread("t")
         s = saver.store.session(session_id_of("t"))
-        events = list(s.events())
-        assert events[-1].type == DELETED
+        saver.delete_thread("t")
+        with pytest.raises(SessionDeletedError) as caught:
+            saver.store.session(session_id_of("t"))
+        assert caught.value.actor == "langgraph"
+        events = list(s.events())        # (a handle from before: the erased log)
+        assert events[-1].type == "session/deleted"
         assert all("erased" in ev.data for ev in events[:-1])
-        assert s.verify().ok
+        assert s.verify().ok and saver.store.verify().ok
+        assert session_id_of("t") not in {h.id for h in saver.store.sessions()}
+        assert saver.get_tuple(cfg("t")) is None and list(saver.list(cfg("t"))) == []
         assert saver.get_tuple(cfg("other")) is not None
-        saver.delete_thread("t")        # nothing live: no second marker
-        assert s.last_seq == events[-1].seq
+        saver.delete_thread("t")        # nothing there: a no-op
+        again = chain(saver, "t", 1)    # the thread starts again, in a new session
+        tup = saver.get_tuple(cfg("t"))
+        assert tup is not None and tup.checkpoint["id"] == again[-1]
+        ids = {h.id for h in saver.store.sessions()}
+        assert session_id_of("t") not in ids and len(ids) == 2
+        saver.delete_thread("t")        # and is deleted again: a third one next
+        assert saver.get_tuple(cfg("t")) is None
+        chain(saver, "t", 1)
+        assert saver.get_tuple(cfg("t")) is not None
 
 
 def test_copy_is_a_fork_and_outlives_its_source(db: str) -> None:

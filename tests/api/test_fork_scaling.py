@@ -29,6 +29,7 @@ import pytest
 import trajlog
 from kits.costkit import small_turn as turn
 from trajlog import errors
+from trajlog.storage.schema import SCHEMA_VERSION
 
 SQLITE_BYTES = "reads or damages the SQLite file's bytes"
 SQLITE_CONN = "runs SQL on the SQLite backend's own connections"
@@ -390,7 +391,8 @@ def _downgrade_to_v6(path: Path) -> None:
     conn.execute("DROP TABLE call_index; DROP INDEX event_index_pauses; "
                  "DROP TRIGGER event_index_no_delete; "
                  "DELETE FROM event_index WHERE type IN ('redaction/paused', "
-                 "'redaction/resumed');")
+                 "'redaction/resumed'); DROP TRIGGER chunks_not_deleted; "
+                 "DROP TRIGGER sessions_not_deleted; DROP TABLE deleted_sessions;")
     conn.execute(guard)
     conn.execute("PRAGMA user_version = 6")
     conn.close()
@@ -436,7 +438,7 @@ def test_a_schema_6_store_migrates_to_the_call_and_pause_index(tmp_path):
             paused.append("user/message", {"content": "x"})
         p.append("tool/call", {"call_id": "open", "name": "t"})
     conn = apsw.Connection(str(path), flags=apsw.SQLITE_OPEN_READONLY)
-    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == 7
+    assert conn.execute("PRAGMA user_version").fetchall()[0][0] == SCHEMA_VERSION
     conn.close()
 
 

@@ -372,6 +372,7 @@ def test_repack_migrate_and_view(tour, tmp_path):
 READS = [["ls"], ["show", "x"], ["tail", "x"], ["chat", "x"], ["trajectory", "x"],
          ["context", "x"], ["tree", "x"], ["verify"], ["load", "x"], ["inspect", "x"],
          ["fork", "x"], ["export", "x", "-o", "o.tlog"], ["erase", "x", "1", "--reason", "r"],
+         ["rm", "x", "--reason", "r"],
          ["memory", "ls", "--tenant", "t"], ["stats"], ["view", "x"], ["repack"],
          ["migrate"], ["retention"], ["runs", "x"], ["checkpoints", "x"]]
 

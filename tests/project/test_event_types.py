@@ -221,7 +221,7 @@ def test_describe_finds_a_family_member():
 # frames and index rows are proved unchanged by tests/format/test_vectors.py)
 
 OLD_SPARSE = {"turn/start", "turn/end", "sandbox/mode", "event/status", "session/closed",
-              "redaction/paused", "redaction/resumed"}
+              "redaction/paused", "redaction/resumed", "session/deleted"}
 OLD_PREFIXES = ("compaction/", "approval/", "subagent/", "retention/")
 
 
@@ -244,7 +244,7 @@ def test_pause_passes_the_types_it_did(type_):
     from trajlog.redaction.pause import passes_pause
     had = (type_ in {"turn/end", "step/end", "event/status"}
            or type_.startswith(("redaction/", "run/")))
-    assert passes_pause(type_, {}) == (had or type_ == "tool/cancel")
+    assert passes_pause(type_, {}) == (had or type_ in ("tool/cancel", "session/deleted"))
 
 
 def test_the_other_derived_sets():
@@ -287,7 +287,7 @@ def test_the_second_modules_derive_their_old_literals():
     assert {"turn/start", "turn/end"} == lineage._TURN_MARKERS
     assert {"approval/grant", "lease/grant"} == evidence.GRANTS
     assert {"turn/start", "turn/end", "step/start", "step/end", "retention/policy",
-            "session/closed"} == retention.KEEP_TYPES
+            "session/closed", "session/deleted"} == retention.KEEP_TYPES
     assert {"user/message", "tool/call", "tool/result", "assistant/message",
             "subagent/result", "subagent/output"} == gates.INPUT_EVENTS
     assert {"assistant/message", "tool/result"} == envelopes.USAGE_TYPES

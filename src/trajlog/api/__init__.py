@@ -6,6 +6,7 @@
 :mod:`.recover` -- inspect and load; :mod:`.lineage` -- forks and subagents;
 :mod:`.checks` -- compaction and status checks inside the write transaction;
 :mod:`.bulk` -- whole sessions loaded at once (what an import writes);
+:mod:`.deletion` -- deleting a session;
 :mod:`.async_store`, :mod:`.async_session` -- the same store and sessions for
 asyncio (:mod:`trajlog.aio`), run off the loop by :mod:`.async_calls`.
 """
@@ -13,6 +14,7 @@ asyncio (:mod:`trajlog.aio`), run off the loop by :mod:`.async_calls`.
 from __future__ import annotations
 
 from ..events import SessionHeader
+from .deleted import DeleteReport
 from .lineage import SessionTree
 from .reading import VerifyReport
 from .recover import BalancedView
@@ -20,6 +22,6 @@ from .session import Session
 from .stats import SessionStats, StoreStats
 from .store import DURABILITY, Store, StoreAudit, migrate, open, schema_of
 
-__all__ = ["DURABILITY", "BalancedView", "Session", "SessionHeader", "SessionStats",
+__all__ = ["DURABILITY", "BalancedView", "DeleteReport", "Session", "SessionHeader", "SessionStats",
            "SessionTree", "Store", "StoreAudit", "StoreStats", "VerifyReport", "migrate", "open",
            "schema_of"]

@@ -157,6 +157,7 @@ class AsyncStore:
 
     deploy_global = off_loop(Store.deploy_global)
     erase = off_loop(Store.erase)
+    delete_session = off_loop(Store.delete_session)
     apply_retention = off_loop(Store.apply_retention)
     retention_plan = off_loop(Store.retention_plan)
     sweep_retention = off_loop(Store.sweep_retention)

@@ -32,7 +32,12 @@ from contextlib import AbstractContextManager, suppress
 from typing import Any
 
 from ..codec.records import encode_metadata
-from ..errors import ImportConflictError, ImportFormatError, SessionNotFoundError
+from ..errors import (
+    ImportConflictError,
+    ImportFormatError,
+    SessionDeletedError,
+    SessionNotFoundError,
+)
 from ..events import check_json, encode_event, plain_str
 from ..interop.protocols import ChainCheck, Item, Loaded, SessionSpec
 from ..storage import Writer
@@ -267,7 +272,7 @@ class Bulk:
         # its cached write state may hold the rolled-back events
         try:
             ref = self._loader._e.reading.ref_by_id(spec.session_id, self._tx)
-        except SessionNotFoundError:
+        except (SessionNotFoundError, SessionDeletedError):
             self._writer.forget(None)
             return
         self._writer.forget(ref.sid)

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from ..codec.chunks import ZSTD, Chunk, ChunkCompressor, blank_payloads, open_chunk, pack
+from ..codec.chunks import Chunk, ChunkCompressor, blank_payloads, open_chunk, pack
 from ..codec.compression import Compressor
 from ..codec.stream import decode_events
 from ..errors import ErasureError, record_damaged
@@ -110,7 +110,9 @@ def erase_events(backend: Backend, target: Target, seqs: Sequence[int], *, reaso
                                          reason=reason, actor=actor, now_ms=now_ms)
                     tids.append(stone.tid)
                 body = blank_payloads(bytes(raw), table, here)
-                stored = chunks.compress([body])[0] if row.codec == ZSTD else None
+                # (compressed whatever it was: blanked payloads are zeros, and the
+                # space they took is returned -- a deleted session's above all)
+                stored = chunks.compress([body])[0]
                 new = pack(target.key, body, row.first_seq, row.n, row.seed_chain,
                            row.last_chain, stored)
                 check_row = open_chunk(target.key, new, chunks, erased=erased)

@@ -94,7 +94,13 @@ class Forgetting:
               now_ms: int | None = None, purge_now: bool = True) -> PurgeReport:
         if not seqs:
             raise ErasureError("nothing to erase")
-        ref = self._reading.ref_by_id(session_id)
+        return self.erase_ref(self._reading.ref_by_id(session_id), seqs, reason=reason,
+                              actor=actor, now_ms=now_ms)
+
+    def erase_ref(self, ref: LogRef, seqs: list[int], *, reason: str, actor: str | None,
+                  now_ms: int | None = None) -> PurgeReport:
+        """:meth:`erase` of a session's log by its ref (a deleted session's
+        too: its id no longer finds it)."""
         for s in seqs:
             if type(s) is not int or s < 0:
                 raise ErasureError(f"seq must be a non-negative int, not {s!r}")

@@ -39,6 +39,7 @@ from ..memory.versions import erased_lookup
 from ..projections.engine import StateCache
 from ..storage import Backend, Head, Reader, SessionRow, Writer
 from ..storage.event_index import REQUESTED, index_rows, marks_of
+from .deleted import missing
 from .handles import LogRef
 from .range_rows import RangeRows
 
@@ -102,7 +103,7 @@ class LogReader:
     def ref_by_id(self, session_id: str, reader: Reader | None = None) -> LogRef:
         row = (reader or self._backend.reader()).session_by_id(session_id)
         if row is None:
-            raise SessionNotFoundError(f"no session {session_id!r} in {self._backend.path}")
+            raise missing(reader or self._backend.reader(), session_id, self._backend.path)
         return self.ref_from_row(row, reader=reader)
 
     def ref_by_sid(self, sid: int, reader: Reader | None = None) -> LogRef:

@@ -36,6 +36,8 @@ from ..storage import Backend, Request, Writer
 from ..storage.factory import migrate_store, open_backend, schema_version_of
 from . import checks
 from .bulk import Bulk, Loader
+from .deleted import DeleteReport
+from .deletion import delete_session
 from .forget import Forgetting
 from .handles import LogRef, Options
 from .leases import new_writer_id, writer_closed, writer_opened
@@ -402,6 +404,18 @@ class Store:
         self._check_open()
         seqs = [seq] if isinstance(seq, int) else list(seq)
         return self._forget.erase(session_id, seqs, reason=reason, actor=actor)
+
+    def delete_session(self, session_id: str, *, reason: str,
+                       actor: str | None = None) -> DeleteReport:
+        """Delete a session: record who deleted it, when and why (an
+        append-only record that outlives it), then erase every payload of its
+        log under tombstones with erasure's purge.  From then on it is in no
+        listing, a look-up by its id raises :class:`SessionDeletedError`, and
+        nothing writes under its id again.  Refused while forks or subagents
+        of it are live (:class:`DependentSessionsError`).  Idempotent
+        (docs/deleting.md)."""
+        self._check_open()
+        return delete_session(self._e, self._forget, session_id, reason=reason, actor=actor)
 
     def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
         """Apply every recorded retention policy now: items past their TTL or

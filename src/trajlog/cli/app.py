@@ -69,6 +69,9 @@ HINTS: dict[type[Exception], str] = {
     errors.StoreError: "check the path, the disk and its permissions",
     errors.MemoryAccessError: "give the identity that owns it (--tenant, --user, --session)",
     errors.MemoryNotFoundError: "list the items with 'trajlog memory ls --tenant T'",
+    errors.SessionDeletedError: "it was deleted; only the record of its deletion remains",
+    errors.DependentSessionsError: "delete its forks and subagents first ('trajlog tree "
+                                   "SESSION')",
     errors.ErasureError: "see 'trajlog erase --help'",
     errors.InvalidArgumentError: "see the command's --help",
 }
@@ -233,6 +236,8 @@ def resolve(store: Store, prefix: str) -> str:
     found = [h.id for h in store.sessions(include_subagents=True) if h.id.startswith(prefix)]
     if len(found) == 1:
         return found[0]
+    if not found and len(prefix) == 36:
+        store.session(prefix)   # (a deleted one says so: who, when, why)
     if not found:
         raise Failure(f"no session id starts with {prefix!r}", "see 'trajlog ls --all'")
     raise Failure(f"{prefix!r} starts {len(found)} session ids ("

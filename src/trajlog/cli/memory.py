@@ -1,5 +1,5 @@
-"""Scoped memory and forgetting: ``memory ls|show|search``, ``erase`` and
-``retention``."""
+"""Scoped memory and forgetting: ``memory ls|show|search``, ``erase``, ``rm``
+and ``retention``."""
 
 from __future__ import annotations
 
@@ -19,6 +19,7 @@ from .app import App, fail, printable, session_argument, summary
 def register(cli: click.Group) -> None:
     cli.add_command(memory)
     cli.add_command(erase)
+    cli.add_command(rm)
     cli.add_command(retention)
 
 
@@ -136,6 +137,33 @@ def _rules(given: tuple[str, ...], session_memory: str | None) -> RetentionRules
     except RetentionRulesError as exc:
         fail(str(exc), f"kinds: {', '.join(KINDS)}; values: a span (7d, 12h, 30m, 90s, "
              "500ms), kept or until_closed")
+
+
+@click.command()
+@session_argument()
+@click.option("--reason", required=True, help="Why (kept in the deletion record).")
+@click.option("--actor", help="Who asked (kept in the deletion record).")
+@click.option("-y", "--yes", is_flag=True, help="Do not ask for confirmation.")
+@click.pass_obj
+def rm(app: App, session: str, reason: str, actor: str | None, yes: bool) -> None:
+    """Delete a session: every payload erased under tombstones and purged,
+    the session gone from every listing, its id refused from then on; a
+    record of who deleted it, when and why stays.  Refused while forks or
+    subagents of it remain (delete them first)."""
+    s = app.session(session)
+    if not yes:   # irreversible: asked on a terminal, refused without one
+        if not sys.stdin.isatty():
+            fail("rm cannot be undone and there is no terminal to ask",
+                 "pass --yes to delete without asking")
+        if not click.confirm(f"delete session {s.id} ({s.last_seq + 1} events)? This cannot "
+                             "be undone"):
+            fail("nothing deleted", "pass --yes to skip the question")
+    report = app.store().delete_session(s.id, reason=reason, actor=actor)
+    for name, value in dataclasses.asdict(report).items():
+        if name != "purge":
+            app.echo(f"{name:<16} {printable(str(value), newlines=False)}")
+    for line in (report.purge.purged + report.purge.residues) if report.purge else ():
+        app.echo(f"{'purge':<16} {printable(line, newlines=False)}")
 
 
 @click.command()

@@ -46,6 +46,10 @@ The contract a backend keeps (docs/architecture.md, "The storage seam"):
 * **Erasure** leaves copies a backend may or may not be able to remove
   (free pages, a write-ahead log, dead tuples, replicas, backups):
   :meth:`Backend.purge` removes what it can and names what remains.
+* **Deletion**: a deleted session keeps its header, head and (erased) rows,
+  and one append-only deletion row; :meth:`Reader.session_by_id` and the
+  listings no longer see it, and the database itself refuses to move its
+  head or to make a session with its id or under it.
 * **Errors** surface as :mod:`trajlog.errors` types (``StoreError`` and its
   subclasses), never as the driver's own exceptions.
 """
@@ -132,6 +136,19 @@ class TombstoneRow(NamedTuple):
     actor: str | None
     created_ms: int
     frame: bytes
+
+
+class DeletionRow(NamedTuple):
+    """The record of a deleted session: who deleted it, when, why, and where
+    its log ended (the events under it were erased, each under its own
+    tombstone)."""
+
+    sid: int
+    id: str
+    reason: str
+    actor: str | None
+    deleted_ms: int
+    last_seq: int
 
 
 # One scope a query may see: (scope, scope_key); tenant "" holds global items.
@@ -233,7 +250,17 @@ class MemoryReader(Protocol):
 class Reader(MemoryReader, Protocol):
     """Reads of committed data (or, on a :class:`Writer`, of the transaction)."""
 
-    def session_by_id(self, session_id: str) -> SessionRow | None: ...
+    def session_by_id(self, session_id: str) -> SessionRow | None:
+        """The header of a session that was not deleted (see :meth:`deletion`)."""
+        ...
+
+    def deletion(self, session_id: str) -> DeletionRow | None:
+        """The deletion record of ``session_id`` (None: not deleted)."""
+        ...
+
+    def deletions(self) -> list[DeletionRow]:
+        """Every deletion record, in sid order."""
+        ...
 
     def session_by_sid(self, sid: int) -> SessionRow | None: ...
 
@@ -351,6 +378,12 @@ class Writer(Reader, Protocol):
         return them as they stand in this transaction.  A backend that runs
         one write transaction at a time has nothing to lock and returns ``{}``
         (its ``foreign_commit`` says when cached heads may be stale)."""
+        ...
+
+    def insert_deletion(self, row: DeletionRow) -> None:
+        """Record a session's deletion (append-only): from then on its head
+        does not move and no session is made with its id or as its child --
+        the database refuses them (``SessionDeletedError``)."""
         ...
 
     def insert_session(self, row: SessionRow, last_seq: int, chain_head: int) -> int:
@@ -491,5 +524,5 @@ class Backend(Protocol):
     def closed(self) -> bool: ...
 
 
-__all__ = ["Backend", "Head", "Lease", "LogRange", "MemoryReader", "MemoryRow", "Purge", "Reader",
-           "Scope", "SessionRow", "TombstoneRow", "Writer"]
+__all__ = ["Backend", "DeletionRow", "Head", "Lease", "LogRange", "MemoryReader", "MemoryRow",
+           "Purge", "Reader", "Scope", "SessionRow", "TombstoneRow", "Writer"]

@@ -8,6 +8,7 @@ import apsw
 
 from ..errors import (
     HeadMovedError,
+    SessionDeletedError,
     StoreBusyError,
     StoreClosedError,
     StoreDamagedError,
@@ -16,6 +17,8 @@ from ..errors import (
 
 # the guard trigger's refusal of a chunk that is not its head's next (schema.py)
 _NOT_NEXT = "a chunk starts at its head's next seq"
+# the guard triggers' refusal to write under a deleted session (schema.py V8_DELETED)
+DELETED = "trajlog: the session was deleted"
 
 
 class translate:
@@ -33,9 +36,12 @@ class translate:
             raise StoreClosedError("the store is closed") from exc
         if isinstance(exc, apsw.ConstraintError) and _NOT_NEXT in str(exc):
             raise HeadMovedError(f"another writer moved the session's head: {exc}") from exc
+        if isinstance(exc, apsw.ConstraintError) and DELETED in str(exc):
+            raise SessionDeletedError("the session was deleted: the store refuses to write "
+                                      "to it, fork it or make a session with its id") from exc
         if isinstance(exc, (apsw.CorruptError, apsw.NotADBError)):
             raise StoreDamagedError(f"{type(exc).__name__}: {exc}") from exc
         raise StoreError(f"{type(exc).__name__}: {exc}") from exc
 
 
-__all__ = ["translate"]
+__all__ = ["DELETED", "translate"]

@@ -1,5 +1,6 @@
 """Schema migrations, up to storage v2 (schema 4), its guards (schema 5),
-memory (schema 6) and the call and pause index (schema 7: :func:`to_v7`).
+memory (schema 6), the call and pause index (schema 7: :func:`to_v7`) and deleted
+sessions (schema 8).
 
 Schemas 1-3 are SQL only and run in one transaction.  Schema 4 rewrites a
 store written by trajlog 0.1 (one row per frame) into chunk rows and the event
@@ -57,6 +58,7 @@ from .schema import (
     V7,
     V7_TRIGGERS,
 )
+from .sqlite_deleted import V8_DELETED
 
 
 def _pragma(conn: apsw.Connection, name: str, value: Any = None) -> Any:
@@ -134,6 +136,11 @@ def migrate(conn: apsw.Connection, path: str, *, check: bool = True,
             if int(_pragma(conn, "user_version")) == 6:
                 to_v7(conn)
                 _pragma(conn, "user_version", 7)
+    if found < 8:
+        with _immediate(conn):
+            if int(_pragma(conn, "user_version")) == 7:
+                conn.execute(V8_DELETED)
+                _pragma(conn, "user_version", 8)
     if check:
         check_schema(conn, path)
     return found

@@ -40,6 +40,7 @@ from . import postgres_rows as pr
 from .base import Head, Lease, Purge, SessionRow
 from .event_index import IndexRow
 from .keys import MAX_SESSION_SEQ, no_head
+from .postgres_deleted import PgDeletedWrites
 from .postgres_memory import PgMemoryWrites
 from .postgres_open import (
     SCHEMA_VERSION,
@@ -59,7 +60,7 @@ _IDLE = pq.TransactionStatus.IDLE
 _INTRANS = pq.TransactionStatus.INTRANS
 
 
-class PgWriter(PgMemoryWrites, PgReader):
+class PgWriter(PgDeletedWrites, PgMemoryWrites, PgReader):
     """:class:`~trajlog.storage.base.Writer` over the transaction's connection.
     The heads it locked are kept (and moved with its own appends), so a
     second look at one costs nothing."""

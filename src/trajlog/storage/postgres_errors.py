@@ -19,6 +19,7 @@ import psycopg
 
 from ..errors import (
     SchemaError,
+    SessionDeletedError,
     StoreBusyError,
     StoreClosedError,
     StoreError,
@@ -66,6 +67,9 @@ class PgErrors:
         if state in _BUSY:
             return StoreBusyError(f"{self.location}: a lock stayed held past the lock timeout "
                                   f"({state}: {message})")
+        if state == "TL001" and "trajlog: the session was deleted" in message:
+            return SessionDeletedError("the session was deleted: the store refuses to write "
+                                       "to it, fork it or make a session with its id")
         if state == "TL001" or state.startswith("23"):
             return StoreError(f"refused by the database: {message}")
         if state == "42501":

@@ -11,12 +11,13 @@ from ..codec.chunks import Chunk
 from . import postgres_rows as pr
 from .base import Head, LogRange, SessionRow
 from .event_index import IndexRow, Mark
+from .postgres_deleted import NOT_DELETED, PgDeletedReads
 from .postgres_memory import PgMemoryReads
 
 _R = TypeVar("_R")
 
 
-class PgReader(PgMemoryReads):
+class PgReader(PgDeletedReads, PgMemoryReads):
     """:class:`~trajlog.storage.base.Reader` whose every call is a unit of
     work of its backend (or a read of this thread's snapshot)."""
 
@@ -27,7 +28,7 @@ class PgReader(PgMemoryReads):
         return self._backend._read(fn, args)  # type: ignore[no-any-return]
 
     def session_by_id(self, session_id: str) -> SessionRow | None:
-        rows = self._run(pr.sessions_where, "AND id = %s", (session_id,))
+        rows = self._run(pr.sessions_where, f"AND id = %s {NOT_DELETED}", (session_id,))
         return rows[0] if rows else None
 
     def session_by_sid(self, sid: int) -> SessionRow | None:

@@ -24,6 +24,7 @@ from . import keys
 from .base import Head, Lease, SessionRow
 from .event_index import IndexRow, Mark, unpack_marks
 from .keys import MAX_SESSION_SEQ, bound, i64, no_head, rid, u64
+from .postgres_deleted import NOT_DELETED
 
 Conn = psycopg.Connection[Any]
 T = "tenant_id = current_setting('trajlog.tenant')"
@@ -87,7 +88,7 @@ def sessions_where(conn: Conn, where: str, args: Sequence[Any]) -> list[SessionR
 
 def listing(conn: Conn, include_subagents: bool) -> list[SessionRow]:
     return sessions_where(conn, ("" if include_subagents else "AND origin IS NULL ")
-                          + "ORDER BY sid", ())
+                          + f"{NOT_DELETED} ORDER BY sid", ())
 
 
 def head(conn: Conn, sid: int, lock: bool = False) -> Head:

@@ -40,6 +40,8 @@ transaction's ``trajlog.tenant`` setting.
 
 from __future__ import annotations
 
+from . import postgres_deleted as deleted
+
 PG_SCHEMA_VERSION = 1
 APP_ROLE = "trajlog_app"
 # tables whose rows are history: no TRUNCATE (derived tables may be emptied)
@@ -496,13 +498,14 @@ def ident(name: str) -> str:
 def ddl() -> str:
     """The whole schema's statements (run with ``search_path`` set to the
     schema, which the caller made)."""
-    return "\n".join([TABLES, FUNCTIONS, TRIGGERS, POLICIES,
+    return "\n".join([TABLES, FUNCTIONS, TRIGGERS, POLICIES, deleted.DDL,
                       f"INSERT INTO meta VALUES (1, {PG_SCHEMA_VERSION});"])
 
 
 def grants(schema: str) -> str:
     """The app role's privileges on ``schema``'s tables."""
-    return GRANTS.replace("{schema}", ident(schema))
+    return (GRANTS.replace("{schema}", ident(schema))
+            + deleted.GRANTS.replace("{role}", APP_ROLE))
 
 
 __all__ = ["APP_ROLE", "HISTORY", "PG_SCHEMA_VERSION", "TENANT_TABLES", "ddl", "grants", "ident"]

@@ -10,7 +10,7 @@ from __future__ import annotations
 import apsw
 
 MIN_SQLITE = (3, 51, 3)  # WAL-reset race fixed in 3.51.3 (sqlite.org/wal.html, section 11)
-SCHEMA_VERSION = 7
+SCHEMA_VERSION = 8
 APPLICATION_ID = 0x74726A6C  # "trjl"
 
 # ---------------------------------------------------------------------------

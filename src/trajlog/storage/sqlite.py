@@ -48,12 +48,13 @@ from .errors_map import translate
 from .event_index import IndexRow, Mark
 from .schema import MEMORY_FTS, MIN_SQLITE, SCHEMA_VERSION
 from .sqlite_connect import _pragma, migrate, open_connection, probe, sqlite_version
+from .sqlite_deleted import DeletedReads, DeletedWrites
 from .sqlite_memory import MemoryReads, MemoryWrites
 
 # ---------------------------------------------------------------------------
 # The Backend protocol over those statements.
 
-class SQLiteReader(MemoryReads):
+class SQLiteReader(DeletedReads, MemoryReads):
     """:class:`~trajlog.storage.base.Reader` over one connection."""
 
     def __init__(self, conn: apsw.Connection) -> None:
@@ -165,7 +166,7 @@ class SQLiteReader(MemoryReads):
             return projections.projection_state(self.conn, sid, name, version)
 
 
-class SQLiteWriter(MemoryWrites, SQLiteReader):
+class SQLiteWriter(DeletedWrites, MemoryWrites, SQLiteReader):
     """:class:`~trajlog.storage.base.Writer`: the write connection inside
     ``BEGIN IMMEDIATE``."""
 

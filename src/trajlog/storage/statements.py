@@ -37,6 +37,7 @@ from .keys import (
     rid,
     u64,
 )
+from .sqlite_deleted import NOT_DELETED
 
 SESSION_COLUMNS = ("sid, id, session_key, created_ms, cwd, parent_sid, seed_length, seed_chain, "
                    "origin, delegation_depth, agent_preset, metadata, header_check")
@@ -180,10 +181,11 @@ def session_by_id(conn: apsw.Connection, session_id: str) -> SessionRow | None:
     check covers it): a damaged entry can lead to another session's row or
     to none, so the table itself decides whenever the index does not give
     the row asked for -- a miss costs a scan of the headers."""
-    rows = sessions_where(conn, "WHERE id = ?", (session_id,))
+    rows = sessions_where(conn, f"WHERE id = ? {NOT_DELETED}", (session_id,))
     if rows and rows[0].id == session_id:
         return rows[0]
-    rows = sessions_where(conn, "WHERE +id = ?", (session_id,))  # (+: not through the index)
+    rows = sessions_where(conn, f"WHERE +id = ? {NOT_DELETED}",  # (+: not through the index)
+                          (session_id,))
     return rows[0] if rows else None
 
 
@@ -193,15 +195,15 @@ def listing(conn: apsw.Connection, include_subagents: bool) -> list[SessionRow]:
     heads table names every session -- and one that cannot be read is
     listed as damaged, so that no session is silently left out and the
     others are still listed."""
-    where = "" if include_subagents else "WHERE origin IS NULL"
+    where = "" if include_subagents else "AND origin IS NULL"   # (a deleted one: never)
     try:
-        return sessions_where(conn, f"{where} ORDER BY sid", ())
+        return sessions_where(conn, f"WHERE 1 {NOT_DELETED} {where} ORDER BY sid", ())
     except apsw.CorruptError:
         pass
     sids: set[int] = set()
     for sql in ("SELECT sid FROM session_heads", "SELECT sid FROM sessions"):
         with contextlib.suppress(apsw.CorruptError):   # (what was read before is kept)
-            sids.update(int(r[0]) for r in conn.execute(sql))
+            sids.update(int(r[0]) for r in conn.execute(f"{sql} WHERE 1 {NOT_DELETED}"))
     out = []
     for sid in sorted(sids):
         try:

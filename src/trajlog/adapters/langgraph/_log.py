@@ -58,6 +58,9 @@ ADAPTER = "langgraph-checkpoint"      # the ``adapter`` metadata of a thread's s
 PUT = "checkpoint/put"
 WRITES = "checkpoint/writes"
 DELETED = "checkpoint/delete"
+# after either, the thread starts again: the adapter's marker (a thread whose
+# copies read its events), or the store's last event of a deleted session
+ENDS = frozenset({DELETED, "session/deleted"})
 FORGET = "checkpoint/forget"
 _WINDOW = 32          # first window of a backwards scan for a namespace's head
 _CACHED = 64          # events kept per thread
@@ -68,6 +71,14 @@ def session_id_of(thread_id: str) -> str:
     """The trajlog session id of a LangGraph thread (deterministic; cached:
     every call of the saver asks, and a uuid5 costs a hash and two objects)."""
     return str(uuid.uuid5(NAMESPACE, thread_id))
+
+
+def generation_id(thread_id: str, generation: int) -> str:
+    """The session id of a thread's ``generation``: the first is
+    :func:`session_id_of`; each deletion of the thread (``delete_thread``)
+    moves it to the next, a uuid5 in the first's namespace."""
+    first = session_id_of(thread_id)
+    return first if generation == 0 else str(uuid.uuid5(uuid.UUID(first), str(generation)))
 
 
 def pack(typed: tuple[str, bytes]) -> list[Any]:
@@ -238,7 +249,7 @@ class ThreadLog:
             t = ev.type
             if t in (PUT, WRITES):
                 self._keep(ev)
-            elif t == DELETED:
+            elif t in ENDS:
                 self.cache.clear()
             if self.full:
                 if t == PUT:
@@ -251,7 +262,7 @@ class ThreadLog:
                     key = _writes_key(ev.data)
                     if key is not None:
                         self.writes.setdefault(key, []).append(ev.seq)
-                elif t == DELETED:
+                elif t in ENDS:
                     self.puts.clear()
                     self.writes.clear()
                     self.newest.clear()
@@ -277,7 +288,7 @@ class ThreadLog:
                 head = self.heads.get(key[0]) if key is not None else None
                 if key is not None and head is not None and head[1] == key[1]:
                     head[2].append(ev.seq)
-            elif t == DELETED:
+            elif t in ENDS:
                 self.heads.clear()
                 self.cleared = True
                 self.base = ev.seq + 1
@@ -337,7 +348,7 @@ class ThreadLog:
             lo = max(0, hi - width + 1)
             for ev in reversed(list(self.session.events(lo, hi))):
                 t = ev.type
-                if t == DELETED:
+                if t in ENDS:
                     break
                 if t == WRITES:
                     key = _writes_key(ev.data)
@@ -408,5 +419,5 @@ class ThreadLog:
         return self.base, self.catch_up()
 
 
-__all__ = ["ADAPTER", "DELETED", "FORGET", "NAMESPACE", "PUT", "WRITES", "Head", "ThreadLog",
-           "pack", "pack_tree", "session_id_of", "unpack"]
+__all__ = ["ADAPTER", "DELETED", "ENDS", "FORGET", "NAMESPACE", "PUT", "WRITES", "Head",
+           "ThreadLog", "generation_id", "pack", "pack_tree", "session_id_of", "unpack"]

@@ -20,10 +20,10 @@ other's checkpoints.
   (never the whole log) and keeps what it found, brought up to date from the
   session's last seq on every call -- so it stays right when other processes
   append.  A read by id and ``list`` index the thread once per process.
-* ``delete_thread`` erases the thread's events (``Store.erase``: tombstones,
-  purged) and appends a ``checkpoint/delete`` marker; reads start after it and
-  the thread can be used again.  Events a copy of the thread still inherits
-  are not erased (that would erase the copy): the marker hides them.
+* ``delete_thread`` deletes the thread's session (``Store.delete_session``) and
+  a later ``put`` starts the next one (:mod:`._threads`).  A thread whose
+  copies still inherit its events: its own erased, a ``checkpoint/delete``
+  marker appended; reads start after it (the copies' events: hidden).
 * ``copy_thread`` is a trajlog fork of the source at its last event: nothing is
   copied.  A target that already has a session gets the source's live
   checkpoints and writes appended instead (one transaction).
@@ -74,7 +74,7 @@ from ...api.store import Store
 from ...api.store import open as open_store
 from ...errors import (
     SerializationError,
-    SessionNotFoundError,
+    SessionDeletedError,
     TrajlogError,
     UnredactableValueError,
     ValidationError,
@@ -83,17 +83,18 @@ from ...events import Event
 from ._forget import ERASED, MessageErasure, forget_message
 from ._log import (
     ADAPTER,
-    DELETED,
     PUT,
     WRITES,
     Head,
     ThreadLog,
+    generation_id,
     pack,
     pack_tree,
     session_id_of,
     unpack,
 )
 from ._mirror import Mirror
+from ._threads import delete_thread, forget_thread, open_thread
 
 T = TypeVar("T")
 _THREADS = 1024                       # threads whose index this process keeps
@@ -139,6 +140,7 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         self.async_appends = async_appends
         self._threads: OrderedDict[str, ThreadLog] = OrderedDict()
         self._mirrors: dict[str, Mirror] = {}
+        self._generations: dict[str, int] = {}   # thread -> its session's generation, if not 0
         self._lock = threading.Lock()       # the thread table (executor threads share it)
         self._owned = False
 
@@ -170,25 +172,28 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
         return session_id_of(str(thread_id))
 
     def _thread(self, thread_id: str, *, create: bool) -> ThreadLog | None:
-        sid = session_id_of(thread_id)
+        sid = generation_id(thread_id, self._generations.get(thread_id, 0))
         with self._lock:
             t = self._threads.get(sid)
             if t is not None:
                 self._threads.move_to_end(sid)
                 return t
-        try:
-            session = self.store.session(sid)
-            fresh = False
-        except SessionNotFoundError:
-            if not create:
-                return None
+        sid, n, found = open_thread(self, thread_id)
+        fresh = False
+        if found is not None:
+            session = found
+        elif not create:
+            return None
+        else:
             try:
                 session = self.store.create_session(
-                    metadata={"thread_id": thread_id, "adapter": ADAPTER}, session_id=sid)
+                    metadata={"thread_id": thread_id, "adapter": ADAPTER,
+                              **({"generation": n} if n else {})}, session_id=sid)
                 fresh = True
+            except SessionDeletedError:
+                raise
             except TrajlogError:       # another process created it meanwhile
                 session = self.store.session(sid)
-                fresh = False
         with self._lock:
             known = self._threads.get(sid)
             if known is not None:          # another thread of this process got there first
@@ -391,8 +396,20 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
     def put(self, config: RunnableConfig, checkpoint: Checkpoint, metadata: CheckpointMetadata,
             new_versions: ChannelVersions) -> RunnableConfig:
         """Store a checkpoint (one durable append); returns its config."""
-        t = self._thread(str(config["configurable"]["thread_id"]), create=True)
-        assert t is not None
+        thread = str(config["configurable"]["thread_id"])
+        for again in (True, False):   # (deleted by another process: its next generation)
+            t = self._thread(thread, create=True)
+            assert t is not None
+            try:
+                return self._put(t, config, checkpoint, metadata, new_versions)
+            except SessionDeletedError:
+                forget_thread(self, thread, t.session.id)
+                if not again:
+                    raise
+        raise AssertionError("unreachable")
+
+    def _put(self, t: ThreadLog, config: RunnableConfig, checkpoint: Checkpoint,
+             metadata: CheckpointMetadata, new_versions: ChannelVersions) -> RunnableConfig:
         with t.lock:
             mirrored, data = self._put_items(t, config, checkpoint, metadata, new_versions)
             attempts = list(self._attempts(mirrored, data))
@@ -432,25 +449,11 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
             t.note(events)
 
     def delete_thread(self, thread_id: str) -> None:
-        """Erase every checkpoint and write of the thread (tombstones, purged) and
-        append the marker after which the thread starts again."""
-        t = self._thread(str(thread_id), create=False)
-        if t is None:
-            return
-        with t.lock:
-            base, last = t.live_seqs()
-            if base > last:
-                return              # nothing live: nothing to delete
-            sid = t.session.id
-            # a copy (fork) still reads our events below its seed: hide, never erase, them
-            kept = max((h.seed_length for h in self.store.dependents(sid)), default=0)
-            lo = max(base, t.session.header.seed_length, kept)
-            if lo <= last:
-                self.store.erase(sid, list(range(lo, last + 1)),
-                                 reason="langgraph delete_thread", actor="langgraph")
-            events = [t.session.append(DELETED, {"thread_id": str(thread_id), "from_seq": base,
-                                                 "erased_from": lo, "to_seq": last})]
-            t.note(events)
+        """Delete the thread's session (``Store.delete_session``); a later
+        ``put`` starts the thread again in a new session, never the deleted
+        one.  A thread whose copies read its events: its own events erased and
+        a marker appended instead (:func:`._threads.delete_thread`)."""
+        delete_thread(self, str(thread_id))
 
     ERASED = ERASED     # what erase_message leaves in place of a message's text
 
@@ -488,13 +491,12 @@ class TrajlogSaver(BaseCheckpointSaver[str]):
             last = src.catch_up()
             if last < 0:
                 return
-            try:
-                self.store.session(session_id_of(target))
-            except SessionNotFoundError:
+            sid, n, found = open_thread(self, target)
+            if found is None:
                 try:
-                    src.session.fork(last, session_id=session_id_of(target), metadata={
+                    src.session.fork(last, session_id=sid, metadata={
                         "thread_id": target, "adapter": ADAPTER,
-                        "copied_from": str(source_thread_id)})
+                        "copied_from": str(source_thread_id), **({"generation": n} if n else {})})
                     return
                 except TrajlogError:
                     pass            # created meanwhile: append to it below

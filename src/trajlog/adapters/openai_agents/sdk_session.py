@@ -333,7 +333,10 @@ class TrajlogSession:
         s.append(CLEAR, {"through": s.last_seq})
 
     async def clear_session(self) -> None:
-        """Append ``history/clear`` through the last event: no item stays visible."""
+        """Append ``history/clear`` through the last event: no item stays visible.
+        Not a deletion (the SDK's session stays usable under its id, and its
+        branches read the same events): ``Store.delete_session`` of
+        ``trajlog_id()`` deletes the conversation (docs/deleting.md)."""
         self._check_open()
         await self._run(self._clear_sync, self._branch)
 
