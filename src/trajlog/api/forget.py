@@ -95,10 +95,10 @@ class Forgetting:
         if not seqs:
             raise ErasureError("nothing to erase")
         return self.erase_ref(self._reading.ref_by_id(session_id), seqs, reason=reason,
-                              actor=actor, now_ms=now_ms)
+                              actor=actor, now_ms=now_ms, purge_now=purge_now)
 
     def erase_ref(self, ref: LogRef, seqs: list[int], *, reason: str, actor: str | None,
-                  now_ms: int | None = None) -> PurgeReport:
+                  now_ms: int | None = None, purge_now: bool = True) -> PurgeReport:
         """:meth:`erase` of a session's log by its ref (a deleted session's
         too: its id no longer finds it)."""
         for s in seqs:
