@@ -399,8 +399,12 @@ USAGE = _names(usage=True)
 
 #: the end of a session's log: it takes no more events (``Session.close``)
 CLOSED = "session/closed"
+#: the record of a deletion, the last event of a deleted session's log (``Store.delete_session``)
+DELETED = "session/deleted"
+#: the events that end a log: the write path refuses anything after one
+ENDS_LOG = frozenset({CLOSED, DELETED})
 #: the lifecycle and compaction events the write path's state follows
-WRITE_STATE = LIFECYCLE | {PAUSED, RESUMED, CLOSED}
+WRITE_STATE = LIFECYCLE | {PAUSED, RESUMED} | ENDS_LOG
 WRITE_STATE_PREFIXES = HISTORY_PREFIXES
 
 

@@ -203,3 +203,19 @@ def test_the_asyncio_store_deletes(path):
             with pytest.raises(SessionDeletedError):
                 await store.session(s.id)
     asyncio.run(main())
+
+
+def test_a_closed_session_is_deleted_and_stays_refused(path):
+    # session/deleted is the one event a closed log takes; after it, a write
+    # from a handle held since says deleted (not closed)
+    with trajlog.open(path) as store, trajlog.open(path) as elsewhere:
+        s = store.create_session()
+        _fill(s, 2, 100)
+        s.close(reason="done")
+        held = elsewhere.session(s.id)
+        report = store.delete_session(s.id, reason="r", actor="human:bob")
+        assert not report.already and s.get(s.last_seq).type == "session/deleted"
+        for write in (lambda: s.append("note/x", {}), lambda: held.append("note/x", {})):
+            with pytest.raises(SessionDeletedError, match="human:bob"):
+                write()
+        assert held.verify().ok and store.verify().ok

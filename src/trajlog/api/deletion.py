@@ -7,9 +7,11 @@ A deletion is two steps, each a transaction:
    in one transaction.  From its commit on the
    session is gone from every listing and look-up by id (a look-up raises
    :class:`~trajlog.errors.SessionDeletedError` saying who deleted it and
-   when), and the database itself refuses to move its head, to make a session
-   with its id or under it -- no append, import, fork or adapter write brings
-   it back;
+   when), and no append, import, fork or adapter write brings it back: the
+   write path refuses anything after ``session/deleted`` as after
+   ``session/closed`` (a handle from before follows the log to it), and the
+   header stays, so its id is taken (a new session with it fails the UNIQUE
+   id, mapped to the deletion on that failure only);
 2. the purge: every payload of the session's own log erased under its own
    tombstone, exactly as :meth:`trajlog.Store.erase` does (the same
    machinery: tombstones, blanked rows, dropped projection states, the
@@ -36,14 +38,13 @@ from __future__ import annotations
 import time
 
 from ..errors import DependentSessionsError, ErasureError, InvalidArgumentError
+from ..event_types import DELETED
 from ..storage import Request
 from ..storage.base import DeletionRow, Reader, Writer
 from .deleted import DeleteReport
 from .forget import Forgetting
 from .handles import LogRef
 from .session import Engines
-
-DELETED = "session/deleted"
 
 
 def _live_children(reader: Reader, ref: LogRef) -> list[str]:

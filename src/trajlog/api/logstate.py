@@ -30,7 +30,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from ..errors import header_mismatch, index_mismatch
-from ..event_types import CLOSED, CLOSES_STEP, CLOSES_TURN, OPENS_STEP, OPENS_TURN
+from ..event_types import CLOSES_STEP, CLOSES_TURN, DELETED, ENDS_LOG, OPENS_STEP, OPENS_TURN
 from ..events import Event
 from ..lifecycle import Phase, Tracker
 from ..redaction import PAUSED, RESUMED
@@ -62,7 +62,8 @@ class LogState:
     small_bytes: int = 0  # their raw bytes (a run at full size asks for a repack)
     turn_ended: bool = False
     paused: bool = False  # a redaction/paused with no redaction/resumed after it
-    closed: int | None = None  # the seq of the log's session/closed (it takes no more)
+    closed: int | None = None  # the seq of the log's session/closed or /deleted (no more)
+    deleted: bool = False  # ``closed`` is a session/deleted (a refusal says deleted)
     # the compactions of seqs up to ``base`` are not in ``compactions`` (the
     # state began there: they are looked up when a compaction needs them)
     base: int = -1
@@ -87,8 +88,9 @@ class StateIndex:
         turn, step = self._turn_at(tx, ref, upto)
         tracker = Tracker(turn, step, prior=self._prior(ref, upto))
         paused = self._pause_at(tx, ref, upto) is not None
+        end = self.closed_at(tx, ref, upto)
         return LogState(upto, chain, lease, tracker, paused=paused, base=upto,
-                        closed=self.closed_at(tx, ref, upto))
+                        closed=None if end is None else upto, deleted=end == DELETED)
 
     def at_cut(self, child: LogRef) -> LogState:
         """The state of a child just made with no events of its own, whose
@@ -176,17 +178,18 @@ class StateIndex:
         self._indexed(tx, ref, paused, PAUSED)
         return paused
 
-    def closed_at(self, tx: Writer, ref: LogRef, upto: int) -> int | None:
-        """``upto`` if the event there, the last of ``ref``'s own log, is its
-        ``session/closed`` (None: open) -- one index row read: nothing follows
-        a ``session/closed``.  Its own log decides: a fork of a closed session
-        is open."""
+    def closed_at(self, tx: Writer, ref: LogRef, upto: int) -> str | None:
+        """The type of the event at ``upto``, the last of ``ref``'s own log,
+        if it ends the log (``session/closed`` or ``session/deleted``; None:
+        open) -- one index row read: nothing follows either.  Its own log
+        decides: a fork of a closed session is open."""
         if upto < ref.seed:
             return None
         rows = tx.index_rows(ref.sid, upto - 1, upto)
-        if rows and rows[-1].seq == upto and rows[-1].type == CLOSED:
-            self._indexed(tx, ref, upto, CLOSED)
-            return upto
+        if rows and rows[-1].seq == upto and rows[-1].type in ENDS_LOG:
+            end = rows[-1].type
+            self._indexed(tx, ref, upto, end)
+            return end
         return None
 
     def pause_in_force(self, tx: Writer, parent: LogRef, upto: int) -> tuple[LogRef, int] | None:

@@ -67,9 +67,11 @@ from ..errors import (
     InvalidStateError,
     LogMovedError,
     SessionClosedError,
+    SessionDeletedError,
     ValidationError,
+    session_deleted,
 )
-from ..event_types import CLOSED
+from ..event_types import CLOSED, DELETED
 from ..events import Event, check_json, decode_event, encode_event
 from ..lifecycle import Plan
 from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
@@ -197,11 +199,17 @@ def hold_pause(ref: LogRef, paused: bool, first: int, rows: list[Row],
 
 # -- 6a. a closed log ----------------------------------------------------------------------
 
-def check_close(ref: LogRef, state: LogState, events: Sequence[Event], first: int) -> None:
+def check_close(tx: Reader, ref: LogRef, state: LogState, events: Sequence[Event],
+                first: int) -> None:
     """Refuse any event after a ``session/closed`` (in the log or earlier in
-    the batch), and a ``session/closed`` while a turn, a step or a tool call
-    is open (recovery could not close them after it)."""
+    the batch) or a ``session/deleted`` (but a closed session's deletion
+    record), and a ``session/closed`` while a turn, a step or a tool call is
+    open (recovery could not close them after it)."""
     if state.closed is not None:
+        if state.deleted:   # (the record read on this refusal only)
+            raise deleted_log(tx, ref)
+        if len(events) == 1 and events[0].type == DELETED:
+            return   # a closed session deleted: its record is the one event after the end
         raise SessionClosedError(ref.id, first, events[0].type, state.closed)
     at = next(i for i, e in enumerate(events) if e.type == CLOSED)
     if at != len(events) - 1:
@@ -215,6 +223,16 @@ def check_close(ref: LogRef, state: LogState, events: Sequence[Event], first: in
         raise InvalidStateError(f"session {ref.id}: session/closed refused at seq "
                                 f"{first + at}: a turn, step or tool call is still open "
                                 "(end it first)")
+
+
+def deleted_log(tx: Reader, ref: LogRef) -> SessionDeletedError:
+    """The refusal of a write to ``ref``, whose log ends with ``session/deleted``:
+    who deleted it, when and why, from its deletion record."""
+    gone = tx.deletion(ref.id)
+    if gone is None:   # (the event without its record: a deletion cut short)
+        return SessionDeletedError(f"session {ref.id} was deleted: its log ends with "
+                                   "session/deleted", session=ref.id)
+    return session_deleted(gone.id, gone.reason, gone.actor, gone.deleted_ms)
 
 
 # -- 8. rules checked against the log ------------------------------------------------------

@@ -40,7 +40,7 @@ from ..errors import (
     PayloadTooLargeError,
     SerializationError,
 )
-from ..event_types import CLOSED, WRITE_STATE, WRITE_STATE_PREFIXES
+from ..event_types import CLOSED, DELETED, ENDS_LOG, WRITE_STATE, WRITE_STATE_PREFIXES
 from ..events import (
     ENVELOPE_FIELDS,
     KNOWN_SHAPES,
@@ -180,7 +180,7 @@ class WriteEngine:
         if state is not None and last_seq >= state.synced_seq:
             # Another writer appended: follow its events (a log only grows).
             if last_seq > state.synced_seq:
-                state.paused, state.closed = self._follow(
+                state.paused, state.closed, state.deleted = self._follow(
                     tx, ref, state.tracker, state.compactions, state.synced_seq, last_seq,
                     state.paused, state.closed)
             state.synced_seq, state.chain, state.lease, state.stale = last_seq, chain, lease, False
@@ -202,10 +202,13 @@ class WriteEngine:
 
     def _follow(self, tx: Writer, ref: LogRef, tracker: Tracker,
                 compactions: list[tuple[int, int]], after: int, upto: int,
-                paused: bool = False, closed: int | None = None) -> tuple[bool, int | None]:
+                paused: bool = False, closed: int | None = None,
+                ) -> tuple[bool, int | None, bool]:
         """Advance ``tracker`` and ``compactions`` over ``ref``'s own events
         ``after + 1 .. upto`` (verified; only the types they follow decoded);
-        returns the redaction pause after them and where the log closed."""
+        returns the redaction pause after them, where the log ended, and
+        whether that end is a deletion."""
+        deleted = False
         for ev in self._reading.events(ref, max(after + 1, ref.seed), upto, want=_followed,
                                        reader=tx):
             tracker.feed(ev)
@@ -213,8 +216,9 @@ class WriteEngine:
             if found is not None:
                 compactions.append(found)
             paused = p if (p := pause_state(ev.type)) is not None else paused
-            closed = ev.seq if ev.type == CLOSED else closed
-        return paused, closed
+            if ev.type in ENDS_LOG:
+                closed, deleted = ev.seq, ev.type == DELETED
+        return paused, closed, deleted
 
     def pause_in_force(self, tx: Writer, parent: LogRef, upto: int) -> tuple[LogRef, int] | None:
         """The ``redaction/paused`` in force at seq ``upto`` of ``parent`` --
@@ -456,7 +460,7 @@ class WriteEngine:
         closing = (events[0].type == CLOSED if len(events) == 1   # (inline: no call)
                    else CLOSED in [e.type for e in events])
         if state.closed is not None or closing:
-            check_close(ref, state, events, first)
+            check_close(tx, ref, state, events, first)
         # 6. a pause refuses content; a finding that pauses adds redaction/paused
         if pauses(paused, rows, events, redactor is not None):
             rows, paused = hold_pause(ref, paused, first, rows)

@@ -61,6 +61,7 @@ from contextlib import AbstractContextManager
 from typing import NamedTuple, Protocol
 
 from ..codec.chunks import Chunk
+from ..errors import session_deleted
 from .event_index import IndexRow, Mark
 
 
@@ -149,6 +150,15 @@ class DeletionRow(NamedTuple):
     actor: str | None
     deleted_ms: int
     last_seq: int
+
+
+def refuse_deleted_id(reader: Reader, session_id: str) -> None:
+    """Raise :class:`~trajlog.errors.SessionDeletedError` if ``session_id`` is
+    a deleted session's (its header stays, so a new session with its id fails
+    the header's UNIQUE id): the slow path of a refused insert only."""
+    gone = reader.deletion(session_id)
+    if gone is not None:
+        raise session_deleted(gone.id, gone.reason, gone.actor, gone.deleted_ms)
 
 
 # One scope a query may see: (scope, scope_key); tenant "" holds global items.

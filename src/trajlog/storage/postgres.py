@@ -37,7 +37,7 @@ from ..errors import (
     TransactionConflictError,
 )
 from . import postgres_rows as pr
-from .base import Head, Lease, Purge, SessionRow
+from .base import Head, Lease, Purge, SessionRow, refuse_deleted_id
 from .event_index import IndexRow
 from .keys import MAX_SESSION_SEQ, no_head
 from .postgres_deleted import PgDeletedWrites
@@ -128,6 +128,8 @@ class PgWriter(PgDeletedWrites, PgMemoryWrites, PgReader):
             return self._run(pr.insert_session, row, last_seq, chain_head)
         except StoreError as exc:
             if isinstance(exc.__cause__, psycopg.errors.UniqueViolation):
+                # a deleted session keeps its id (read outside this aborted transaction)
+                refuse_deleted_id(self._backend.reader(), row.id)
                 # another connection made this session id meanwhile (a writer
                 # looks before it makes one): run the transaction again
                 raise TransactionConflictError(

@@ -23,9 +23,11 @@ NOT_DELETED = (f"AND NOT EXISTS (SELECT 1 FROM deleted_sessions d WHERE d.{T} "
                "AND d.sid = sessions.sid)")
 _REFUSE = "RAISE EXCEPTION USING ERRCODE = 'TL001', MESSAGE = "
 
-# One append-only row per deleted session; the guards refuse a chunk
-# appended under it (its head never moves again), a session made with its id
-# or under it, and a deletion row that does not name its session's header.
+# One append-only row per deleted session; the guards refuse a deletion row
+# that does not name its session's header, any change of one, and a fork or
+# subagent made under a deleted session (a session with no parent skips the
+# guard).  No trigger on chunks (every append): the write path refuses to
+# follow a log's session/deleted; the header stays (its id is taken).
 DDL = f"""
 CREATE TABLE deleted_sessions(
     tenant_id  text   NOT NULL DEFAULT current_setting('trajlog.tenant'),
@@ -50,22 +52,11 @@ BEGIN
     RETURN NEW;
 END $$;
 
-CREATE FUNCTION chunks_not_deleted() RETURNS trigger LANGUAGE plpgsql
+CREATE FUNCTION sessions_not_under_deleted() RETURNS trigger LANGUAGE plpgsql
 SET search_path FROM CURRENT AS $$
 BEGIN
     IF EXISTS (SELECT 1 FROM deleted_sessions
-                WHERE tenant_id = NEW.tenant_id AND sid = NEW.cid >> 32) THEN
-        {_REFUSE} 'trajlog: the session was deleted';
-    END IF;
-    RETURN NEW;
-END $$;
-
-CREATE FUNCTION sessions_not_deleted() RETURNS trigger LANGUAGE plpgsql
-SET search_path FROM CURRENT AS $$
-BEGIN
-    IF EXISTS (SELECT 1 FROM deleted_sessions
-                WHERE tenant_id = NEW.tenant_id
-                  AND (id = NEW.id OR sid = NEW.parent_sid)) THEN
+                WHERE tenant_id = NEW.tenant_id AND sid = NEW.parent_sid) THEN
         {_REFUSE} 'trajlog: the session was deleted';
     END IF;
     RETURN NEW;
@@ -77,10 +68,10 @@ CREATE TRIGGER deleted_sessions_fixed BEFORE UPDATE OR DELETE ON deleted_session
     FOR EACH ROW EXECUTE FUNCTION refuse('deletions are append-only');
 CREATE TRIGGER deleted_sessions_no_truncate BEFORE TRUNCATE ON deleted_sessions
     FOR EACH STATEMENT EXECUTE FUNCTION refuse('deleted_sessions is append-only');
-CREATE TRIGGER chunks_not_deleted BEFORE INSERT ON chunks
-    FOR EACH ROW EXECUTE FUNCTION chunks_not_deleted();
-CREATE TRIGGER sessions_not_deleted BEFORE INSERT ON sessions
-    FOR EACH ROW EXECUTE FUNCTION sessions_not_deleted();
+
+CREATE TRIGGER sessions_not_under_deleted BEFORE INSERT ON sessions
+    FOR EACH ROW WHEN (NEW.parent_sid IS NOT NULL)
+    EXECUTE FUNCTION sessions_not_under_deleted();
 
 ALTER TABLE deleted_sessions ENABLE ROW LEVEL SECURITY;
 ALTER TABLE deleted_sessions FORCE ROW LEVEL SECURITY;

@@ -37,6 +37,7 @@ from ..codec.chunks import Chunk
 from ..errors import (
     SchemaError,
     StoreClosedError,
+    StoreError,
 )
 from . import call_rows
 from . import memory_rows as mr
@@ -48,7 +49,7 @@ from .errors_map import translate
 from .event_index import IndexRow, Mark
 from .schema import MEMORY_FTS, MIN_SQLITE, SCHEMA_VERSION
 from .sqlite_connect import _pragma, migrate, open_connection, probe, sqlite_version
-from .sqlite_deleted import DeletedReads, DeletedWrites
+from .sqlite_deleted import DeletedReads, DeletedWrites, refuse_deleted_id
 from .sqlite_memory import MemoryReads, MemoryWrites
 
 # ---------------------------------------------------------------------------
@@ -175,8 +176,13 @@ class SQLiteWriter(DeletedWrites, MemoryWrites, SQLiteReader):
         self.foreign_commit = foreign_commit
 
     def insert_session(self, row: SessionRow, last_seq: int, chain_head: int) -> int:
-        with translate():
-            return st.insert_session(self.conn, row, last_seq, chain_head)
+        try:
+            with translate():
+                return st.insert_session(self.conn, row, last_seq, chain_head)
+        except StoreError as exc:
+            if isinstance(exc.__cause__, apsw.ConstraintError):
+                refuse_deleted_id(self, row.id)   # (a deleted session keeps its id)
+            raise
 
     def append(self, sid: int, chunks: Sequence[Chunk], index: Sequence[IndexRow],
                marks: Sequence[bytes | None], calls: Sequence[tuple[str, int]] = ()) -> None:

@@ -9,14 +9,18 @@ from typing import Any
 
 import apsw
 
-from .base import DeletionRow
+from .base import DeletionRow, refuse_deleted_id
 from .errors_map import translate
 
 # Schema 8 (migrate.py runs it after 7): one append-only row per deleted
 # session -- who, when, why, where its log ended.  What the triggers stop: a
-# chunk appended to a deleted session's log (its head never moves again), a
-# session made with a deleted id or under a deleted parent, a deletion row
-# that does not name its session's header, any UPDATE or DELETE of one.
+# deletion row that does not name its session's header, any UPDATE or DELETE
+# of one, a fork or subagent made under a deleted session (from a handle
+# held since: a fork reads no more of its parent than the turn it cuts at; a
+# session with no parent skips the look-up).  No trigger on chunks (every
+# append): a deleted log ends with session/deleted, which the write path
+# refuses to follow as it refuses session/closed; and the header stays, so a
+# new session with its id fails the UNIQUE id (mapped to the deletion then).
 V8_DELETED = """
     CREATE TABLE deleted_sessions(
         sid        INTEGER PRIMARY KEY REFERENCES sessions(sid),
@@ -33,13 +37,9 @@ V8_DELETED = """
     BEGIN SELECT RAISE(ABORT, 'trajlog: deletions are append-only'); END;
     CREATE TRIGGER deleted_sessions_no_delete BEFORE DELETE ON deleted_sessions
     BEGIN SELECT RAISE(ABORT, 'trajlog: deletions are append-only'); END;
-    CREATE TRIGGER chunks_not_deleted BEFORE INSERT ON chunks
-    WHEN EXISTS (SELECT 1 FROM deleted_sessions WHERE sid = NEW.cid >> 32)
-    BEGIN SELECT RAISE(ABORT, 'trajlog: the session was deleted'); END;
-    CREATE TRIGGER sessions_not_deleted BEFORE INSERT ON sessions
-    WHEN EXISTS (SELECT 1 FROM deleted_sessions WHERE id = NEW.id)
-      OR (NEW.parent_sid IS NOT NULL
-          AND EXISTS (SELECT 1 FROM deleted_sessions WHERE sid = NEW.parent_sid))
+    CREATE TRIGGER sessions_not_under_deleted BEFORE INSERT ON sessions
+    WHEN NEW.parent_sid IS NOT NULL
+     AND EXISTS (SELECT 1 FROM deleted_sessions WHERE sid = NEW.parent_sid)
     BEGIN SELECT RAISE(ABORT, 'trajlog: the session was deleted'); END;
 """
 
@@ -77,4 +77,4 @@ class DeletedWrites:
                               tuple(row))
 
 
-__all__ = ["NOT_DELETED", "V8_DELETED", "DeletedReads", "DeletedWrites"]
+__all__ = ["NOT_DELETED", "V8_DELETED", "DeletedReads", "DeletedWrites", "refuse_deleted_id"]
