@@ -656,7 +656,9 @@ TRIGGERS = ("chunks_append", "chunks_advance_head", "chunks_repack", "chunks_cov
             "tombstones_append", "tombstones_no_update", "tombstones_no_delete",
             "memories_advance_head", "tombstones_advance_head", "memory_head_forward",
             "memory_head_no_delete", "memory_head_once",
-            "call_index_no_update", "call_index_no_delete")
+            "call_index_no_update", "call_index_no_delete",
+            "deleted_sessions_names_header", "deleted_sessions_no_update",
+            "deleted_sessions_no_delete", "sessions_not_under_deleted")
 INDEXES = ("event_index_idempotency", "event_index_markers", "memories_scope", "memories_merge",
            "memories_key", "memories_source", "memories_expiry", "memories_until",
            "tombstones_event", "tombstones_memory", "event_index_pauses")
@@ -876,6 +878,17 @@ def _cases() -> None:
          sql("INSERT OR REPLACE INTO call_index(sid, call_id, seq) VALUES (?, 'c1', 30)",
              sid(P)), apsw_=FOUND, damage=[at(P, 3)])
 
+    # -- deleted_sessions (the template deletes none: every row is a forgery) ---------------
+    tb = "deleted_sessions"
+    # the guard refuses a deletion row that names no header; with triggers off
+    # one gets in and hides nothing (no session has that sid).  A forged row
+    # naming a live session's header hides that session from every look-up:
+    # no outcome of this matrix (the probes cannot reach the session), and
+    # verify() does not yet check a deletion row against its session/deleted.
+    case(tb, "a deletion row naming no session's header",
+         sql("INSERT INTO deleted_sessions VALUES (999, 'no-such-id', 'r', NULL, 0, -1)"),
+         sqlite3_=REFUSED, off=HARMLESS)
+
     # -- event_index ------------------------------------------------------------------------
     tb = "event_index"
     case(tb, "type relabelled: user/message marked turn/end (a fork would cut there)",
@@ -1041,7 +1054,8 @@ def _cases() -> None:
              sql("DELETE FROM sqlite_schema WHERE type = 'index' AND name = ?", const(name)),
              wschema=AT_OPEN, apsw_=None, off=None)
     for name in ("sessions", "session_heads", "chunks", "event_index", "projection_states",
-                 "memories", "tombstones", "memory_head", "scrub", "call_index"):
+                 "memories", "tombstones", "memory_head", "scrub", "call_index",
+                 "deleted_sessions"):
         case(tb, f"DROP TABLE {name}", sql(f"DROP TABLE {name}"), **at_open)
     for alter in ("chunks RENAME TO old_chunks", "sessions ADD COLUMN note TEXT",
                   "event_index RENAME COLUMN idempotency_key TO key",
