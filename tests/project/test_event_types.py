@@ -265,7 +265,8 @@ def test_the_other_derived_sets():
         "request/retry"}
     assert {"assistant/message", "tool/call", "tool/result", "tool/cancel",
             "turn/start", "turn/end", "step/start", "step/end",
-            "redaction/paused", "redaction/resumed", "session/closed"} == et.WRITE_STATE
+            "redaction/paused", "redaction/resumed", "session/closed", "session/deleted",
+            } == et.WRITE_STATE
     assert et.CHECKED_PREFIXES == ("compaction/",) and "event/status" in et.CHECKED
 
 
