@@ -391,8 +391,8 @@ def _downgrade_to_v6(path: Path) -> None:
     conn.execute("DROP TABLE call_index; DROP INDEX event_index_pauses; "
                  "DROP TRIGGER event_index_no_delete; "
                  "DELETE FROM event_index WHERE type IN ('redaction/paused', "
-                 "'redaction/resumed'); DROP TRIGGER chunks_not_deleted; "
-                 "DROP TRIGGER sessions_not_deleted; DROP TABLE deleted_sessions;")
+                 "'redaction/resumed'); DROP TRIGGER sessions_not_under_deleted; "
+                 "DROP TABLE deleted_sessions;")
     conn.execute(guard)
     conn.execute("PRAGMA user_version = 6")
     conn.close()
