@@ -13,7 +13,7 @@ def register(cli: click.Group) -> None:
 
 
 @click.command()
-@click.argument("query", required=False)
+@click.argument("words", nargs=-1, metavar="[QUERY]...")
 @click.option("--limit", type=click.IntRange(min=1, max=10_000), default=20, show_default=True)
 @click.option("--session", "sessions", multiple=True, metavar="SESSION",
               help="Only this session (id or unique prefix; repeatable).")
@@ -35,7 +35,7 @@ def register(cli: click.Group) -> None:
 @click.option("--drop-index", is_flag=True, help="Drop the derived index and exit.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per hit.")
 @click.pass_obj
-def search(app: App, query: str | None, limit: int, sessions: tuple[str, ...],
+def search(app: App, words: tuple[str, ...], limit: int, sessions: tuple[str, ...],
            identity: str | None, cwd: str | None, types: tuple[str, ...], since: str | None,
            until: str | None, branch: str | None, data_class: str | None, no_catch_up: bool,
            rebuild_index: bool, drop_index: bool, as_json: bool) -> None:
@@ -43,6 +43,7 @@ def search(app: App, query: str | None, limit: int, sessions: tuple[str, ...],
     results, summaries) for every word of QUERY: ranked hits, each with its
     session, seq, a snippet and the command that shows it. The index is
     derived from the logs and caught up before the search."""
+    query = " ".join(words)
     store = app.store()
     if drop_index:
         store.drop_search_index()
