@@ -169,7 +169,11 @@ class Searcher:
 
     def _write(self, sid: int, docs: list[DocRow], first: int, upto: int) -> int:
         with self._backend.transaction() as w:
-            # an erasure that committed since the read: its event stays out
+            # the tombstone head's lock (held by every erasure until it
+            # commits): an erasure either committed before -- its tombstone
+            # is read here and its event stays out -- or waits for this
+            # commit, and its tombstone write then deletes these documents
+            w.max_tid()
             gone = set(w.erased_seqs(sid, first, upto))
             kept = [d for d in docs if d.seq not in gone]
             w.index_events(sid, kept, upto)
