@@ -38,11 +38,12 @@ def _docs(store: Any) -> int:
 
 def _fill(store: Any) -> tuple[Any, Any]:
     a = store.create_session(cwd="/repo", metadata={"tenant": "acme", "user": "bob"})
-    a.append("user/message", {"content": "the quokka test is flaky again"})
-    a.append("assistant/message", {"content": "running the quokka suite"})
-    a.append("note", {"text": "quokka quokka quokka"}, branch_id="b2")
+    a.append("user/message", {"content": "the quokka test is flaky again"}, time=1000)
+    a.append("assistant/message", {"content": "running the quokka suite"}, time=2000)
+    a.append("note", {"text": "quokka quokka quokka"}, branch_id="b2", time=3000)
     b = store.create_session(cwd="/other", metadata={"tenant": "globex"})
-    b.append("user/message", {"content": "facts about the quokka"}, data_class="restricted")
+    b.append("user/message", {"content": "facts about the quokka"}, data_class="restricted",
+             time=4000)
     return a, b
 
 

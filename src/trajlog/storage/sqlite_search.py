@@ -13,6 +13,7 @@ filters and the anti-join with the tombstones in one WHERE, then the rank.
 
 from __future__ import annotations
 
+import weakref
 from collections.abc import Sequence
 from typing import Any
 
@@ -139,18 +140,33 @@ def set_mark(conn: apsw.Connection, sid: int, seq: int) -> None:
                  "DO UPDATE SET seq = max(seq, excluded.seq)", (sid, seq))
 
 
+# connection -> (its data version, whether the index exists then): the index
+# is made and dropped only by other (migration) connections, whose commits
+# move the data version, so an erasure's tombstones ask the schema once
+_SEEN: weakref.WeakKeyDictionary[apsw.Connection, tuple[int, bool]] = (
+    weakref.WeakKeyDictionary())
+
+
+def _exists_seen(conn: apsw.Connection) -> bool:
+    version = conn.data_version()
+    seen = _SEEN.get(conn)
+    if seen is None or seen[0] != version:
+        seen = _SEEN[conn] = (version, exists(conn))
+    return seen[1]
+
+
 def unindex(conn: apsw.Connection, sid: int, seqs: Sequence[int]) -> int:
     """Delete the documents of ``sid``'s ``seqs`` (their words go from the
-    FTS5 pages too: secure-delete); a missing index holds nothing."""
-    if not exists(conn):
+    FTS5 pages too: secure-delete); a missing index holds nothing (and costs
+    no statement)."""
+    if not _exists_seen(conn):
         return 0
     n = 0
     for seq in seqs:
-        rows = conn.execute("SELECT doc FROM search_fts_docs WHERE sid = ? AND seq = ?",
-                            (sid, seq)).fetchall()
+        rows = conn.execute("DELETE FROM search_fts_docs WHERE sid = ? AND seq = ? "
+                            "RETURNING doc", (sid, seq)).fetchall()
         for (doc,) in rows:
             conn.execute("DELETE FROM search_fts WHERE rowid = ?", (doc,))
-            conn.execute("DELETE FROM search_fts_docs WHERE doc = ?", (doc,))
             n += 1
     return n
 
