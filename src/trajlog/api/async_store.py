@@ -164,5 +164,13 @@ class AsyncStore:
     rebuild_memory_index = off_loop(Store.rebuild_memory_index)
     drop_memory_index = off_loop(Store.drop_memory_index)
 
+    # -- search across sessions -------------------------------------------------------
+
+    search = off_loop(Store.search)
+    update_search_index = off_loop(Store.update_search_index)
+    search_indexer = off_loop(Store.search_indexer)
+    rebuild_search_index = off_loop(Store.rebuild_search_index)
+    drop_search_index = off_loop(Store.drop_search_index)
+
 
 __all__ = ["AsyncMemoryView", "AsyncSession", "AsyncStore", "open"]

@@ -44,6 +44,7 @@ from .reading import LogReader, VerifyReport
 from .recover import Recovery
 from .repack import Repacker
 from .session import Engines, Session
+from .session_search import Searcher, SearchResult
 from .stats import StoreStats, store_stats
 from .sweeper import Sweeper, SweepReport, apply_all, plan_all
 from .write_stages import Row, returned, turn_marker
@@ -185,6 +186,7 @@ class Store:
         self._sweeper = Sweeper(backend, reading, self._forget, lambda: writer.appends,
                                 retention)
         self._loader = Loader(self._e)
+        self._search = Searcher(backend, reading)
         writer_opened(options.writer_id)
         # dropped without close(): its leases die with it
         self._finalizer = weakref.finalize(self, writer_closed, options.writer_id)
@@ -213,6 +215,7 @@ class Store:
             return
         try:
             self._sweeper.close()
+            self._search.close()
             self._e.repacker.close()
             self._e.writer.leases.release_all()
             self._e.writer.commit.stop()
@@ -469,6 +472,53 @@ class Store:
         canonical rows until :meth:`rebuild_memory_index`)."""
         self._check_open()
         self._e.backend.memory_index(False)
+
+    def search(self, query: str, *, limit: int = 20, sessions: Iterable[str] | None = None,
+               tenant: str | None = None, user: str | None = None, cwd: str | None = None,
+               since_ms: int | None = None, until_ms: int | None = None,
+               types: Iterable[str] | None = None, branch: str | None = None,
+               data_class: str | None = None, catch_up: bool = True,
+               marks: tuple[str, str] = ("[", "]")) -> SearchResult:
+        """Search the text of every session's events (messages, tool calls
+        and results, summaries) for every word of ``query``: ranked hits,
+        best first, each with its session, seq, a snippet (matched words
+        between ``marks``) and links for the CLI and the viewer.  The filters
+        (sessions, the header's ``tenant``/``user``, cwd, event time, type --
+        ``"tool/"`` a family --, branch, data class) are applied in the query,
+        before the rank.  First catches the derived index up to the committed
+        heads (``catch_up=False``: search what is indexed); the result's
+        ``as_of_ms`` says up to when.  See docs/search.md."""
+        self._check_open()
+        return self._search.search(
+            query, limit=limit, sessions=None if sessions is None else list(sessions),
+            tenant=tenant, user=user, cwd=cwd, since_ms=since_ms, until_ms=until_ms,
+            types=None if types is None else list(types), branch=branch,
+            data_class=data_class, catch_up=catch_up, marks=marks)
+
+    def update_search_index(self) -> int:
+        """Catch the derived search index up to the committed heads (a host
+        calls it at turn end, off the append's path); how many events it
+        indexed."""
+        self._check_open()
+        return self._search.update()[0]
+
+    def search_indexer(self, interval_s: float | None = 1.0) -> None:
+        """Start (or, with None, stop) a background thread that catches the
+        search index up every ``interval_s`` seconds; off by default, stopped
+        by :meth:`close`."""
+        self._check_open()
+        self._search.background(interval_s)
+
+    def rebuild_search_index(self) -> int:
+        """Drop the derived search index and make it again from the logs;
+        how many events it holds."""
+        self._check_open()
+        return self._search.rebuild()
+
+    def drop_search_index(self) -> None:
+        """Drop the derived search index (the next search makes it again)."""
+        self._check_open()
+        self._search.drop()
 
     def _check_open(self) -> None:
         if self._e.backend.closed:

@@ -12,11 +12,12 @@ from . import postgres_rows as pr
 from .base import Head, LogRange, SessionRow
 from .event_index import IndexRow, Mark
 from .postgres_memory import PgMemoryReads
+from .postgres_search import PgSearchReads
 
 _R = TypeVar("_R")
 
 
-class PgReader(PgMemoryReads):
+class PgReader(PgSearchReads, PgMemoryReads):
     """:class:`~trajlog.storage.base.Reader` whose every call is a unit of
     work of its backend (or a read of this thread's snapshot)."""
 
