@@ -406,6 +406,18 @@ class RetentionRulesError(InvalidArgumentError):
                          else f"retention rules: {why}")
 
 
+class StoredRetentionRulesError(RetentionRulesError):
+    """The retention rules stored in a store (its global ``policy`` item
+    under the reserved key) do not read as rules: ``item`` and ``version``
+    say which stored version, ``rule`` which rule (None: the value as a
+    whole)."""
+
+    def __init__(self, item: str, version: int, rule: str | None, why: str) -> None:
+        self.item = item
+        self.version = version
+        super().__init__(rule, f"{why} (stored in memory item {item} version {version})")
+
+
 class ReplayError(InvalidArgumentError):
     """A run that cannot be replayed: no such run in the session, or it
     recorded nothing a model input can be rebuilt from (no
@@ -562,6 +574,7 @@ __all__ = [
     "StoreClosedError",
     "StoreDamagedError",
     "StoreError",
+    "StoredRetentionRulesError",
     "TornTailError",
     "TrajlogError",
     "TransactionConflictError",

@@ -30,6 +30,7 @@ from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionRe
 from ..memory.audit import audit
 from ..memory.retention_rules import RetentionRules
 from ..memory.search_index import deploy_global, rebuild
+from ..memory.stored_rules import load_rules, save_rules
 from ..projections.engine import StateCache
 from ..redaction import RedactionPolicy, Redactor
 from ..storage import Backend, Request, Writer
@@ -46,7 +47,7 @@ from .repack import Repacker
 from .session import Engines, Session
 from .session_search import Searcher, SearchResult
 from .stats import StoreStats, store_stats
-from .sweeper import Sweeper, SweepReport, apply_all, plan_all
+from .sweeper import Sweeper, SweeperStatus, SweepReport, apply_all, plan_all
 from .write_stages import Row, returned, turn_marker
 from .writer import WriteEngine
 
@@ -106,7 +107,9 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
     ``redaction`` scans every payload and memory item before it is written
     and routes each identity's privacy mode (:mod:`trajlog.redaction`).
     ``retention`` sets the store's retention rules by kind, and whether a
-    background sweeper applies them (docs/retention.md).
+    background sweeper applies them, for this store object; without it, the
+    rules saved in the store (:meth:`Store.set_retention`) apply
+    (docs/retention.md).
     """
     return Store(path, durability=durability, tenant=tenant,
                  lock_timeout_ms=lock_timeout_ms if busy_timeout_ms is None else busy_timeout_ms,
@@ -169,9 +172,17 @@ class Store:
             raise TypeError(f"tenant must be str, not {type(tenant).__name__}")
         if retention is not None and not isinstance(retention, RetentionRules):
             raise TypeError(f"retention must be RetentionRules, not {type(retention).__name__}")
+        opened = backend is None
         if backend is None:
             backend = open_backend(os.fspath(path), durability=durability,
                                    lock_timeout_ms=lock_timeout_ms, tenant=tenant)
+        if retention is None:   # (rules given at open override the stored ones)
+            try:
+                retention = load_rules(backend)
+            except BaseException:
+                if opened:
+                    backend.close()
+                raise
         durability = backend.durability
         options = Options(durability, lease_ttl_ms, max_delegation_depth, new_writer_id())
         reading = LogReader(backend, Compressor())
@@ -424,9 +435,11 @@ class Store:
 
     @property
     def retention(self) -> RetentionRules | None:
-        """The store's retention rules (None: only sessions' own policies).
-        Set at :func:`open`; assigning new rules applies them from the next
-        pass (a sweeper starts if they ask for one and none runs)."""
+        """The retention rules in effect (None: only sessions' own policies):
+        those given to :func:`open`, else those saved in the store when it
+        was opened.  Assigning new rules applies them to this store object
+        only, from the next pass (a sweeper starts if they ask for one and
+        none runs); :meth:`set_retention` also saves them."""
         return self._sweeper.rules
 
     @retention.setter
@@ -435,6 +448,28 @@ class Store:
             raise TypeError(f"retention must be RetentionRules, not {type(rules).__name__}")
         self._check_open()
         self._sweeper.set_rules(rules)
+
+    def set_retention(self, rules: RetentionRules | None, *, actor: str) -> str:
+        """Save ``rules`` in the store (None: clear them) -- the next version
+        of a global ``policy`` item, audited like any deployment -- so every
+        store opened on it later applies them, and apply them here now (as
+        :attr:`retention`).  Idempotent; returns the item id."""
+        self._check_open()
+        item_id = save_rules(self._e.backend, rules, actor=actor)
+        self._sweeper.set_rules(rules)
+        return item_id
+
+    def stored_retention(self) -> RetentionRules | None:
+        """The rules saved in the store now (None: none), whatever this store
+        object applies; a stored value that is not rules is a
+        :class:`~trajlog.errors.StoredRetentionRulesError`."""
+        self._check_open()
+        return load_rules(self._e.backend)
+
+    def sweeper_status(self) -> SweeperStatus:
+        """Whether the background sweeper runs, its passes and the errors
+        its background passes hit (never raised into a caller)."""
+        return self._sweeper.status()
 
     def sweep_retention(self, now_ms: int | None = None) -> SweepReport:
         """One bounded pass of the store's rules, as the background sweeper
