@@ -26,11 +26,11 @@ from ..errors import (
 )
 from ..events import Event, SessionHeader
 from ..interop.protocols import ChainCheck, Item, Loaded, SessionSpec
-from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionReport
+from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport
 from ..memory.audit import audit
 from ..memory.retention_rules import RetentionRules
 from ..memory.search_index import deploy_global, rebuild
-from ..memory.stored_rules import load_rules, save_rules
+from ..memory.stored_rules import load_rules
 from ..projections.engine import StateCache
 from ..redaction import RedactionPolicy, Redactor
 from ..storage import Backend, Request, Writer
@@ -45,9 +45,11 @@ from .reading import LogReader, VerifyReport
 from .recover import Recovery
 from .repack import Repacker
 from .session import Engines, Session
-from .session_search import Searcher, SearchResult
+from .session_search import Searcher
 from .stats import StoreStats, store_stats
-from .sweeper import Sweeper, SweeperStatus, SweepReport, apply_all, plan_all
+from .store_retention import RetentionFace
+from .store_search import SearchFace
+from .sweeper import Sweeper
 from .write_stages import Row, returned, turn_marker
 from .writer import WriteEngine
 
@@ -143,7 +145,7 @@ class StoreAudit:
                                       for r in self.sessions.values())
 
 
-class Store:
+class Store(RetentionFace, SearchFace):
     """One trajlog database.  Thread-safe; open one per process and share it.
 
     Use :func:`trajlog.open`.  Close it (or use it as a context manager) to
@@ -417,67 +419,6 @@ class Store:
         seqs = [seq] if isinstance(seq, int) else list(seq)
         return self._forget.erase(session_id, seqs, reason=reason, actor=actor)
 
-    def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
-        """Apply every recorded retention policy now: items past their TTL or
-        their ``until_event`` are revoked, event payloads past their
-        session's ``retention/policy`` erased, then the store's
-        :attr:`retention` rules -- each under a tombstone with its reason (the
-        rule), with the same purge.  Idempotent."""
-        self._check_open()
-        return apply_all(self._forget, self._sweeper, now_ms)
-
-    def retention_plan(self, now_ms: int | None = None) -> tuple[
-            list[tuple[str, str]], list[tuple[str, list[int], str]]]:
-        """What :meth:`apply_retention` would remove at ``now_ms``, writing
-        nothing: ``(item id, reason)`` pairs and ``(session id, seqs, reason)``."""
-        self._check_open()
-        return plan_all(self._forget, self._sweeper, now_ms)
-
-    @property
-    def retention(self) -> RetentionRules | None:
-        """The retention rules in effect (None: only sessions' own policies):
-        those given to :func:`open`, else those saved in the store when it
-        was opened.  Assigning new rules applies them to this store object
-        only, from the next pass (a sweeper starts if they ask for one and
-        none runs); :meth:`set_retention` also saves them."""
-        return self._sweeper.rules
-
-    @retention.setter
-    def retention(self, rules: RetentionRules | None) -> None:
-        if rules is not None and not isinstance(rules, RetentionRules):
-            raise TypeError(f"retention must be RetentionRules, not {type(rules).__name__}")
-        self._check_open()
-        self._sweeper.set_rules(rules)
-
-    def set_retention(self, rules: RetentionRules | None, *, actor: str) -> str:
-        """Save ``rules`` in the store (None: clear them) -- the next version
-        of a global ``policy`` item, audited like any deployment -- so every
-        store opened on it later applies them, and apply them here now (as
-        :attr:`retention`).  Idempotent; returns the item id."""
-        self._check_open()
-        item_id = save_rules(self._e.backend, rules, actor=actor)
-        self._sweeper.set_rules(rules)
-        return item_id
-
-    def stored_retention(self) -> RetentionRules | None:
-        """The rules saved in the store now (None: none), whatever this store
-        object applies; a stored value that is not rules is a
-        :class:`~trajlog.errors.StoredRetentionRulesError`."""
-        self._check_open()
-        return load_rules(self._e.backend)
-
-    def sweeper_status(self) -> SweeperStatus:
-        """Whether the background sweeper runs, its passes and the errors
-        its background passes hit (never raised into a caller)."""
-        return self._sweeper.status()
-
-    def sweep_retention(self, now_ms: int | None = None) -> SweepReport:
-        """One bounded pass of the store's rules, as the background sweeper
-        runs it (at most ``per_pass`` events read; :mod:`.sweeper`)."""
-        self._check_open()
-        rules = self._sweeper.rules
-        return self._sweeper.sweep(now_ms, limit=rules.per_pass if rules is not None else 1)
-
     def verify(self) -> StoreAudit:
         """Verify every session (each on its own: one damaged session never
         stops the others) and the memory layer; reported, never raised."""
@@ -507,53 +448,6 @@ class Store:
         canonical rows until :meth:`rebuild_memory_index`)."""
         self._check_open()
         self._e.backend.memory_index(False)
-
-    def search(self, query: str, *, limit: int = 20, sessions: Iterable[str] | None = None,
-               tenant: str | None = None, user: str | None = None, cwd: str | None = None,
-               since_ms: int | None = None, until_ms: int | None = None,
-               types: Iterable[str] | None = None, branch: str | None = None,
-               data_class: str | None = None, catch_up: bool = True,
-               marks: tuple[str, str] = ("[", "]")) -> SearchResult:
-        """Search the text of every session's events (messages, tool calls
-        and results, summaries) for every word of ``query``: ranked hits,
-        best first, each with its session, seq, a snippet (matched words
-        between ``marks``) and links for the CLI and the viewer.  The filters
-        (sessions, the header's ``tenant``/``user``, cwd, event time, type --
-        ``"tool/"`` a family --, branch, data class) are applied in the query,
-        before the rank.  First catches the derived index up to the committed
-        heads (``catch_up=False``: search what is indexed); the result's
-        ``as_of_ms`` says up to when.  See docs/search.md."""
-        self._check_open()
-        return self._search.search(
-            query, limit=limit, sessions=None if sessions is None else list(sessions),
-            tenant=tenant, user=user, cwd=cwd, since_ms=since_ms, until_ms=until_ms,
-            types=None if types is None else list(types), branch=branch,
-            data_class=data_class, catch_up=catch_up, marks=marks)
-
-    def update_search_index(self) -> int:
-        """Catch the derived search index up to the committed heads (a host
-        calls it at turn end, off the append's path); how many events it
-        indexed."""
-        self._check_open()
-        return self._search.update()[0]
-
-    def search_indexer(self, interval_s: float | None = 1.0) -> None:
-        """Start (or, with None, stop) a background thread that catches the
-        search index up every ``interval_s`` seconds; off by default, stopped
-        by :meth:`close`."""
-        self._check_open()
-        self._search.background(interval_s)
-
-    def rebuild_search_index(self) -> int:
-        """Drop the derived search index and make it again from the logs;
-        how many events it holds."""
-        self._check_open()
-        return self._search.rebuild()
-
-    def drop_search_index(self) -> None:
-        """Drop the derived search index (the next search makes it again)."""
-        self._check_open()
-        self._search.drop()
 
     def _check_open(self) -> None:
         if self._e.backend.closed:
