@@ -155,8 +155,8 @@ deps-check:
 # AddressSanitizer + UBSan; the interpreter gets libasan preloaded.  Left out
 # there: the tests of layers that reach the core only through the append and
 # read paths the rest of the suite already drives (the importers, the shell,
-# the viewer, the context builder, the adapters, the PostgreSQL backend's own tests) and the
-# static checks: they
+# the viewer, the context builder, the provider converters, the adapters, the PostgreSQL
+# backend's own tests) and the static checks: they
 # run under both kernels in `make test`, and keep the sanitized run short.
 SAN_SKIP := $(foreach t,tests/viewer tests/postgres tests/cli/test_cli.py tests/cli/test_cli_edges.py \
 	tests/interop/test_aider.py tests/interop/test_claude_code.py \
@@ -164,7 +164,7 @@ SAN_SKIP := $(foreach t,tests/viewer tests/postgres tests/cli/test_cli.py tests/
 	tests/interop/test_inspect_ai.py tests/interop/test_openhands.py \
 	tests/interop/test_swe_agent.py tests/interop/test_realdata.py \
 	tests/projections/test_context.py tests/project/test_architecture.py tests/project/test_api_surface.py \
-	tests/adapters,--ignore=$(t))
+	tests/providers tests/adapters,--ignore=$(t))
 sanitize: deps-test cwarn  ## run the test suite on an ASan+UBSan build of the C core
 	rm -rf $(BUILD)/asan && mkdir -p $(BUILD)/asan
 	cp -r src/trajlog $(BUILD)/asan/trajlog && rm -rf $(BUILD)/asan/trajlog/_tlcore* \

@@ -431,6 +431,18 @@ class RetentionRulesError(InvalidArgumentError):
                          else f"retention rules: {why}")
 
 
+class StoredRetentionRulesError(RetentionRulesError):
+    """The retention rules stored in a store (its global ``policy`` item
+    under the reserved key) do not read as rules: ``item`` and ``version``
+    say which stored version, ``rule`` which rule (None: the value as a
+    whole)."""
+
+    def __init__(self, item: str, version: int, rule: str | None, why: str) -> None:
+        self.item = item
+        self.version = version
+        super().__init__(rule, f"{why} (stored in memory item {item} version {version})")
+
+
 class ReplayError(InvalidArgumentError):
     """A run that cannot be replayed: no such run in the session, or it
     recorded nothing a model input can be rebuilt from (no
@@ -552,68 +564,23 @@ def unexpected(exc: Exception) -> TrajlogError:
     return wrapped
 
 
-__all__ = [
-    "ArgumentTypeError",
-    "BackendUnavailableError",
-    "ChainError",
-    "ChecksumError",
-    "CorruptionError",
-    "CrossScopeError",
-    "DelegationLimitError",
-    "DependentSessionsError",
-    "ErasedEventError",
-    "ErasureError",
-    "ForkUnavailableError",
-    "FormatError",
-    "GlobalScopeReadOnlyError",
-    "HeadMismatchError",
-    "HeadMovedError",
-    "IdempotencyConflictError",
-    "ImportConflictError",
-    "ImportFormatError",
-    "InstructionPoisoningError",
-    "InvalidArgumentError",
-    "InvalidStateError",
-    "LeaseHeldError",
-    "LiveWriterError",
-    "LogMovedError",
-    "MemoryAccessError",
-    "MemoryNotFoundError",
-    "MemoryStateError",
-    "MigrationError",
-    "PayloadTooLargeError",
-    "PrecedentPoisoningError",
-    "PromotionRefusedError",
-    "RedactionPausedError",
-    "RedactionRefusedError",
-    "ReplayError",
-    "RetentionRulesError",
-    "SchemaError",
-    "SequenceError",
-    "SerializationError",
-    "SessionClosedError",
-    "SessionDeletedError",
-    "SessionNotFoundError",
-    "StoreBusyError",
-    "StoreClosedError",
-    "StoreDamagedError",
-    "StoreError",
-    "TornTailError",
-    "TrajlogError",
-    "TransactionConflictError",
-    "UnbalancedLogError",
-    "UnredactableValueError",
-    "UnsupportedFormatError",
-    "UnverifiedFactError",
-    "ValidationError",
-    "error_for",
-    "head_mismatch",
-    "header_mismatch",
-    "index_mismatch",
-    "orphaned_rows",
-    "record_damaged",
-    "repack_refused",
-    "row_damaged",
-    "session_deleted",
-    "unexpected",
-]
+__all__ = ["ArgumentTypeError", "BackendUnavailableError", "ChainError",
+           "ChecksumError", "CorruptionError", "CrossScopeError",
+           "DelegationLimitError", "DependentSessionsError", "ErasedEventError",
+           "ErasureError", "ForkUnavailableError", "FormatError",
+           "GlobalScopeReadOnlyError", "HeadMismatchError", "HeadMovedError",
+           "IdempotencyConflictError", "ImportConflictError", "ImportFormatError",
+           "InstructionPoisoningError", "InvalidArgumentError", "InvalidStateError",
+           "LeaseHeldError", "LiveWriterError", "LogMovedError", "MemoryAccessError",
+           "MemoryNotFoundError", "MemoryStateError", "MigrationError",
+           "PayloadTooLargeError", "PrecedentPoisoningError", "PromotionRefusedError",
+           "RedactionPausedError", "RedactionRefusedError", "ReplayError",
+           "RetentionRulesError", "SchemaError", "SequenceError", "SerializationError",
+           "SessionClosedError", "SessionDeletedError", "SessionNotFoundError",
+           "StoreBusyError", "StoreClosedError", "StoreDamagedError", "StoreError",
+           "StoredRetentionRulesError", "TornTailError", "TrajlogError",
+           "TransactionConflictError", "UnbalancedLogError", "UnredactableValueError",
+           "UnsupportedFormatError", "UnverifiedFactError", "ValidationError",
+           "error_for", "head_mismatch", "header_mismatch", "index_mismatch",
+           "orphaned_rows", "record_damaged", "repack_refused", "row_damaged",
+           "session_deleted", "unexpected"]

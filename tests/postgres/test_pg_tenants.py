@@ -13,7 +13,8 @@ from trajlog import Identity
 from trajlog.errors import SessionNotFoundError
 
 TABLES = ("sessions", "session_heads", "chunks", "event_index", "call_index", "memories",
-          "tombstones", "memory_head", "memory_text", "projection_states")
+          "tombstones", "memory_head", "memory_text", "projection_states", "search_text",
+          "search_marks")
 
 
 @pytest.fixture
@@ -36,6 +37,7 @@ def two_tenants(pg: Cluster, schema: str) -> dict[str, str]:
             gone = mem.remember("user", "fact", {"text": f"{tenant} memo"})
             mem.remember("user", "fact", {"text": f"{tenant} kept memo"})
             mem.revoke(gone.id, reason="r")
+            assert store.search("secret")   # (the search index's rows)
             store.erase(s.id, [1], reason="r")
             ids[tenant] = s.id
     return ids
@@ -54,6 +56,11 @@ def _counts(url: str, schema: str, tenant: str | None) -> dict[str, int]:
 def test_pg_a_store_sees_only_its_tenant(pg: Cluster, schema: str, two_tenants):
     with open_store(pg.app_url, schema, "acme") as acme:
         assert [h.id for h in acme.sessions()] == [two_tenants["acme"]]
+        # search: the same words in both tenants, only acme's rows found (and
+        # its erased message's words in neither)
+        hits = acme.search("ok")
+        assert hits and {h.session_id for h in hits} == {two_tenants["acme"]}
+        assert acme.search("secret").hits == () and acme.search("globex").hits == ()
         with pytest.raises(SessionNotFoundError):
             acme.load(two_tenants["globex"])
         mem = acme.memory(Identity("shared-name", user="u"))

@@ -95,6 +95,10 @@ class ProtocolOnlyBackend:
         self.calls["memory_index"] += 1
         self._real.memory_index(present)
 
+    def search_index(self, present: bool) -> None:
+        self.calls["search_index"] += 1
+        self._real.search_index(present)
+
     def close(self) -> None:
         self._real.close()
 
@@ -128,6 +132,9 @@ def test_backend_seam_the_whole_api_runs_on_the_protocol_alone(tmp_path):
         assert projections.model_history(s) and projections.status(s).turn_open_since is None
         projections.checkpoint(s)
         assert [h.id for h in store.sessions()] == [s.id, child.id]
+        assert [(h.session_id, h.seq) for h in store.search("crash")] == [(s.id, 14)]
+        store.erase(s.id, 14, reason="r")
+        assert not store.search("crash") and store.rebuild_search_index() >= 10
     used = {k.split(".")[0] for k in backend.calls}
     assert {"Reader", "Writer", "Snapshot", "transaction"} <= used
     assert backend.calls["Writer.append"] >= 10

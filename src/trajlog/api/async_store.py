@@ -161,9 +161,20 @@ class AsyncStore:
     apply_retention = off_loop(Store.apply_retention)
     retention_plan = off_loop(Store.retention_plan)
     sweep_retention = off_loop(Store.sweep_retention)
+    set_retention = off_loop(Store.set_retention)
+    stored_retention = off_loop(Store.stored_retention)
+    sweeper_status = off_loop(Store.sweeper_status)
     verify_memory = off_loop(Store.verify_memory)
     rebuild_memory_index = off_loop(Store.rebuild_memory_index)
     drop_memory_index = off_loop(Store.drop_memory_index)
+
+    # -- search across sessions -------------------------------------------------------
+
+    search = off_loop(Store.search)
+    update_search_index = off_loop(Store.update_search_index)
+    search_indexer = off_loop(Store.search_indexer)
+    rebuild_search_index = off_loop(Store.rebuild_search_index)
+    drop_search_index = off_loop(Store.drop_search_index)
 
 
 __all__ = ["AsyncMemoryView", "AsyncSession", "AsyncStore", "open"]

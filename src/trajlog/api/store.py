@@ -26,10 +26,11 @@ from ..errors import (
 )
 from ..events import Event, SessionHeader
 from ..interop.protocols import ChainCheck, Item, Loaded, SessionSpec
-from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport, RetentionReport
+from ..memory import Identity, MemoryAudit, MemoryView, PurgeReport
 from ..memory.audit import audit
 from ..memory.retention_rules import RetentionRules
 from ..memory.search_index import deploy_global, rebuild
+from ..memory.stored_rules import load_rules
 from ..projections.engine import StateCache
 from ..redaction import RedactionPolicy, Redactor
 from ..storage import Backend, Request, Writer
@@ -46,8 +47,11 @@ from .reading import LogReader, VerifyReport
 from .recover import Recovery
 from .repack import Repacker
 from .session import Engines, Session
+from .session_search import Searcher
 from .stats import StoreStats, store_stats
-from .sweeper import Sweeper, SweepReport, apply_all, plan_all
+from .store_retention import RetentionFace
+from .store_search import SearchFace
+from .sweeper import Sweeper
 from .write_stages import Row, returned, turn_marker
 from .writer import WriteEngine
 
@@ -107,7 +111,9 @@ def open(path: str = "trajlog.db", durability: str = "full", *,
     ``redaction`` scans every payload and memory item before it is written
     and routes each identity's privacy mode (:mod:`trajlog.redaction`).
     ``retention`` sets the store's retention rules by kind, and whether a
-    background sweeper applies them (docs/retention.md).
+    background sweeper applies them, for this store object; without it, the
+    rules saved in the store (:meth:`Store.set_retention`) apply
+    (docs/retention.md).
     """
     return Store(path, durability=durability, tenant=tenant,
                  lock_timeout_ms=lock_timeout_ms if busy_timeout_ms is None else busy_timeout_ms,
@@ -141,7 +147,7 @@ class StoreAudit:
                                       for r in self.sessions.values())
 
 
-class Store:
+class Store(RetentionFace, SearchFace):
     """One trajlog database.  Thread-safe; open one per process and share it.
 
     Use :func:`trajlog.open`.  Close it (or use it as a context manager) to
@@ -170,9 +176,17 @@ class Store:
             raise TypeError(f"tenant must be str, not {type(tenant).__name__}")
         if retention is not None and not isinstance(retention, RetentionRules):
             raise TypeError(f"retention must be RetentionRules, not {type(retention).__name__}")
+        opened = backend is None
         if backend is None:
             backend = open_backend(os.fspath(path), durability=durability,
                                    lock_timeout_ms=lock_timeout_ms, tenant=tenant)
+        if retention is None:   # (rules given at open override the stored ones)
+            try:
+                retention = load_rules(backend)
+            except BaseException:
+                if opened:
+                    backend.close()
+                raise
         durability = backend.durability
         options = Options(durability, lease_ttl_ms, max_delegation_depth, new_writer_id())
         reading = LogReader(backend, Compressor())
@@ -187,6 +201,7 @@ class Store:
         self._sweeper = Sweeper(backend, reading, self._forget, lambda: writer.appends,
                                 retention)
         self._loader = Loader(self._e)
+        self._search = Searcher(backend, reading)
         writer_opened(options.writer_id)
         # dropped without close(): its leases die with it
         self._finalizer = weakref.finalize(self, writer_closed, options.writer_id)
@@ -215,6 +230,7 @@ class Store:
             return
         try:
             self._sweeper.close()
+            self._search.close()
             self._e.repacker.close()
             self._e.writer.leases.release_all()
             self._e.writer.commit.stop()
@@ -416,43 +432,6 @@ class Store:
         (docs/deleting.md)."""
         self._check_open()
         return delete_session(self._e, self._forget, session_id, reason=reason, actor=actor)
-
-    def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
-        """Apply every recorded retention policy now: items past their TTL or
-        their ``until_event`` are revoked, event payloads past their
-        session's ``retention/policy`` erased, then the store's
-        :attr:`retention` rules -- each under a tombstone with its reason (the
-        rule), with the same purge.  Idempotent."""
-        self._check_open()
-        return apply_all(self._forget, self._sweeper, now_ms)
-
-    def retention_plan(self, now_ms: int | None = None) -> tuple[
-            list[tuple[str, str]], list[tuple[str, list[int], str]]]:
-        """What :meth:`apply_retention` would remove at ``now_ms``, writing
-        nothing: ``(item id, reason)`` pairs and ``(session id, seqs, reason)``."""
-        self._check_open()
-        return plan_all(self._forget, self._sweeper, now_ms)
-
-    @property
-    def retention(self) -> RetentionRules | None:
-        """The store's retention rules (None: only sessions' own policies).
-        Set at :func:`open`; assigning new rules applies them from the next
-        pass (a sweeper starts if they ask for one and none runs)."""
-        return self._sweeper.rules
-
-    @retention.setter
-    def retention(self, rules: RetentionRules | None) -> None:
-        if rules is not None and not isinstance(rules, RetentionRules):
-            raise TypeError(f"retention must be RetentionRules, not {type(rules).__name__}")
-        self._check_open()
-        self._sweeper.set_rules(rules)
-
-    def sweep_retention(self, now_ms: int | None = None) -> SweepReport:
-        """One bounded pass of the store's rules, as the background sweeper
-        runs it (at most ``per_pass`` events read; :mod:`.sweeper`)."""
-        self._check_open()
-        rules = self._sweeper.rules
-        return self._sweeper.sweep(now_ms, limit=rules.per_pass if rules is not None else 1)
 
     def verify(self) -> StoreAudit:
         """Verify every session (each on its own: one damaged session never

@@ -68,6 +68,20 @@ class SweepReport:
     purged: tuple[str, ...] = ()   # a bounded pass: its one purge, after its last erasure
 
 
+@dataclass(frozen=True, slots=True)
+class SweeperStatus:
+    """What the background sweeper is doing: ``running`` (its thread is
+    alive), ``passes`` (sweeps run by this store object: the thread's,
+    ``sweep_retention``'s and ``apply_retention``'s), ``last`` (the last pass's
+    report, or None) and ``errors`` (what background passes hit, oldest
+    first, the last 64: they are kept here, never raised into a caller)."""
+
+    running: bool
+    passes: int
+    last: SweepReport | None
+    errors: tuple[BaseException, ...]
+
+
 Plan = tuple[list[tuple[str, str]], list[tuple[str, list[int], str]]]
 
 
@@ -93,6 +107,7 @@ class Sweeper:
         self._thread: threading.Thread | None = None
         self.passes: deque[SweepReport] = deque(maxlen=64)   # the last passes, for hosts
         self.errors: deque[BaseException] = deque(maxlen=64)  # what background passes hit
+        self.count = 0   # passes run
 
     def set_rules(self, rules: RetentionRules | None) -> None:
         """New rules: every cursor starts over (what was kept for good may go
@@ -261,6 +276,7 @@ class Sweeper:
         report = SweepReport(read, tuple(erased), tuple(revoked), transactions, yielded,
                              tuple(purges), purged)
         self.passes.append(report)
+        self.count += 1
         return report
 
     def _yield(self) -> int:
@@ -305,6 +321,11 @@ class Sweeper:
     def running(self) -> bool:
         return self._thread is not None and self._thread.is_alive()
 
+    def status(self) -> SweeperStatus:
+        """(:meth:`Store.sweeper_status`.)"""
+        return SweeperStatus(self.running, self.count, self.passes[-1] if self.passes else None,
+                             tuple(self.errors))
+
     def close(self) -> None:
         """Stop the background sweeper (a pass under way ends after its
         current transaction) and wait for its thread."""
@@ -336,4 +357,5 @@ def plan_all(forget: Forgetting, sweeper: Sweeper, now_ms: int | None) -> Plan:
     return items + [(i, why) for i, why in more_items if i not in seen], events + more_events
 
 
-__all__ = ["MAX_YIELD_SECONDS", "QUIET_SECONDS", "SweepReport", "Sweeper", "apply_all", "plan_all"]
+__all__ = ["MAX_YIELD_SECONDS", "QUIET_SECONDS", "SweepReport", "Sweeper", "SweeperStatus",
+           "apply_all", "plan_all"]

@@ -37,6 +37,7 @@ from .. import errors
 from ..api import Session, schema_of
 from ..api.store import Store
 from ..api.store import open as open_store
+from ..memory.retention_rules import RetentionRules
 from ..storage.factory import exists, is_server, redact
 from ..storage.factory import kind as backend_kind
 
@@ -151,7 +152,9 @@ class App:
         if self._store is None:
             if not create:
                 self._readable()
-            self._store = open_store(self.db, tenant=self.tenant)
+            # no background sweeper in a command (a read writes nothing): the
+            # stored rules are applied only by `trajlog retention`, when asked
+            self._store = open_store(self.db, tenant=self.tenant, retention=RetentionRules())
         return self._store
 
     def _readable(self) -> None:
@@ -309,7 +312,7 @@ def complete_session(ctx: click.Context, param: click.Parameter,
     if not exists(db):
         return []
     try:
-        with open_store(db) as store:
+        with open_store(db, retention=RetentionRules()) as store:
             return [click.shell_completion.CompletionItem(h.id, help=kind(h))
                     for h in store.sessions(include_subagents=True)
                     if h.id.startswith(incomplete.lower())][:200]

@@ -178,18 +178,42 @@ def rm(app: App, session: str, reason: str, actor: str | None, yes: bool) -> Non
 @click.option("--now-ms", type=click.IntRange(0, 2**63 - 1),
               help="The time to apply them at, in ms since the epoch (default: now).")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per removal.")
+@click.option("--save", is_flag=True,
+              help="Save the rules given with --rule in the store: every store opened on it "
+                   "applies them.")
+@click.option("--clear", is_flag=True, help="Remove the rules saved in the store.")
+@click.option("--actor", default="trajlog-cli", show_default=True,
+              help="Who saves or clears the rules (kept in the rules' audit).")
 @click.pass_obj
 def retention(app: App, plan_only: bool, apply_now: bool, rules: tuple[str, ...],
-              session_memory: str | None, now_ms: int | None, as_json: bool) -> None:
+              session_memory: str | None, now_ms: int | None, as_json: bool, save: bool,
+              clear: bool, actor: str) -> None:
     """Show (--plan, the default) or --apply what retention removes: the
-    sessions' recorded policies and the store rules given with --rule (each
-    removal a tombstone whose reason names its rule)."""
+    sessions' recorded policies and the store rules -- those given with
+    --rule, else those saved in the store (each removal a tombstone whose
+    reason names its rule).  --save stores the --rule rules, --clear removes
+    them."""
     if plan_only and apply_now:
         fail("--plan and --apply exclude each other")
     parsed = _rules(rules, session_memory)
+    if save and parsed is None:
+        fail("--save saves the rules given with --rule or --session-memory")
+    if save and clear:
+        fail("--save and --clear exclude each other")
     store = app.store()
-    if parsed is not None:
-        store.retention = parsed
+    if save or clear:
+        item = store.set_retention(parsed if save else None, actor=actor)
+        if as_json:
+            app.json({"saved" if save else "cleared": item, "rules": None if parsed is None
+                      else parsed.to_dict()})
+        else:
+            app.echo(f"{'saved' if save else 'cleared'} the store's retention rules "
+                     f"(memory item {item})")
+        if not (plan_only or apply_now):
+            return
+    stored = store.stored_retention() if parsed is None else parsed
+    # (this command applies the rules itself: no background sweeper)
+    store.retention = None if stored is None else dataclasses.replace(stored, sweep_seconds=None)
     now = now_ms if now_ms is not None else time.time_ns() // 1_000_000
     if not apply_now:
         due_items, due_events = store.retention_plan(now)

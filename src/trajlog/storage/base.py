@@ -48,8 +48,15 @@ The contract a backend keeps (docs/architecture.md, "The storage seam"):
   :meth:`Backend.purge` removes what it can and names what remains.
 * **Deletion**: a deleted session keeps its header, head and (erased) rows,
   and one append-only deletion row; :meth:`Reader.session_by_id` and the
-  listings no longer see it, and the database itself refuses to move its
-  head or to make a session with its id or under it.
+  listings no longer see it.  Its log ends with ``session/deleted``, so
+  the write state's terminal check refuses a later append (as after
+  ``session/closed``); the header's unique id refuses a session made with its
+  id, and a guard on the sessions table one made under it.
+* **Search**: the event search index is derived (made, dropped, rebuilt
+  from the logs) and never written by an append; the tombstone write of an
+  event's erasure (:meth:`Writer.insert_tombstone`) deletes the event's
+  documents in the same transaction -- the one path every erasure,
+  deletion and retention takes.
 * **Errors** surface as :mod:`trajlog.errors` types (``StoreError`` and its
   subclasses), never as the driver's own exceptions.
 """
@@ -63,6 +70,7 @@ from typing import NamedTuple, Protocol
 from ..codec.chunks import Chunk
 from ..errors import session_deleted
 from .event_index import IndexRow, Mark
+from .search_model import DocRow, SearchFilter, SearchRow
 
 
 class SessionRow(NamedTuple):
@@ -257,7 +265,27 @@ class MemoryReader(Protocol):
         ...
 
 
-class Reader(MemoryReader, Protocol):
+class SearchReader(Protocol):
+    """Reads of the derived event search index."""
+
+    def search_index_exists(self) -> bool: ...
+
+    def search_behind(self) -> list[tuple[int, int, int]]:
+        """``(sid, first seq to index, last committed seq)`` of every session
+        whose committed head is past its mark (the last seq indexed)."""
+        ...
+
+    def search_events(self, words: Sequence[str], f: SearchFilter, limit: int,
+                      marks: tuple[str, str]) -> list[SearchRow]:
+        """Documents holding every one of ``words``, the filters (and the
+        absence of a tombstone) in the statement before the rank, best
+        first; snippets highlighted between ``marks``."""
+        ...
+
+    def search_index_rows(self) -> int: ...
+
+
+class Reader(SearchReader, MemoryReader, Protocol):
     """Reads of committed data (or, on a :class:`Writer`, of the transaction)."""
 
     def session_by_id(self, session_id: str) -> SessionRow | None:
@@ -439,7 +467,16 @@ class Writer(Reader, Protocol):
 
     def optimize_memory_index(self) -> None: ...
 
-    def insert_tombstone(self, row: TombstoneRow) -> None: ...
+    def insert_tombstone(self, row: TombstoneRow) -> None:
+        """Store a tombstone; an event's also deletes the event's search
+        documents (in this transaction)."""
+        ...
+
+    def index_events(self, sid: int, docs: Sequence[DocRow], upto: int) -> None:
+        """Add search documents of ``sid`` and move its mark to ``upto``."""
+        ...
+
+    def unindex_events(self, sid: int, seqs: Sequence[int]) -> int: ...
 
     def rewrite_chunk(self, sid: int, chunk: Chunk) -> None:
         """Store a row's body with erased payloads blanked (same frames and chains)."""
@@ -526,6 +563,10 @@ class Backend(Protocol):
         """Make or drop the derived memory full-text index."""
         ...
 
+    def search_index(self, present: bool) -> None:
+        """Make (empty) or drop the derived event search index."""
+        ...
+
     def close(self) -> None:
         """Close every connection; later calls raise ``StoreClosedError``."""
         ...
@@ -535,4 +576,4 @@ class Backend(Protocol):
 
 
 __all__ = ["Backend", "DeletionRow", "Head", "Lease", "LogRange", "MemoryReader", "MemoryRow",
-           "Purge", "Reader", "Scope", "SessionRow", "TombstoneRow", "Writer"]
+           "Purge", "Reader", "Scope", "SearchReader", "SessionRow", "TombstoneRow", "Writer"]

@@ -157,11 +157,12 @@ _EXPECTED: frozenset[tuple[str, str, str, str | None]] | None = None
 
 def _objects(conn: apsw.Connection) -> frozenset[tuple[str, str, str, str | None]]:
     # sqlite_stat* tables belong to ANALYZE, which changes no guarantee; the
-    # tables of memory_fts are derived (dropped and rebuilt at will).
+    # tables of memory_fts and search_fts are derived (dropped and rebuilt at will).
     try:
         rows = conn.execute("SELECT type, name, tbl_name, sql FROM sqlite_schema "
                             "WHERE name NOT LIKE 'sqlite_stat%' AND NOT (type IN ('table', "
-                            "'index') AND tbl_name LIKE 'memory_fts%')").fetchall()
+                            "'index') AND (tbl_name LIKE 'memory_fts%' OR tbl_name LIKE "
+                            "'search_fts%'))").fetchall()
     except UnicodeDecodeError:
         raise SchemaError(f"{conn.filename!r}: the schema holds text that is not UTF-8 "
                           "(the file is damaged); the store is refused") from None

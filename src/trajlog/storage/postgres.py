@@ -54,13 +54,15 @@ from .postgres_open import (
 )
 from .postgres_reader import PgReader
 from .postgres_schema import ident
+from .postgres_search import PgSearchWrites
+from .postgres_search import clear as search_clear
 
 _R = TypeVar("_R")
 _IDLE = pq.TransactionStatus.IDLE
 _INTRANS = pq.TransactionStatus.INTRANS
 
 
-class PgWriter(PgDeletedWrites, PgMemoryWrites, PgReader):
+class PgWriter(PgSearchWrites, PgDeletedWrites, PgMemoryWrites, PgReader):
     """:class:`~trajlog.storage.base.Writer` over the transaction's connection.
     The heads it locked are kept (and moved with its own appends), so a
     second look at one costs nothing."""
@@ -446,7 +448,7 @@ class PostgresBackend:
         versions until VACUUM, and copies of the pages elsewhere."""
         done: list[str] = []
         residues: list[str] = []
-        tables = ("chunks", "memories", "memory_text")
+        tables = ("chunks", "memories", "memory_text", "search_text")
         with self._lock:
             if self._closed:
                 raise StoreClosedError("the store is closed")
@@ -494,6 +496,13 @@ class PostgresBackend:
         the full-text index; its table always exists, so this is DML."""
         with self.transaction() as w:
             w._run(_index_state, present)
+
+    def search_index(self, present: bool) -> None:
+        """Drop (not ``present``: the tenant's rows and marks deleted) the
+        derived event search index; its tables always exist."""
+        if not present:
+            with self.transaction() as w:
+                w._run(search_clear)
 
     def close(self) -> None:
         with self._lock:

@@ -21,6 +21,7 @@ from .base import MemoryRow, Scope, TombstoneRow
 from .keys import i64, rid
 from .memory_match import MergeKey, pick_matches
 from .postgres_rows import Conn, T
+from .postgres_search import unindex as search_unindex
 
 MEMORY_COLUMNS = ("mid, item_id, version, tenant, scope, scope_key, type, state, key, digest, "
                   "source_sid, source_seq, expires_ms, until_event, sensitivity, created_ms, frame")
@@ -301,6 +302,11 @@ class PgMemoryWrites:
     def insert_tombstone(self, row: TombstoneRow) -> None:
         self._run(_all_none, f"INSERT INTO tombstones({TOMBSTONE_COLUMNS}) VALUES "
                              f"({', '.join(['%s'] * 9)})", tuple(row))
+        if row.target_kind == "event" and row.target_sid is not None and (
+                row.target_seq is not None):
+            # the search index's copy goes with the payload, in the erasure's
+            # own transaction (delete, retention: all erase)
+            self._run(search_unindex, row.target_sid, [row.target_seq])
 
     def rewrite_chunk(self, sid: int, chunk: Chunk) -> None:
         self._run(rewrite_chunk, sid, chunk)

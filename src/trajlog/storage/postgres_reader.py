@@ -13,11 +13,12 @@ from .base import Head, LogRange, SessionRow
 from .event_index import IndexRow, Mark
 from .postgres_deleted import NOT_DELETED, PgDeletedReads
 from .postgres_memory import PgMemoryReads
+from .postgres_search import PgSearchReads
 
 _R = TypeVar("_R")
 
 
-class PgReader(PgDeletedReads, PgMemoryReads):
+class PgReader(PgSearchReads, PgDeletedReads, PgMemoryReads):
     """:class:`~trajlog.storage.base.Reader` whose every call is a unit of
     work of its backend (or a read of this thread's snapshot)."""
 

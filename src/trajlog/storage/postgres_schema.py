@@ -49,7 +49,7 @@ HISTORY = ("sessions", "session_heads", "chunks", "event_index", "call_index", "
            "tombstones", "memory_head", "meta")
 TENANT_TABLES = ("sessions", "session_heads", "chunks", "event_index", "call_index",
                  "projection_states", "memories", "tombstones", "memory_head", "memory_text",
-                 "memory_text_state")
+                 "memory_text_state", "search_text", "search_marks")
 TENANT = "tenant_id text NOT NULL DEFAULT current_setting('trajlog.tenant')"
 REFUSE = "RAISE EXCEPTION USING ERRCODE = 'TL001', MESSAGE = "
 
@@ -229,6 +229,33 @@ CREATE TABLE memory_text_state(
     {TENANT},
     present boolean NOT NULL,
     PRIMARY KEY (tenant_id)
+);
+"""
+
+# The derived event search index (derived: rows deleted at will, so no
+# append-only trigger): a document per indexed event (body: the text a
+# snippet is cut from) and, per session, the last seq indexed.
+SEARCH = f"""
+CREATE TABLE search_text(
+    {TENANT},
+    sid        bigint   NOT NULL,
+    seq        bigint   NOT NULL,
+    ms         bigint   NOT NULL,
+    type       text     NOT NULL,
+    branch     text,
+    data_class text,
+    tenant     text,
+    "user"     text,
+    body       text     NOT NULL,
+    tsv        tsvector NOT NULL,
+    PRIMARY KEY (tenant_id, sid, seq)
+);
+CREATE INDEX search_text_tsv ON search_text USING gin (tsv);
+CREATE TABLE search_marks(
+    {TENANT},
+    sid bigint NOT NULL,
+    seq bigint NOT NULL,
+    PRIMARY KEY (tenant_id, sid)
 );
 """
 
@@ -487,6 +514,8 @@ GRANT UPDATE (frame) ON memories TO {APP_ROLE};
 GRANT UPDATE (last_mid, last_tid) ON memory_head TO {APP_ROLE};
 GRANT UPDATE (present) ON memory_text_state TO {APP_ROLE};
 GRANT DELETE ON projection_states, memory_text TO {APP_ROLE};
+GRANT INSERT, DELETE ON search_text, search_marks TO {APP_ROLE};
+GRANT UPDATE (seq) ON search_marks TO {APP_ROLE};
 """
 
 
@@ -498,7 +527,7 @@ def ident(name: str) -> str:
 def ddl() -> str:
     """The whole schema's statements (run with ``search_path`` set to the
     schema, which the caller made)."""
-    return "\n".join([TABLES, FUNCTIONS, TRIGGERS, POLICIES, deleted.DDL,
+    return "\n".join([TABLES, SEARCH, FUNCTIONS, TRIGGERS, POLICIES, deleted.DDL,
                       f"INSERT INTO meta VALUES (1, {PG_SCHEMA_VERSION});"])
 
 

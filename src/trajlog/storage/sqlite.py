@@ -51,11 +51,13 @@ from .schema import MEMORY_FTS, MIN_SQLITE, SCHEMA_VERSION
 from .sqlite_connect import _pragma, migrate, open_connection, probe, sqlite_version
 from .sqlite_deleted import DeletedReads, DeletedWrites, refuse_deleted_id
 from .sqlite_memory import MemoryReads, MemoryWrites
+from .sqlite_search import SEARCH_DROP, SEARCH_FTS, SearchReads, SearchWrites
+from .sqlite_search import exists as search_exists
 
 # ---------------------------------------------------------------------------
 # The Backend protocol over those statements.
 
-class SQLiteReader(DeletedReads, MemoryReads):
+class SQLiteReader(SearchReads, DeletedReads, MemoryReads):
     """:class:`~trajlog.storage.base.Reader` over one connection."""
 
     def __init__(self, conn: apsw.Connection) -> None:
@@ -167,7 +169,7 @@ class SQLiteReader(DeletedReads, MemoryReads):
             return projections.projection_state(self.conn, sid, name, version)
 
 
-class SQLiteWriter(DeletedWrites, MemoryWrites, SQLiteReader):
+class SQLiteWriter(SearchWrites, DeletedWrites, MemoryWrites, SQLiteReader):
     """:class:`~trajlog.storage.base.Writer`: the write connection inside
     ``BEGIN IMMEDIATE``."""
 
@@ -498,6 +500,24 @@ class SQLiteBackend:
                         conn.execute("BEGIN IMMEDIATE; " + MEMORY_FTS + "; COMMIT")
                     elif not present and exists:
                         conn.execute("DROP TABLE memory_fts")
+            finally:
+                conn.close()
+            with translate():
+                self._schema_version = int(_pragma(self._write, "schema_version"))
+
+    def search_index(self, present: bool) -> None:
+        """Make (``present``: empty, every mark before the first seq) or drop
+        the derived event search index, on a migration connection as
+        :meth:`memory_index` does."""
+        with self._lock:
+            self._check_open()
+            conn = open_connection(self.path, durability=self.durability,
+                                   busy_timeout_ms=self._busy, migrations=True)
+            try:
+                with translate():
+                    if present != search_exists(conn):
+                        conn.execute("BEGIN IMMEDIATE; " + (SEARCH_FTS if present else
+                                                            SEARCH_DROP) + "; COMMIT")
             finally:
                 conn.close()
             with translate():

@@ -12,6 +12,7 @@ from ..codec.chunks import Chunk
 from . import memory_rows as mr
 from .base import MemoryRow, Scope, TombstoneRow
 from .errors_map import translate
+from .sqlite_search import unindex as search_unindex
 
 
 class MemoryReads:
@@ -149,6 +150,11 @@ class MemoryWrites:
     def insert_tombstone(self, row: TombstoneRow) -> None:
         with translate():
             mr.insert_tombstone(self.conn, row)
+            if row.target_kind == "event" and row.target_sid is not None and (
+                    row.target_seq is not None):
+                # the search index's copy goes with the payload, in the
+                # erasure's own transaction (delete, retention: all erase)
+                search_unindex(self.conn, row.target_sid, [row.target_seq])
 
     def rewrite_chunk(self, sid: int, chunk: Chunk) -> None:
         with translate():
