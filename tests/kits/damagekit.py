@@ -48,7 +48,11 @@ from trajlog import projections
 T0 = 1_700_000_000_000
 PLAIN, TURNS, BATCHES, CRASHED = (f"00000000-0000-4000-8000-0000000000{x}"
                                  for x in ("0a", "0b", "0c", "0d"))
-SHARED_ROLES = ("header", "schema", "interior")
+SHARED_ROLES = ("header", "schema", "interior", "gate")
+# Tables every listing and look-up reads, whatever the session: damage there is
+# shared ("gate"), as the schema's is -- the deleted sessions (a look-up asks
+# whether its session was deleted).
+GATES = ("deleted_sessions",)
 # Sessions whose header rows are large, so that the sessions table spans
 # several leaf pages (damage to one leaf then spares the sessions of the others).
 _NOTES = "n" * 1400
@@ -275,6 +279,8 @@ class PageMap:
 
     def _add(self, pgno: int, lo: int, hi: int, role: str, owners: frozenset[int],
              table: str) -> None:
+        if role != "free" and any(gate in table for gate in GATES):
+            role = "gate"
         if hi > lo:
             base = (pgno - 1) * self.page_size
             self._segments.setdefault(pgno, []).append(

@@ -201,9 +201,11 @@ def listing(conn: apsw.Connection, include_subagents: bool) -> list[SessionRow]:
     except apsw.CorruptError:
         pass
     sids: set[int] = set()
-    for sql in ("SELECT sid FROM session_heads", "SELECT sid FROM sessions"):
+    for table in ("session_heads", "sessions"):
         with contextlib.suppress(apsw.CorruptError):   # (what was read before is kept)
-            sids.update(int(r[0]) for r in conn.execute(f"{sql} WHERE 1 {NOT_DELETED}"))
+            sids.update(int(r[0]) for r in conn.execute(
+                f"SELECT sid FROM {table} WHERE NOT EXISTS "
+                f"(SELECT 1 FROM deleted_sessions d WHERE d.sid = {table}.sid)"))
     out = []
     for sid in sorted(sids):
         try:
