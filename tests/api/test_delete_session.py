@@ -219,3 +219,25 @@ def test_a_closed_session_is_deleted_and_stays_refused(path):
             with pytest.raises(SessionDeletedError, match="human:bob"):
                 write()
         assert held.verify().ok and store.verify().ok
+
+
+def test_a_deleted_session_is_gone_from_search(path):
+    """Search finds nothing of a deleted session: not its erased events (their
+    tombstones removed their documents) and not its deletion record either,
+    whether the index caught up before the deletion or only after it."""
+    with trajlog.open(path) as store:
+        early, late, other = (store.create_session() for _ in range(3))
+        for s in (early, late):
+            s.append("user/message", {"content": "the zebra password is kangaroo"})
+        other.append("user/message", {"content": "a zebra of another session"})
+        assert {h.session_id for h in store.search("zebra").hits} == {early.id, late.id,
+                                                                      other.id}
+        late.append("user/message", {"content": "zebra again, after the catch-up"})
+        for s in (early, late):
+            store.delete_session(s.id, reason="the user asked: forget kangaroo", actor="alice")
+        for words in ("zebra", "kangaroo", "asked forget", "alice"):
+            hits = store.search(words).hits
+            assert {h.session_id for h in hits} <= {other.id}, (words, hits)
+        assert store.rebuild_search_index() >= 1
+        assert {h.session_id for h in store.search("zebra kangaroo forget").hits} == set()
+        assert [h.session_id for h in store.search("zebra").hits] == [other.id]

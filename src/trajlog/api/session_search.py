@@ -27,6 +27,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from ..errors import InvalidArgumentError, SessionNotFoundError, TrajlogError
+from ..event_types import DELETED
 from ..events import DATA_CLASSES, Event
 from ..storage.base import Backend
 from ..storage.search_model import DocRow, SearchFilter
@@ -159,7 +160,9 @@ class Searcher:
         n = 0
         at = first
         for event in self._reading.events(ref, first, last):
-            text = text_of(event.data)
+            # a deletion's record says why it was deleted: never a hit (the
+            # session is gone from search as from every listing)
+            text = text_of(event.data) if event.type != DELETED else ""
             if text:
                 docs.append(_doc(sid, event, tenant, user, text))
             if len(docs) >= BATCH:
