@@ -96,6 +96,17 @@ def memory_search(app: App, query: str, limit: int, tenant: str, user: str | Non
         _line(app, item, as_json)
 
 
+def _confirm(command: str, question: str, done: str) -> None:
+    """An irreversible command asks on a terminal first, and is refused
+    without one (``--yes`` skips the question)."""
+    verb = "delete" if command == "rm" else command
+    if not sys.stdin.isatty():
+        fail(f"{command} cannot be undone and there is no terminal to ask",
+             f"pass --yes to {verb} without asking")
+    if not click.confirm(f"{question} This cannot be undone"):
+        fail(f"nothing {done}", "pass --yes to skip the question")
+
+
 @click.command()
 @session_argument()
 @click.argument("seqs", nargs=-1, required=True, type=click.IntRange(min=0), metavar="SEQ...")
@@ -108,13 +119,8 @@ def erase(app: App, session: str, seqs: tuple[int, ...], reason: str, actor: str
     """Erase event payloads under a tombstone and purge every copy (caches,
     full-text index, free pages, the WAL); the log still verifies."""
     s = app.session(session)
-    if not yes:   # irreversible: asked on a terminal, refused without one
-        if not sys.stdin.isatty():
-            fail("erase cannot be undone and there is no terminal to ask",
-                 "pass --yes to erase without asking")
-        if not click.confirm(f"erase {len(seqs)} event payload(s) of {s.id}? This cannot be "
-                             "undone"):
-            fail("nothing erased", "pass --yes to skip the question")
+    if not yes:
+        _confirm("erase", f"erase {len(seqs)} event payload(s) of {s.id}?", "erased")
     report = app.store().erase(s.id, list(seqs), reason=reason, actor=actor)
     for name, value in dataclasses.asdict(report).items():
         app.echo(f"{name:<26} {printable(str(value), newlines=False)}")
@@ -151,13 +157,8 @@ def rm(app: App, session: str, reason: str, actor: str | None, yes: bool) -> Non
     record of who deleted it, when and why stays.  Refused while forks or
     subagents of it remain (delete them first)."""
     s = app.session(session)
-    if not yes:   # irreversible: asked on a terminal, refused without one
-        if not sys.stdin.isatty():
-            fail("rm cannot be undone and there is no terminal to ask",
-                 "pass --yes to delete without asking")
-        if not click.confirm(f"delete session {s.id} ({s.last_seq + 1} events)? This cannot "
-                             "be undone"):
-            fail("nothing deleted", "pass --yes to skip the question")
+    if not yes:
+        _confirm("rm", f"delete session {s.id} ({s.last_seq + 1} events)?", "deleted")
     report = app.store().delete_session(s.id, reason=reason, actor=actor)
     for name, value in dataclasses.asdict(report).items():
         if name != "purge":

@@ -489,35 +489,34 @@ class SQLiteBackend:
         """Make (``present``) or drop the derived memory full-text index, on a
         migration connection (the store's own connections refuse DDL).  A
         made index is empty: fill it with a rebuild."""
-        with self._lock:
-            self._check_open()
-            conn = open_connection(self.path, durability=self.durability,
-                                   busy_timeout_ms=self._busy, migrations=True)
-            try:
-                with translate():
-                    exists = mr.fts_exists(conn)
-                    if present and not exists:
-                        conn.execute("BEGIN IMMEDIATE; " + MEMORY_FTS + "; COMMIT")
-                    elif not present and exists:
-                        conn.execute("DROP TABLE memory_fts")
-            finally:
-                conn.close()
-            with translate():
-                self._schema_version = int(_pragma(self._write, "schema_version"))
+        with self._ddl() as conn:
+            exists = mr.fts_exists(conn)
+            if present and not exists:
+                conn.execute("BEGIN IMMEDIATE; " + MEMORY_FTS + "; COMMIT")
+            elif not present and exists:
+                conn.execute("DROP TABLE memory_fts")
 
     def search_index(self, present: bool) -> None:
         """Make (``present``: empty, every mark before the first seq) or drop
         the derived event search index, on a migration connection as
         :meth:`memory_index` does."""
+        with self._ddl() as conn:
+            if present != search_exists(conn):
+                conn.execute("BEGIN IMMEDIATE; " + (SEARCH_FTS if present else SEARCH_DROP)
+                             + "; COMMIT")
+
+    @contextlib.contextmanager
+    def _ddl(self) -> Iterator[apsw.Connection]:
+        """A migration connection for a derived index's DDL (the store's own
+        connections refuse DDL); after it, the schema version this store
+        checks its schema against is the new one."""
         with self._lock:
             self._check_open()
             conn = open_connection(self.path, durability=self.durability,
                                    busy_timeout_ms=self._busy, migrations=True)
             try:
                 with translate():
-                    if present != search_exists(conn):
-                        conn.execute("BEGIN IMMEDIATE; " + (SEARCH_FTS if present else
-                                                            SEARCH_DROP) + "; COMMIT")
+                    yield conn
             finally:
                 conn.close()
             with translate():
