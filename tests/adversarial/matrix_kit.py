@@ -883,8 +883,9 @@ def _cases() -> None:
     # the guard refuses a deletion row that names no header; with triggers off
     # one gets in and hides nothing (no session has that sid).  A forged row
     # naming a live session's header hides that session from every look-up:
-    # no outcome of this matrix (the probes cannot reach the session), and
-    # verify() does not yet check a deletion row against its session/deleted.
+    # no outcome of this matrix (the probes cannot reach the session); the
+    # store's verify() names it (each deletion row is checked against its
+    # log's session/deleted: tests/api/test_delete_session.py).
     case(tb, "a deletion row naming no session's header",
          sql("INSERT INTO deleted_sessions VALUES (999, 'no-such-id', 'r', NULL, 0, -1)"),
          sqlite3_=REFUSED, off=HARMLESS)

@@ -241,3 +241,26 @@ def test_a_deleted_session_is_gone_from_search(path):
         assert store.rebuild_search_index() >= 1
         assert {h.session_id for h in store.search("zebra kangaroo forget").hits} == set()
         assert [h.session_id for h in store.search("zebra").hits] == [other.id]
+
+
+def test_verify_reports_a_deletion_row_whose_log_does_not_end_with_its_record(path):
+    """A deletion row hides its session from every listing: one written
+    around delete_session (forged, or a damaged log) must not hide a live
+    session silently -- ``verify()`` checks every row against its log's last
+    event, ``session/deleted``."""
+    from trajlog.storage.base import DeletionRow
+
+    with trajlog.open(path) as store:
+        gone, live = store.create_session(), store.create_session()
+        for s in (gone, live):
+            _fill(s, n=3, size=50)
+        store.delete_session(gone.id, reason="asked", actor="alice")
+        assert store.verify().ok and store.verify().deletions == ()
+        sid = _sid(store, live)
+        with store._e.backend.transaction() as w:   # around the API, as a forger would
+            w.insert_deletion(DeletionRow(sid, live.id, "forged", None, 0, live.last_seq))
+        assert live.id not in {h.id for h in store.sessions()}
+        audit = store.verify()
+        assert not audit.ok
+        assert len(audit.deletions) == 1 and live.id in audit.deletions[0], audit.deletions
+        assert "session/deleted" in audit.deletions[0]

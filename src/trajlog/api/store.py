@@ -37,7 +37,7 @@ from ..storage import Backend, Request, Writer
 from ..storage.factory import migrate_store, open_backend, schema_version_of
 from . import checks
 from .bulk import Bulk, Loader
-from .deleted import DeleteReport
+from .deleted import DeleteReport, deletion_defects
 from .deletion import delete_session
 from .forget import Forgetting
 from .handles import LogRef, Options
@@ -136,15 +136,17 @@ class _Opener:
 @dataclass(frozen=True, slots=True)
 class StoreAudit:
     """What :meth:`Store.verify` found: a report (or the error that stopped
-    its verification) per session, and the memory audit."""
+    its verification) per session, the memory audit, and the deletion rows
+    whose log does not end with their ``session/deleted`` record."""
 
     sessions: dict[str, VerifyReport | str]
     memory: MemoryAudit
+    deletions: tuple[str, ...] = ()
 
     @property
     def ok(self) -> bool:
-        return self.memory.ok and all(not isinstance(r, str) and r.ok
-                                      for r in self.sessions.values())
+        return self.memory.ok and not self.deletions and all(
+            not isinstance(r, str) and r.ok for r in self.sessions.values())
 
 
 class Store(RetentionFace, SearchFace):
@@ -443,7 +445,8 @@ class Store(RetentionFace, SearchFace):
                 sessions[header.id] = self.session(header.id).verify()
             except TrajlogError as exc:
                 sessions[header.id] = f"{type(exc).__name__}: {exc}"
-        return StoreAudit(sessions, audit(self._e.backend.reader()))
+        reader = self._e.backend.reader()
+        return StoreAudit(sessions, audit(reader), deletion_defects(reader))
 
     def verify_memory(self) -> MemoryAudit:
         """Verify every memory version, every tombstone and the purge each
