@@ -38,13 +38,13 @@ def deletion_defects(reader: Reader) -> tuple[str, ...]:
         end = row.last_seq + 1
         try:
             last = reader.head(row.sid).last_seq
-            rows = reader.index_rows(row.sid, row.last_seq, end)
+            ends = reader.index_rows(row.sid, row.last_seq, end)
         except TrajlogError as exc:
             out.append(f"session {row.id}: its deletion row's log cannot be read "
                        f"({type(exc).__name__}: {exc})")
             continue
-        if last != end or not rows or rows[-1].type != DELETED:
-            found = rows[-1].type if rows else "nothing"
+        if last != end or not ends or ends[-1].type != DELETED:
+            found = ends[-1].type if ends else "nothing"
             out.append(f"session {row.id}: a deletion row hides it, but its log holds "
                        f"{found} at seq {end} and ends at seq {last}, not with "
                        f"{DELETED} at seq {end}")
