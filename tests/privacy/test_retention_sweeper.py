@@ -167,3 +167,65 @@ def test_an_append_runs_the_same_statements_with_the_sweeper_running(tmp_path):
     off = shape(None)
     on = shape(RetentionRules.of(tool_outputs=0, sweep_seconds=0.01, per_pass=2))
     assert on == off and off
+
+
+def _file_count(path: Any, word: bytes) -> int:
+    import glob
+    total = 0
+    for name in glob.glob(f"{path}*"):
+        with open(name, "rb") as f:
+            total += f.read().count(word)
+    return total
+
+
+def test_a_pass_that_fails_loses_nothing_it_found_and_still_purges(tmp_path, monkeypatch):
+    """A pass's erasure fails half way (a transient error: another process
+    holding the lock, the disk): what it erased is purged all the same (no
+    erased text left in the file), and what it had not erased yet is found
+    again by the next pass of the same store -- a failed pass never leaves
+    due events behind for the rest of the process.  A session deleted
+    between the plan and the erasure is no failure at all (the deletion
+    erased it)."""
+    from kits.pgstores import active as on_postgres
+    from trajlog.api.forget import Forgetting
+    from trajlog.errors import StoreBusyError
+
+    path = tmp_path / "s.db"
+    store = trajlog.open(str(path), retention=RetentionRules.of(messages="1s", per_pass=1000))
+    ids = []
+    for i in range(3):
+        s = store.create_session()
+        ids.append(s.id)
+        with s.turn():
+            s.append("user/message", {"content": f"QUOKKA{i} " * 40})
+            s.append("assistant/message", {"content": "ok"})
+    calls: list[str] = []
+    victim: list[str] = []
+    real = Forgetting.erase
+
+    def flaky(self: Any, session_id: str, *args: Any, **kw: Any) -> Any:
+        calls.append(session_id)
+        if len(calls) == 1:   # another one deleted between the plan and its erasure
+            victim.append(next(i for i in ids if i != session_id))
+            store.delete_session(victim[0], reason="asked")
+        elif session_id != victim[0]:   # the third one: the store is busy
+            raise StoreBusyError("the store is busy (injected)")
+        return real(self, session_id, *args, **kw)
+
+    try:
+        monkeypatch.setattr(Forgetting, "erase", flaky)
+        with pytest.raises(StoreBusyError):
+            store.sweep_retention(now_ms=2**41)
+        first = calls[0]
+        assert _erased(store.session(first)) == [1, 2]
+        if not on_postgres():
+            assert _file_count(path, f"QUOKKA{ids.index(first)}".encode()) == 0
+        monkeypatch.setattr(Forgetting, "erase", real)
+        live = [h.id for h in store.sessions()]
+        left = [i for i in live if i != first]
+        assert len(left) == 1 and victim[0] not in live
+        report = store.sweep_retention(now_ms=2**41)
+        assert {sid for sid, _ in report.erased} == set(left)
+        assert store.retention_plan(now_ms=2**41)[1] == []
+    finally:
+        store.close()

@@ -33,7 +33,7 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import TrajlogError
+from ..errors import SessionDeletedError, TrajlogError
 from ..memory import retention as rt
 from ..memory.model import PurgeReport, RetentionReport
 from ..memory.retention_rules import RetentionRules, Rule
@@ -241,38 +241,52 @@ class Sweeper:
         """Apply what :meth:`plan` finds: one bounded pass when ``limit``
         (the sweeper's), everything when None."""
         now = time.time_ns() // 1_000_000 if now_ms is None else now_ms
+        # what the cursors were: a pass that fails puts them back, so that what
+        # it found and did not erase is found again by the next pass
+        saved = (dict(self._cursor), dict(self._scan), dict(self._pending), self._next,
+                 self._mid)
         (items, events), read = self.plan(now, limit)
         erased: list[tuple[str, int]] = []
         revoked: list[str] = []
         purges: list[PurgeReport] = []
         transactions = yielded = 0
-        for session_id, seqs, why in events:
-            if yield_to_appends:
-                yielded += self._yield()
-            if self._closed:
-                break
-            purges.append(self._forget.erase(session_id, seqs, reason=why, actor=ACTOR,
-                                             now_ms=now, purge_now=limit is None))
-            transactions += 1
-            erased += [(session_id, s) for s in seqs]
-        for item_id, why in items:
-            if self._closed:
-                break
-            versions = read_item(self._backend.reader(), item_id)
-            if not versions or versions[-1].state == "revoked":
-                continue
-            if yield_to_appends:
-                yielded += self._yield()
-            purges.append(revoke_item(self._backend, item_id, reason=why, actor=ACTOR,
-                                      now_ms=now, check=lambda item: None))
-            transactions += 1
-            revoked.append(item_id)
-        if revoked:
-            self._forget.after_purge()
         purged: tuple[str, ...] = ()
-        if erased and limit is not None:   # (one purge a pass: a VACUUM, a WAL checkpoint)
-            done = self._backend.purge()
-            purged = done.done + done.residues
+        try:
+            for session_id, seqs, why in events:
+                if yield_to_appends:
+                    yielded += self._yield()
+                if self._closed:
+                    break
+                try:
+                    purges.append(self._forget.erase(session_id, seqs, reason=why,
+                                                     actor=ACTOR, now_ms=now,
+                                                     purge_now=limit is None))
+                except SessionDeletedError:
+                    continue   # deleted since the plan: its deletion erased it all
+                transactions += 1
+                erased += [(session_id, s) for s in seqs]
+            for item_id, why in items:
+                if self._closed:
+                    break
+                versions = read_item(self._backend.reader(), item_id)
+                if not versions or versions[-1].state == "revoked":
+                    continue
+                if yield_to_appends:
+                    yielded += self._yield()
+                purges.append(revoke_item(self._backend, item_id, reason=why, actor=ACTOR,
+                                          now_ms=now, check=lambda item: None))
+                transactions += 1
+                revoked.append(item_id)
+        except BaseException:
+            with self._cond:
+                (self._cursor, self._scan, self._pending, self._next, self._mid) = saved
+            raise
+        finally:
+            if revoked:
+                self._forget.after_purge()
+            if erased and limit is not None:   # (one purge a pass, even a failed one's)
+                done = self._backend.purge()
+                purged = done.done + done.residues
         report = SweepReport(read, tuple(erased), tuple(revoked), transactions, yielded,
                              tuple(purges), purged)
         self.passes.append(report)
@@ -314,7 +328,7 @@ class Sweeper:
             try:
                 if rules is not None:
                     self.sweep(limit=rules.per_pass, yield_to_appends=True)
-            except TrajlogError as exc:   # (damage, the store closing: not a caller's)
+            except Exception as exc:   # (damage, the store closing: not a caller's)
                 self.errors.append(exc)
 
     @property
