@@ -264,3 +264,22 @@ def test_verify_reports_a_deletion_row_whose_log_does_not_end_with_its_record(pa
         assert not audit.ok
         assert len(audit.deletions) == 1 and live.id in audit.deletions[0], audit.deletions
         assert "session/deleted" in audit.deletions[0]
+
+
+def test_search_finds_nothing_of_a_session_whose_deletion_is_recorded_but_not_purged(path):
+    """A crash between the deletion's record and its purge (or a search
+    racing the purge) leaves the payloads in place for a moment: the session
+    is deleted from the record's commit on, so search finds nothing of it --
+    neither what was indexed before nor what a catch-up or a rebuild would
+    index now."""
+    with trajlog.open(path) as store:
+        s, other = store.create_session(), store.create_session()
+        s.append("user/message", {"content": "zebrasecret one"})
+        other.append("user/message", {"content": "zebrasecret two"})
+        assert len(store.search("zebrasecret").hits) == 2
+        s.append("user/message", {"content": "zebrasecret three"})
+        ref = store._e.reading.ref_by_id(s.id)
+        _record(store._e, ref, "asked", "alice", 1)   # the record only: the purge never ran
+        assert [h.session_id for h in store.search("zebrasecret").hits] == [other.id]
+        store.rebuild_search_index()
+        assert [h.session_id for h in store.search("zebrasecret").hits] == [other.id]

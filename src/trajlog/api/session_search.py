@@ -153,6 +153,8 @@ class Searcher:
 
     def _session(self, sid: int, first: int, last: int) -> int:
         ref = self._reading.ref_by_sid(sid)
+        if self._backend.reader().deletion(ref.id) is not None:
+            return self._write(sid, [], first, last)   # deleted: nothing of it is indexed
         meta = ref.header.metadata
         tenant = meta.get("tenant") if isinstance(meta.get("tenant"), str) else None
         user = meta.get("user") if isinstance(meta.get("user"), str) else None

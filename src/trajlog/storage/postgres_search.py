@@ -69,6 +69,8 @@ def search_sql(f: SearchFilter) -> tuple[str, list[Any]]:
             f"WHERE d.{T} AND d.tsv @@ q.q{filters} "
             "AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.tenant_id = d.tenant_id AND "
             "t.target_kind = 'event' AND t.target_sid = d.sid AND t.target_seq = d.seq) "
+            "AND NOT EXISTS (SELECT 1 FROM deleted_sessions x WHERE x.tenant_id = d.tenant_id "
+            "AND x.sid = d.sid) "
             "ORDER BY score DESC, d.sid, d.seq LIMIT %s", args)
 
 

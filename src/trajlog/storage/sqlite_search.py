@@ -112,6 +112,7 @@ def search_sql(f: SearchFilter, marks: tuple[str, str]) -> tuple[str, list[Any]]
             f"WHERE search_fts MATCH ?{filters} "
             "AND NOT EXISTS (SELECT 1 FROM tombstones t WHERE t.target_kind = 'event' "
             "AND t.target_sid = d.sid AND t.target_seq = d.seq) "
+            "AND NOT EXISTS (SELECT 1 FROM deleted_sessions x WHERE x.sid = d.sid) "
             "ORDER BY f.rank LIMIT ?", [marks[0], marks[1], 16, *args])
 
 
