@@ -59,6 +59,27 @@ def test_tail_follow_ends_when_the_session_closes(tmp_path):
     assert again.returncode == 0 and "session/closed" in again.stdout
 
 
+def test_tail_follow_ends_when_the_session_is_deleted(tmp_path):
+    db = str(tmp_path / "t.db")
+    sid, _ = _recorded(db)
+    follower = subprocess.Popen(
+        [sys.executable, "-m", "trajlog", "tail", "-f", "-n", "1", "--interval", "0.05",
+         sid, "--db", db], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+        text=True)
+    try:
+        assert follower.stdout is not None
+        assert "turn/end" in follower.stdout.readline()   # it has read the head
+        with trajlog.open(db) as store:
+            store.delete_session(sid, reason="asked")
+        out, err = follower.communicate(timeout=60)   # it ends by itself
+    finally:
+        if follower.poll() is None:
+            follower.kill()
+            follower.communicate()
+    assert follower.returncode == 0 and "Traceback" not in err
+    assert "session/deleted" in out
+
+
 def test_retention_plans_then_applies_the_rules_given(tmp_path):
     db = str(tmp_path / "r.db")
     sid, last = _recorded(db)

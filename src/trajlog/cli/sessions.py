@@ -11,6 +11,7 @@ import click
 from rich.table import Table
 from rich.tree import Tree
 
+from ..event_types import ENDS_LOG
 from ..events import Event, SessionHeader
 from .app import (
     EXIT_DEFECT,
@@ -172,8 +173,8 @@ def tail(app: App, session: str, lines: int, follow: bool, interval: float,
     """Print the last events of a session; with -f, follow it live.
 
     Following polls the session head, so appends from other processes show up
-    within --interval; it ends when the session closes (session/closed) and
-    Ctrl-C stops it (exit code 0).
+    within --interval; it ends when the session closes (session/closed) or
+    is deleted (session/deleted), and Ctrl-C stops it (exit code 0).
     """
     s = app.session(session)
     want = _type_filter(types)
@@ -191,8 +192,8 @@ def tail(app: App, session: str, lines: int, follow: bool, interval: float,
                 _print_events(app, new, as_json, False, want)
                 last = head
                 quiet_since = time.monotonic()
-                if new[-1].type == "session/closed":
-                    return   # (nothing follows it)
+                if new[-1].type in ENDS_LOG:
+                    return   # (closed or deleted: nothing follows it)
             elif idle_exit is not None and time.monotonic() - quiet_since >= idle_exit:
                 return
             time.sleep(interval)
