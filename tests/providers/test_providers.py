@@ -319,3 +319,30 @@ def test_bad_input_is_a_typed_error(store):
             convert(projections.model_history(s), system=["not", "text"])
     with pytest.raises(errors.InvalidArgumentError, match="system_role"):
         to_openai_chat(projections.model_history(s), system_role="user")
+
+
+@pytest.mark.parametrize("api", sorted(CONVERTERS))
+def test_an_erased_message_is_not_sent_as_an_empty_one(store, api):
+    """Erasure and retention are routine: an erased message (its content
+    gone) is left out of the request, never sent as an empty message (which
+    the providers refuse), and what is left still pairs and alternates."""
+    s = store.create_session()
+    with s.turn():
+        s.append("user/message", {"content": "the secret"})
+        s.append("assistant/message", {"content": "", "tool_calls": [
+            {"id": "c1", "name": "run", "arguments": {"x": 1}}]})
+        s.append("tool/call", {"call_id": "c1", "name": "run", "arguments": {"x": 1}})
+        s.append("tool/result", {"call_id": "c1", "output": "42 passed"})
+        s.append("assistant/message", {"content": "done"})
+    with s.turn():
+        s.append("user/message", {"content": "next"})
+    store.erase(s.id, [1, 8], reason="asked")   # the two user messages
+    convert, check = CONVERTERS[api]
+    req = convert(projections.model_history(store.session(s.id)), model="m")
+    check(req)
+    items = req["input"] if api == "responses" else req["messages"]
+    for m in items:
+        if "content" in m and not m.get("tool_calls"):   # (a call needs no text)
+            assert m["content"] not in ([], "", None), m
+    assert "the secret" not in json.dumps(req) and "next" not in json.dumps(req)
+    assert '"c1"' in json.dumps(req)

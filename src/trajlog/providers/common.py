@@ -165,8 +165,8 @@ def _pair(system: tuple[str, ...], context: tuple[str, ...], turns: list[Turn], 
                 text = text_in(t.content)
                 out.append(Turn("user", text if labelled else
                                 f"Result of tool call {t.call_id}: {text}"))
-        elif text_in(t.content).strip() or not isinstance(t.content, str):
-            out.append(t)
+        elif any(kind != "text" or value.strip() for kind, value in blocks(t.content)):
+            out.append(t)   # (an erased message -- no content -- is left out, not sent empty)
     return Conversation(system, context, tuple(out))
 
 
