@@ -156,3 +156,34 @@ def test_rules_are_validated_with_typed_errors_that_name_the_rule():
         RetentionRules(messages="7d")  # type: ignore[arg-type]
     with pytest.raises(TypeError):
         trajlog.open(":memory:", retention={"messages": "7d"})  # type: ignore[arg-type]
+
+
+def test_until_closed_waits_for_the_open_forks_that_read_the_log(tmp_path):
+    """Closing is final and a fork goes on from a closed session: the events a
+    fork reads from its parent's log are its history too, so an
+    ``until_closed`` rule erases them only once every session that reads
+    them is closed -- the parent's own events past the fork point go at the
+    parent's close."""
+    from trajlog.projections import model_history
+
+    with trajlog.open(str(tmp_path / "s.db"),
+                      retention=RetentionRules.of(messages="until_closed")) as store:
+        s = store.create_session()
+        with s.turn():
+            s.append("user/message", {"content": "my plan is X"})
+            s.append("assistant/message", {"content": "ok"})
+        with s.turn():
+            s.append("user/message", {"content": "after the fork point"})
+        s.close("done")
+        fork = s.fork(3)
+        with fork.turn():
+            fork.append("user/message", {"content": "continue"})
+        store.apply_retention()
+        history = [(m.role, m.content) for m in model_history(store.session(fork.id))]
+        assert ("user", "my plan is X") in history and ("assistant", "ok") in history
+        assert store.session(s.id).get(5).data.get("erased") is not None   # past the fork
+        fork.close("done too")
+        store.apply_retention()
+        assert store.session(s.id).get(1).data.get("erased") is not None
+        assert [m.content for m in model_history(store.session(fork.id))
+                if m.role == "user"] == [None, None]

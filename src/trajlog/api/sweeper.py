@@ -36,7 +36,7 @@ from dataclasses import dataclass
 from ..errors import SessionDeletedError, TrajlogError
 from ..memory import retention as rt
 from ..memory.model import PurgeReport, RetentionReport
-from ..memory.retention_rules import RetentionRules, Rule
+from ..memory.retention_rules import KINDS, RetentionRules, Rule
 from ..memory.revoke import revoke_item
 from ..memory.versions import read_item
 from ..storage import Backend
@@ -99,7 +99,7 @@ class Sweeper:
         self._scan: dict[int, int] = {}     # sid -> where the next pass reads on from
         # sid -> (when the soonest event read since the cursor, not due then, is due;
         # whether the session was closed): a caught-up log is not read again before
-        self._pending: dict[int, tuple[int, bool]] = {}
+        self._pending: dict[int, tuple[int, tuple[bool, int]]] = {}
         self._next = 0                      # round-robin: the session a pass starts at
         self._mid = 0                       # memory versions looked at up to this mid
         self._cond = threading.Condition()
@@ -134,6 +134,7 @@ class Sweeper:
         events: list[tuple[str, list[int], str]] = []
         refs = [r for r in self._refs()]
         closed: dict[int, bool] = {}
+        waits = any(getattr(rules, kind).until_closed for kind in KINDS)
         start = self._next % len(refs) if refs and limit is not None else 0
         for i in range(len(refs)):
             if read >= budget:
@@ -142,7 +143,9 @@ class Sweeper:
             self._next = start + i + 1
             is_closed = closing.closed_at(self._reading, self._backend.reader(), ref) is not None
             closed[ref.sid] = is_closed
-            found, n = self._due(ref, rules, now_ms, is_closed, budget - read, limit is not None)
+            hold = self._held(ref) if is_closed and waits else 0
+            found, n = self._due(ref, rules, now_ms, (is_closed, hold), budget - read,
+                                 limit is not None)
             read += n
             events += found
         items: list[tuple[str, str]] = []
@@ -162,26 +165,40 @@ class Sweeper:
                     continue   # (gone or damaged since it was listed)
         return out
 
-    def _due(self, ref: LogRef, rules: RetentionRules, now_ms: int, is_closed: bool,
+    def _held(self, ref: LogRef) -> int:
+        """The seq below which ``ref``'s log is still read by an open session
+        (a fork or subagent of it, or one of theirs, not closed): an
+        ``until_closed`` rule waits for those too (0: none)."""
+        reader = self._backend.reader()
+
+        def open_below(r: LogRef) -> bool:
+            return closing.closed_at(self._reading, reader, r) is None or any(
+                open_below(c) for c in self._reading.children(r))
+        return max((c.seed for c in self._reading.children(ref) if open_below(c)), default=0)
+
+    def _due(self, ref: LogRef, rules: RetentionRules, now_ms: int, state: tuple[bool, int],
              budget: int, bounded: bool) -> tuple[list[tuple[str, list[int], str]], int]:
         """The seqs of ``ref``'s own log due under the rules, grouped by rule,
-        from its cursor (``bounded``: moved on), reading at most ``budget``."""
+        from its cursor (``bounded``: moved on), reading at most ``budget``;
+        ``state``: whether the session is closed, and the seq below which an
+        open fork still reads its log (:meth:`_held`)."""
+        is_closed, hold = state
         sid = ref.sid
         last = self._reading.head(ref).last_seq
         low = max(ref.seed, self._cursor.get(sid, 0)) if bounded else ref.seed
         first = max(low, self._scan.get(sid, 0)) if bounded else low
         if first > last:   # caught up with the log
-            soonest, closed_seen = self._pending.get(sid, (0, is_closed))
-            if now_ms < soonest and is_closed == closed_seen:
+            soonest, seen = self._pending.get(sid, (0, state))
+            if now_ms < soonest and state == seen:
                 return [], 0   # nothing read since can be due yet: no read at all
             # something may be due among what was left: read again from the cursor
             first = low
             if first > last:
                 return [], 0
         if first == low:
-            self._pending[sid] = (_NEVER, is_closed)
+            self._pending[sid] = (_NEVER, state)
         upto = min(last, first + budget - 1)
-        soonest = self._pending.get(sid, (_NEVER, is_closed))[0]
+        soonest = self._pending.get(sid, (_NEVER, state))[0]
         groups: dict[str, tuple[Rule, list[int]]] = {}
         decided = first == low   # (the cursor moves only over what it reads from it)
         cursor = low
@@ -190,7 +207,7 @@ class Sweeper:
             gone = isinstance(ev.data, dict) and isinstance(ev.data.get("erased"), dict)
             if under is None or gone or under[1].kept:
                 pass   # decided for good (a later rule change starts a new process)
-            elif (under[1].until_closed and is_closed) or (
+            elif (under[1].until_closed and is_closed and ev.seq >= hold) or (
                     under[1].ttl_ms is not None and ev.time <= now_ms - under[1].ttl_ms):
                 groups.setdefault(under[0], (under[1], []))[1].append(ev.seq)
             else:
@@ -202,7 +219,7 @@ class Sweeper:
         if bounded:
             self._cursor[sid] = cursor
             self._scan[sid] = upto + 1
-            self._pending[sid] = (soonest, is_closed)
+            self._pending[sid] = (soonest, state)
         return [(ref.id, seqs, f"retention rule {kind}: {rule.describe()}")
                 for kind, (rule, seqs) in groups.items()], upto - first + 1
 
