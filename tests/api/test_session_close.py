@@ -105,3 +105,36 @@ def test_the_async_session_closes(path):
         finally:
             await store.close()
     asyncio.run(run())
+
+
+def test_close_waits_for_a_background_subagent_to_report(path):
+    """A background subagent reports to its parent with a notification when
+    it finishes: closing the parent first would lose that result (its
+    ``finish`` refused), so ``close`` is refused while one still runs, naming
+    it -- and taken once it has reported, or once it was closed itself."""
+    from trajlog.errors import InvalidStateError
+
+    with trajlog.open(path) as store:
+        parent = store.create_session()
+        with parent.turn():
+            parent.append("user/message", {"content": "go"})
+            parent.append("assistant/message", {"content": "", "tool_calls": [
+                {"id": "c1", "name": "agent", "arguments": {}}]})
+            parent.append("tool/call", {"call_id": "c1", "name": "agent", "arguments": {}})
+            sub = parent.spawn_subagent("a background job", call_id="c1", background=True)
+        with pytest.raises(InvalidStateError, match=sub.id):
+            parent.close("done")
+        assert not parent.closed
+        with sub.turn():
+            sub.append("assistant/message", {"content": "the result"})
+        assert sub.finish("done").type == "subagent/notification"
+        assert parent.close("done").type == "session/closed"
+        other = store.create_session()
+        with other.turn():
+            other.append("user/message", {"content": "go"})
+            other.append("assistant/message", {"content": "", "tool_calls": [
+                {"id": "c2", "name": "agent", "arguments": {}}]})
+            other.append("tool/call", {"call_id": "c2", "name": "agent", "arguments": {}})
+            gone = other.spawn_subagent("abandoned", call_id="c2", background=True)
+        gone.close("abandoned")
+        assert other.close().type == "session/closed"

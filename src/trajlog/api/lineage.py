@@ -65,6 +65,7 @@ from ..event_types import CLOSES_TURN, OPENS_TURN
 from ..events import Event, SessionHeader
 from ..redaction import PAUSED
 from ..storage import Backend, Reader, Writer
+from . import closing
 from .handles import LogRef, Options
 from .reading import LogReader
 from .writer import WriteEngine
@@ -370,6 +371,16 @@ class Lineage:
     def _append(self, ref: LogRef, type_: str, data: Any, envelope: dict[str, Any]) -> Event:
         rows = self._writer.prepare_items(ref.header, [(type_, data, envelope)])
         return self._writer.submit(ref, rows)[0]
+
+    def running_background(self, parent: LogRef) -> list[LogRef]:
+        """Background children that have not reported to ``parent`` yet (no
+        notification) and are not closed themselves: closing the parent now
+        would refuse their ``finish``."""
+        reader = self._backend.reader()
+        return [child for child in self._reading.children(parent)
+                if child.header.origin == "subagent" and child.header.metadata.get("background")
+                and reader.seq_of_idempotency_key(parent.sid, _key(child, "notification")) is None
+                and closing.closed_at(self._reading, reader, child) is None]
 
     def missed_notifications(self, parent: LogRef) -> list[LogRef]:
         """Background children whose log has settled (its last turn ended) but

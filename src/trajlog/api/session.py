@@ -466,7 +466,13 @@ class Session:
         appends raise :class:`~trajlog.errors.SessionClosedError` (closing is
         final: fork the session to go on); "until the session closes"
         retention and ``trajlog tail -f`` end here.  Refused while a turn, a
-        step or a tool call is open.  Idempotent (:mod:`.closing`)."""
+        step or a tool call is open, or a background subagent has not
+        reported yet (its result would be refused).  Idempotent (:mod:`.closing`)."""
+        running = [] if self.closed else self._e.lineage.running_background(self._ref)
+        if running:
+            raise InvalidStateError(f"session {self.id} has background subagents still "
+                                    f"running ({', '.join(c.id for c in running)}): close "
+                                    "it once they have finished (or close them)")
         return _closing.close(self._e.reading, self._e.backend.reader(), self._e.writer,
                               self._ref, reason)
 
