@@ -8,6 +8,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 
@@ -33,7 +34,10 @@ def _recorded(db: str) -> tuple[str, int]:
         return s.id, max(e.time for e in s.events())
 
 
-def test_tail_follow_ends_when_the_session_closes(tmp_path):
+def _follow_until(tmp_path: Path, end: Any) -> tuple[str, str, str]:
+    """``trajlog tail -f`` on a recorded session, then ``end(store, sid)`` from
+    another store object: the follower must end by itself (exit 0, no
+    traceback); its id, output and the database path."""
     db = str(tmp_path / "t.db")
     sid, _ = _recorded(db)
     follower = subprocess.Popen(
@@ -44,13 +48,18 @@ def test_tail_follow_ends_when_the_session_closes(tmp_path):
         assert follower.stdout is not None
         assert "turn/end" in follower.stdout.readline()   # it has read the head
         with trajlog.open(db) as store:
-            store.session(sid).close("done")
+            end(store, sid)
         out, err = follower.communicate(timeout=60)   # it ends by itself
     finally:
         if follower.poll() is None:
             follower.kill()
             follower.communicate()
     assert follower.returncode == 0 and "Traceback" not in err
+    return sid, out, db
+
+
+def test_tail_follow_ends_when_the_session_closes(tmp_path):
+    sid, out, db = _follow_until(tmp_path, lambda store, sid: store.session(sid).close("done"))
     assert "session/closed" in out
     # a closed session: -f prints the last events and ends at once
     again = subprocess.run([sys.executable, "-m", "trajlog", "tail", "-f", "-n", "1", sid,
@@ -60,23 +69,8 @@ def test_tail_follow_ends_when_the_session_closes(tmp_path):
 
 
 def test_tail_follow_ends_when_the_session_is_deleted(tmp_path):
-    db = str(tmp_path / "t.db")
-    sid, _ = _recorded(db)
-    follower = subprocess.Popen(
-        [sys.executable, "-m", "trajlog", "tail", "-f", "-n", "1", "--interval", "0.05",
-         sid, "--db", db], cwd=tmp_path, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-        text=True)
-    try:
-        assert follower.stdout is not None
-        assert "turn/end" in follower.stdout.readline()   # it has read the head
-        with trajlog.open(db) as store:
-            store.delete_session(sid, reason="asked")
-        out, err = follower.communicate(timeout=60)   # it ends by itself
-    finally:
-        if follower.poll() is None:
-            follower.kill()
-            follower.communicate()
-    assert follower.returncode == 0 and "Traceback" not in err
+    _, out, _ = _follow_until(tmp_path, lambda store, sid: store.delete_session(sid,
+                                                                              reason="asked"))
     assert "session/deleted" in out
 
 

@@ -5,6 +5,8 @@ keeps :class:`~trajlog.api.store.Store` small)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from ..memory import RetentionReport
 from ..memory.retention_rules import RetentionRules
 from ..memory.stored_rules import load_rules, save_rules
@@ -20,8 +22,7 @@ class RetentionFace:
     _forget: Forgetting
     _sweeper: Sweeper
 
-    def _check_open(self) -> None:
-        raise NotImplementedError   # (Store's)
+    _check_open: Callable[[], None]   # (Store's: raises once the store is closed)
 
     def apply_retention(self, now_ms: int | None = None) -> RetentionReport:
         """Apply every recorded retention policy now: items past their TTL or

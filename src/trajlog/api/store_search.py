@@ -4,7 +4,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 
 from .session_search import Searcher, SearchResult
 
@@ -14,8 +14,7 @@ class SearchFace:
 
     _search: Searcher
 
-    def _check_open(self) -> None:
-        raise NotImplementedError   # (Store's)
+    _check_open: Callable[[], None]   # (Store's: raises once the store is closed)
 
     def search(self, query: str, *, limit: int = 20, sessions: Iterable[str] | None = None,
                tenant: str | None = None, user: str | None = None, cwd: str | None = None,
