@@ -891,8 +891,14 @@ def test_kill9_during_a_repack_loses_nothing(tmp_path):
     stats = {"inside a merge": 0, "merges": 0, "merges committed": 0, "rows removed": 0,
              "acked": 0, "kills": 0, "before ready": 0}
     failures = []
-    for it in range(KILLS):
-        mode = rng.choices(["merge", "delay", "early"], weights=(65, 25, 10))[0]
+    # KILLS random kills; then, while fewer than the quota landed inside a
+    # merge (a quick run's two kills often do not), more kills in merge mode --
+    # bounded, so that a repack that never merges still fails below
+    needed = max(1, KILLS // 5)
+    it = -1
+    while (it := it + 1) < KILLS or (stats["inside a merge"] < needed and it < 4 * KILLS + 8):
+        mode = "merge" if it >= KILLS else rng.choices(["merge", "delay", "early"],
+                                                        weights=(65, 25, 10))[0]
         durability = rng.choice(["full", "normal"])
         child = _Child([path, durability, str(rng.randrange(1 << 30)),
                         str(rng.randint(150, 400)), *sids], tmp_path / f"child-{it}.err")
@@ -942,8 +948,8 @@ def test_kill9_during_a_repack_loses_nothing(tmp_path):
     print(report)
     assert not failures, f"{report}\n" + "\n".join(failures[:20])
     # the loop did what it claims: kills landed inside merges, repacks went on
-    assert stats["kills"] == KILLS
-    assert stats["inside a merge"] >= max(1, KILLS // 5), report
+    assert stats["kills"] >= KILLS
+    assert stats["inside a merge"] >= needed, report
     # (a whole store.repack() rarely ends before a kill on a slow machine, so
     # the rows it removed are not counted on; the merges that committed are)
     assert stats["merges"] > KILLS and stats["merges committed"] > 0, report
