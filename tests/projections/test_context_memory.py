@@ -95,7 +95,8 @@ def test_policy_layers_keep_their_reserved_share_against_session_noise(store):
     s = _session(store)
     for i in range(40):   # session noise: far more conversation than the budget
         s.append("assistant/message", {"content": f"thinking {i} " + "x" * 300})
-    policy = ContextPolicy(budget_chars=6_000, reserved_chars=1_000, recent_messages=40)
+    policy = ContextPolicy(budget_chars=6_000, reserved_chars=1_000, recent_messages=40,
+                           layer_shares=(("conversation", 1.0),))
     build = build_context(s, policy, memory=mem)
     assert [u.id for u in build.memory.used][:2] == [gid, tenant.id]
     assert build.excluded_counts.get("budget.conversation", 0) > 0
