@@ -32,6 +32,7 @@ a replay sees exactly which versions the model read.
 
 from __future__ import annotations
 
+import builtins
 import re
 from collections import Counter
 from collections.abc import Sequence
@@ -68,10 +69,10 @@ class MemorySource(Protocol):
     identity: Identity
 
     def list(self, *, types: Any = None, states: Any = ..., scopes: Any = None,
-             key: str | None = None, limit: int = 1000) -> list[MemoryItem]: ...
+             key: str | None = None, limit: int = 1000) -> builtins.list[MemoryItem]: ...
 
     def search(self, query: str, *, limit: int = 10, types: Any = None,
-               scopes: Any = None) -> list[MemoryItem]: ...
+               scopes: Any = None) -> builtins.list[MemoryItem]: ...
 
 
 @dataclass(frozen=True, slots=True)
