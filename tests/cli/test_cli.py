@@ -78,6 +78,18 @@ def test_demo_is_a_tour_of_the_product(tour):
     assert "Ignore previous instructions" not in out.split("context for the model")[1]
     assert "alice's search finds 1, another tenant's finds 0" in out
     assert "the secret is no longer in the database files; verify: ok" in out
+    # the context built with memory layers, each item recorded by id and version
+    layers = out.split("memory layers (acme / alice")[1].split("\n\n")[0]
+    titles = [x.strip() for x in layers.splitlines() if x.startswith("  ") and x.endswith(":")]
+    assert titles == [
+        "Constitution (global policy):", "Tenant policy:", "User preferences:",
+        "Retrieved memory (facts, episodes):"]
+    assert "deploy.ticket: Deploys need a change ticket." in layers
+    assert "The login service deploys with blue-green." in layers and "globex" not in layers
+    assert re.search(r"recorded in context/injection seq \d+: constitution [0-9a-f]{8}@v1, "
+                     r"tenant_policy [0-9a-f]{8}@v1, preferences [0-9a-f]{8}@v1, preferences "
+                     r"[0-9a-f]{8}@v1, retrieved [0-9a-f]{8}@v1", layers)
+    assert "another tenant's fact retrieved: no" in layers
     assert "verified on its own: clean" in out
     assert "same model: no drift" in out
     assert "model demo-model-2: drift, cause model" in out
