@@ -227,7 +227,8 @@ def test_chat_trajectory_context_and_tree(tour):
     # the default policy admits the host's tool results as evidence
     assert "require.workspace_revision" not in ctx and "42 passed" in ctx
     builds = run("context", sid, "--list", cwd=where).stdout.splitlines()
-    assert len(builds) == 2 and all("policy coding-default" in b for b in builds)
+    # the views step, the memory-layers step, the replayed run
+    assert len(builds) == 3 and all("policy coding-default" in b for b in builds)
     data = json.loads(run("context", sid, "--json", cwd=where).stdout)
     assert data["excluded"]["source.untrusted"] == 2
     assert sum(b - a + 1 for a, b in data["excluded_seqs"]["source.untrusted"]) == 2
@@ -260,7 +261,7 @@ def test_verify_reports_every_session_and_fails_on_any_defect(tour, tmp_path):
     ok = run("verify", cwd=tour["dir"])
     lines = ok.stdout.splitlines()
     assert ok.returncode == 0 and sum(" ok " in x for x in lines[:-1]) == 4, ok.stdout
-    assert lines[-1].startswith("memory  ok  1 items")
+    assert lines[-1].startswith("memory  ok  6 items")   # 1 remembered + 5 for the layers
     db = tmp_path / "bad.db"
     shutil.copy(tour["db"], db)
     subagent = next(s for s in tour["sessions"] if s["kind"] == "subagent")["id"]
