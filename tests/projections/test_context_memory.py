@@ -50,6 +50,7 @@ def test_the_layers_come_in_order_with_references_and_are_recorded(store):
         {"id": fact.id, "version": 1, "layer": "retrieved", "scope": "user"}]
     # the query came from the user message: recorded by seq, not by its text
     assert d["memory_query"] is None and d["memory_query_seq"] == 0
+    assert d["memory_identity"] == {"tenant": "acme", "user": "alice", "session": None}
     assert build.chars == sum(len(m["content"]) for m in build.messages)
     # a corrected item is read at its new version
     mem.correct(fact.id, {"text": "the api deploy uses canary"}, reason="changed")
@@ -145,6 +146,8 @@ def test_bad_memory_arguments_are_refused_with_typed_errors(store):
     mem = store.memory(Identity("acme", user="alice"))
     with pytest.raises(errors.ArgumentTypeError, match="memory_query"):
         build_context(s, memory=mem, memory_query=5)
+    with pytest.raises(errors.InvalidArgumentError, match="memory_query"):
+        build_context(s, memory=mem, memory_query="lone \ud800 surrogate")
     with pytest.raises(errors.MemoryAccessError, match="tenant 'globex'"):
         build_context(s, memory=store.memory(Identity("globex")))
     with pytest.raises(errors.MemoryAccessError, match="user 'bob'"):

@@ -45,7 +45,7 @@ from ..errors import (
     MemoryAccessError,
     MemoryNotFoundError,
 )
-from ..events import Event
+from ..events import Event, check_text
 from ..memory.model import Identity, MemoryItem
 from .context_policy import MEMORY_LAYERS, ContextPolicy
 from .context_summary import text_of
@@ -92,12 +92,12 @@ class RecordedMemory:
         missing = []
         for rec in recorded:
             try:
-                versions = view.history(str(rec["id"]))
+                versions = view.history(str(rec.get("id")))
             except (MemoryNotFoundError, MemoryAccessError):
                 versions = []
-            item = next((v for v in versions if v.version == rec["version"]), None)
+            item = next((v for v in versions if v.version == rec.get("version")), None)
             if item is None or rec.get("layer") not in layers:
-                missing.append(f"{rec['id']}@v{rec['version']}")
+                missing.append(f"{rec.get('id')}@v{rec.get('version')}")
             else:
                 layers[rec["layer"]].append(item)
         return cls(view.identity, layers, tuple(missing))
@@ -139,6 +139,7 @@ class MemoryLayers:
     #: the retrieval query, and the seq of the user message it came from
     query: str | None
     query_seq: int | None
+    identity: Identity
 
     def record(self, explicit_query: bool) -> dict[str, Any]:
         """What the ``context/injection`` records of it.  The query is
@@ -146,7 +147,10 @@ class MemoryLayers:
         recorded by seq (an erasure of the message must not leave its text
         here)."""
         counts = Counter(x.reason for x in self.excluded)
-        return {"memory": [{"id": u.id, "version": u.version, "layer": u.layer,
+        ident = self.identity
+        return {"memory_identity": {"tenant": ident.tenant, "user": ident.user,
+                                    "session": ident.session},
+                "memory": [{"id": u.id, "version": u.version, "layer": u.layer,
                             "scope": u.scope} for u in self.used],
                 "memory_excluded": dict(sorted(counts.items())),
                 "memory_excluded_items": [{"id": x.id, "version": x.version, "layer": x.layer,
@@ -262,6 +266,8 @@ def memory_layers(source: Any, policy: ContextPolicy, now: int, query: str | Non
     if query is not None and not isinstance(query, str):
         raise ArgumentTypeError(f"memory_query must be a str or None, not "
                                 f"{type(query).__name__}")
+    if query is not None:
+        check_text(query, "memory_query")   # recorded in the context/injection
     query_seq = None
     if query is None:
         query, query_seq = _query(admitted)
@@ -304,7 +310,8 @@ def memory_layers(source: Any, policy: ContextPolicy, now: int, query: str | Non
         raise ContextBudgetError(
             f"the core of session {session_id} ({core} characters) and its memory policy and "
             f"layers ({chars}) do not fit the budget of {policy.budget_chars}")
-    return MemoryLayers(used, excluded, messages, chars, chars + reserved_left, query, query_seq)
+    return MemoryLayers(used, excluded, messages, chars, chars + reserved_left, query, query_seq,
+                        ident)
 
 
 __all__ = ["EXCLUDED_ITEMS", "LAYERS", "RESERVED", "MemoryExcluded", "MemoryLayers",
