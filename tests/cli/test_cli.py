@@ -78,6 +78,18 @@ def test_demo_is_a_tour_of_the_product(tour):
     assert "Ignore previous instructions" not in out.split("context for the model")[1]
     assert "alice's search finds 1, another tenant's finds 0" in out
     assert "the secret is no longer in the database files; verify: ok" in out
+    # the context built with memory layers, each item recorded by id and version
+    layers = out.split("memory layers (acme / alice")[1].split("\n\n")[0]
+    titles = [x.strip() for x in layers.splitlines() if x.startswith("  ") and x.endswith(":")]
+    assert titles == [
+        "Constitution (global policy):", "Tenant policy:", "User preferences:",
+        "Retrieved memory (facts, episodes):"]
+    assert "deploy.ticket: Deploys need a change ticket." in layers
+    assert "The login service deploys with blue-green." in layers and "globex" not in layers
+    assert re.search(r"recorded in context/injection seq \d+: constitution [0-9a-f]{8}@v1, "
+                     r"tenant_policy [0-9a-f]{8}@v1, preferences [0-9a-f]{8}@v1, preferences "
+                     r"[0-9a-f]{8}@v1, retrieved [0-9a-f]{8}@v1", layers)
+    assert "another tenant's fact retrieved: no" in layers
     assert "verified on its own: clean" in out
     assert "same model: no drift" in out
     assert "model demo-model-2: drift, cause model" in out
@@ -215,7 +227,8 @@ def test_chat_trajectory_context_and_tree(tour):
     # the default policy admits the host's tool results as evidence
     assert "require.workspace_revision" not in ctx and "42 passed" in ctx
     builds = run("context", sid, "--list", cwd=where).stdout.splitlines()
-    assert len(builds) == 2 and all("policy coding-default" in b for b in builds)
+    # the views step, the memory-layers step, the replayed run
+    assert len(builds) == 3 and all("policy coding-default" in b for b in builds)
     data = json.loads(run("context", sid, "--json", cwd=where).stdout)
     assert data["excluded"]["source.untrusted"] == 2
     assert sum(b - a + 1 for a, b in data["excluded_seqs"]["source.untrusted"]) == 2
@@ -248,7 +261,7 @@ def test_verify_reports_every_session_and_fails_on_any_defect(tour, tmp_path):
     ok = run("verify", cwd=tour["dir"])
     lines = ok.stdout.splitlines()
     assert ok.returncode == 0 and sum(" ok " in x for x in lines[:-1]) == 4, ok.stdout
-    assert lines[-1].startswith("memory  ok  1 items")
+    assert lines[-1].startswith("memory  ok  6 items")   # 1 remembered + 5 for the layers
     db = tmp_path / "bad.db"
     shutil.copy(tour["db"], db)
     subagent = next(s for s in tour["sessions"] if s["kind"] == "subagent")["id"]

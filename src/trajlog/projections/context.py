@@ -67,6 +67,7 @@ from ..event_types import (
     MESSAGES,
 )
 from ..events import Event, SessionHeader, check_text, now_ms
+from .context_memory import MemoryLayers, memory_layers
 from .context_policy import STRICT_REQUIRE, ContextPolicy
 from .context_summary import BLOCKS, summary_blocks, summary_text
 from .context_summary import text_of as _str
@@ -128,6 +129,8 @@ class ContextBuild:
     #: the revision facts were checked against (None: none known) and the branch
     workspace_revision: str | None = None
     branch: str = "main"
+    #: the memory layers read (None: built without ``memory=``)
+    memory: MemoryLayers | None = None
 
 
 @dataclass(frozen=True, slots=True)
@@ -196,7 +199,8 @@ def _render(ev: Event, policy: ContextPolicy) -> tuple[str, str]:
 def build_context(session: Session, policy: ContextPolicy | None = None, *,
                   target_model: str | None = None, workspace_revision: str | None = None,
                   branch: str | None = None, upto: int | None = None,
-                  record: bool = True, now: int | None = None) -> ContextBuild:
+                  record: bool = True, now: int | None = None, memory: Any = None,
+                  memory_query: str | None = None) -> ContextBuild:
     """Build the next model context of ``session`` under ``policy`` and record
     the build as a ``context/injection`` event (see the module docstring).
 
@@ -208,7 +212,10 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     ``record=False``: append nothing (``injection`` is None) -- a replay or a
     dry run must not change the log it reads; ``now``: the time (epoch ms)
     permissions are checked against (default: the clock; recorded, so that
-    a replay checks them against the same time)."""
+    a replay checks them against the same time); ``memory``: a
+    :class:`~trajlog.memory.MemoryView` whose layers the build reads, with
+    ``memory_query`` (default: the latest user message) for retrieval
+    (:mod:`.context_memory`)."""
     if not callable(getattr(session, "events", None)):
         raise ArgumentTypeError(f"session must be a trajlog Session, not "
                                 f"{type(session).__name__}")
@@ -307,7 +314,11 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
             f"the core of session {session.id} (task contract, human decisions and the "
             f"summary: {used} characters) does not fit the budget of {policy.budget_chars}; "
             "raise the budget rather than lose core facts")
-    remaining = policy.budget_chars - max(used, policy.reserved_chars)
+    layers = None if memory is None else memory_layers(
+        memory, policy, now, memory_query, admitted, session, used)
+    remaining = policy.budget_chars - max(used, policy.reserved_chars) - (
+        0 if layers is None else layers.held)   # the policy layers' reserved share
+    used += 0 if layers is None else layers.chars
     budgets = {name: int(remaining * share) for name, share in policy.layer_shares}
     counts = Counter[str]()
     files = 0
@@ -338,7 +349,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     selected.sort(key=lambda it: it.seq)
     excluded.sort(key=lambda x: x.seq)
     counts.update(x.reason for x in excluded)
-    messages = [{"role": "system", "content": header}] + [
+    messages = [{"role": "system", "content": header}, *(layers.messages if layers else ())] + [
         {"role": it.role, "content": it.text, "ref": it.ref, "seq": it.seq} for it in selected]
     digest = hashlib.sha256(summary.encode()).hexdigest()
     injection = session.append("context/injection", {
@@ -347,10 +358,11 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         "excluded_seqs": _excluded_runs(excluded), "summary_sha256": digest,
         "messages_sha256": messages_digest(messages), "chars": used,
         "policy_config": policy.config(), "builder_version": BUILDER_VERSION,
-        "workspace_revision": revision, "branch": branch, "now": now},
+        "workspace_revision": revision, "branch": branch, "now": now,
+        **({} if layers is None else layers.record(memory_query is not None))},
         source="trajlog.context") if record else None
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
-                        dict(counts), revision, branch)
+                        dict(counts), revision, branch, layers)
 
 
 EXCLUDED_RUNS = 1_000

@@ -13,6 +13,8 @@ from ..events import ENVELOPE_FIELDS, check_text
 
 #: what :meth:`ContextPolicy.strict` requires of evidence
 STRICT_REQUIRE = ("workspace_revision", "source", "data_class")
+#: the memory layers a build reads, in order (projections/context_memory.py)
+MEMORY_LAYERS = ("constitution", "tenant_policy", "preferences", "retrieved")
 
 
 @dataclass(frozen=True, slots=True)
@@ -42,6 +44,14 @@ class ContextPolicy:
     reserved_chars: int = 8_000
     layer_shares: tuple[tuple[str, float], ...] = (("evidence", 0.6), ("plan", 0.1),
                                                    ("conversation", 0.3))
+    #: memory layers (``build_context(memory=...)``, projections/context_memory.py):
+    #: each layer's share of ``budget_chars``; the policy layers' shares are
+    #: reserved from session noise; at most ``memory_retrieve`` retrieved items
+    memory_shares: tuple[tuple[str, float], ...] = (("constitution", 0.08),
+                                                    ("tenant_policy", 0.08),
+                                                    ("preferences", 0.04),
+                                                    ("retrieved", 0.12))
+    memory_retrieve: int = 8
 
     def __post_init__(self) -> None:
         # Every field is checked here, where the caller made the policy: a
@@ -50,7 +60,7 @@ class ContextPolicy:
         self._check_names()
         for field_name in ("version", "max_events", "max_tool_output_chars",
                            "max_file_snippets", "recent_messages", "budget_chars",
-                           "reserved_chars"):
+                           "reserved_chars", "memory_retrieve"):
             value = getattr(self, field_name)
             # budgets are counts: NaN, infinities, floats and bools would make
             # every comparison false and the budget no budget
@@ -63,6 +73,15 @@ class ContextPolicy:
                                            "fraction between 0 and 1")
         if sum(share for _, share in self.layer_shares) > 1.0 + 1e-9:
             raise InvalidArgumentError("the layer shares add up to more than the budget")
+        for layer, share in self.memory_shares:
+            if layer not in MEMORY_LAYERS:
+                raise InvalidArgumentError(f"memory_shares names {layer!r}; the memory layers "
+                                           f"are {', '.join(MEMORY_LAYERS)}")
+            if type(share) not in (int, float) or not 0.0 <= share <= 1.0:
+                raise InvalidArgumentError(f"memory share {layer!r}: {share!r} is not a "
+                                           "fraction between 0 and 1")
+        if sum(share for _, share in self.memory_shares) > 1.0 + 1e-9:
+            raise InvalidArgumentError("the memory shares add up to more than the budget")
         if not self.name or self.version < 1:
             raise InvalidArgumentError("a context policy needs a name and a version >= 1")
         if self.reserved_chars > self.budget_chars or self.budget_chars <= 0:
@@ -101,21 +120,22 @@ class ContextPolicy:
                                             f"{type(item).__name__}")
                 check_text(item, f"{field_name}[{i}]")
             object.__setattr__(self, field_name, tuple(value))
-        shares = self.layer_shares
-        if not isinstance(shares, (tuple, list)):
-            raise ArgumentTypeError(f"layer_shares must be a tuple of (layer, share) pairs, "
-                                    f"not {type(shares).__name__}")
-        pairs = []
-        for i, pair in enumerate(shares):
-            if not isinstance(pair, (tuple, list)) or len(pair) != 2:
-                raise ArgumentTypeError(f"layer_shares[{i}] must be a (layer, share) pair, "
-                                        f"not {pair!r}")
-            if not isinstance(pair[0], str):
-                raise ArgumentTypeError(f"layer_shares[{i}]: the layer must be a str, not "
-                                        f"{type(pair[0]).__name__}")
-            check_text(pair[0], f"layer_shares[{i}]")
-            pairs.append((pair[0], pair[1]))
-        object.__setattr__(self, "layer_shares", tuple(pairs))
+        for field_name in ("layer_shares", "memory_shares"):
+            shares = getattr(self, field_name)
+            if not isinstance(shares, (tuple, list)):
+                raise ArgumentTypeError(f"{field_name} must be a tuple of (layer, share) "
+                                        f"pairs, not {type(shares).__name__}")
+            pairs = []
+            for i, pair in enumerate(shares):
+                if not isinstance(pair, (tuple, list)) or len(pair) != 2:
+                    raise ArgumentTypeError(f"{field_name}[{i}] must be a (layer, share) "
+                                            f"pair, not {pair!r}")
+                if not isinstance(pair[0], str):
+                    raise ArgumentTypeError(f"{field_name}[{i}]: the layer must be a str, "
+                                            f"not {type(pair[0]).__name__}")
+                check_text(pair[0], f"{field_name}[{i}]")
+                pairs.append((pair[0], pair[1]))
+            object.__setattr__(self, field_name, tuple(pairs))
 
     def config(self) -> dict[str, Any]:
         """Every field as JSON values: what a ``context/injection`` records so
@@ -143,4 +163,4 @@ def _tupled(value: Any) -> Any:
     return tuple(_tupled(v) for v in value) if isinstance(value, list) else value
 
 
-__all__ = ["STRICT_REQUIRE", "ContextPolicy"]
+__all__ = ["MEMORY_LAYERS", "STRICT_REQUIRE", "ContextPolicy"]

@@ -61,13 +61,15 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..errors import ArgumentTypeError, ReplayError
+from ..errors import ArgumentTypeError, InvalidArgumentError, ReplayError
 from ..events import Event, SessionHeader
+from . import replay_causes as rc
 from .context import BUILDER_VERSION, ContextBuild, ContextPolicy, build_context, messages_digest
 from .envelopes import FINALIZED, STARTED, SWITCH, is_erased
+from .replay_causes import NEW_CAUSES
 
 INJECTION, ANSWER, HEADER = "context/injection", "assistant/message", "request/header"
-CAUSES = ("model", "policy", "builder", "log", "artifact")
+CAUSES = ("model", "policy", "builder", "log", "artifact", *NEW_CAUSES)
 
 
 class _Log(Protocol):
@@ -203,7 +205,8 @@ Model = Callable[[ModelInput], "str | Mapping[str, Any]"]
 
 def replay(session: _Log, run_id: str, model: Model, *, policy: ContextPolicy | None = None,
            artifacts: Mapping[str, str] | None = None,
-           model_name: str | None = None) -> ReplayResult:
+           model_name: str | None = None, memory: Any = None, static_prefix: Any = None,
+           now: int | None = None) -> ReplayResult:
     """Replay run ``run_id`` of ``session``: for each of its model calls,
     rebuild the exact recorded input, call ``model`` on it and compare (see
     the module docstring).
@@ -214,8 +217,15 @@ def replay(session: _Log, run_id: str, model: Model, *, policy: ContextPolicy | 
     in force now (default: the one each call recorded -- a pure
     reproduction).  ``artifacts``: artifact ids current now, by name (default:
     the pinned ones).  ``model_name``: the logical name of ``model``, to name
-    the change when the output drifts.  Raises :class:`ReplayError` for an
-    unknown run or one with no model call recorded.
+    the change when the output drifts.  ``memory``: the
+    :class:`~trajlog.memory.MemoryView` a call's memory layers are rebuilt
+    from (the recorded versions) and compared with (as it is now);
+    ``static_prefix``: the static prefix in force now, compared with the
+    run's recorded hash; ``now``: the time (epoch ms) the context is built
+    at now, to see what lapsed since (default: the time each call recorded).
+    Causes memory, static_prefix and lifecycle: :mod:`.replay_causes`.
+    Raises :class:`ReplayError` for an unknown run or one with no model call
+    recorded.
     """
     if not callable(getattr(session, "events", None)):
         raise ArgumentTypeError(f"session must be a trajlog Session, not "
@@ -255,8 +265,10 @@ def replay(session: _Log, run_id: str, model: Model, *, policy: ContextPolicy | 
             pending = None
     if pending is not None:
         answered.append((pending, None))
+    if now is not None and (type(now) is not int or now < 0):
+        raise InvalidArgumentError(f"now must be an int >= 0 or None, not {now!r}")
     shared = _Replay(session, events, run_id, run_data, pinned, now_artifacts, model, policy,
-                     model_name)
+                     model_name, memory, rc.static_prefix_drift(run_data, static_prefix), now)
     if not answered:
         raise ReplayError(session.id, run_id, started.seq,
                           "the run recorded no context/injection: there is no model input "
@@ -325,13 +337,19 @@ def _recorded_policy(session: _Log, run_id: str, injection: Event,
                       "pass that policy as policy=")
 
 
-def _build(session: _Log, injection: Event, policy: ContextPolicy) -> ContextBuild:
+def _build(session: _Log, injection: Event, policy: ContextPolicy, memory: Any = None,
+           at: int | None = None) -> ContextBuild:
     d = injection.data
-    now = d.get("now")
     return build_context(session, policy, target_model=d.get("target_model"),
                          workspace_revision=d.get("workspace_revision"),
                          branch=d.get("branch"), upto=injection.seq, record=False,
-                         now=now if isinstance(now, int) else injection.time)
+                         now=_at(injection) if at is None else at, memory=memory,
+                         memory_query=d.get("memory_query"))
+
+
+def _at(injection: Event) -> int:
+    now = injection.data.get("now")
+    return now if isinstance(now, int) else injection.time
 
 
 def _input(run_id: str, index: int, injection: Event, logical: Any, run_data: dict[str, Any],
@@ -357,6 +375,9 @@ class _Replay:
     model: Model
     policy: ContextPolicy | None
     model_name: str | None
+    memory: Any   # (the view; memory, static prefix and lifecycle: replay_causes.py)
+    prefix_moved: str | None
+    at: int | None
 
 
 def _replay_call(r: _Replay, index: int, injection: Event, answer: Event | None,
@@ -366,14 +387,16 @@ def _replay_call(r: _Replay, index: int, injection: Event, answer: Event | None,
     d = injection.data if isinstance(injection.data, dict) else {}
     found: list[Drift] = []
     then_policy = _recorded_policy(session, run_id, injection, policy)
-    then = _build(session, injection, then_policy)
+    pinned_memory = rc.pinned(r.memory, d)
+    then = _build(session, injection, then_policy, pinned_memory)
     recorded_digest = d.get("messages_sha256")
     rebuilt_digest = messages_digest(then.messages)
     if isinstance(recorded_digest, str):
         exact = rebuilt_digest == recorded_digest
     else:   # older record: the selection is what it kept
         exact = [it.seq for it in then.selected] == d.get("selected")
-    inexact = None if exact else _inexact(events, injection)
+    inexact = None if exact else (rc.unpinned(d, pinned_memory, r.memory)
+                                  or _inexact(events, injection))
     if inexact is not None:
         found.append(Drift("input", inexact[0], index, inexact[1]))
     given = _input(run_id, index, injection, logical, run_data, header, then.messages, pinned)
@@ -383,14 +406,22 @@ def _replay_call(r: _Replay, index: int, injection: Event, answer: Event | None,
                 else None)
     output_diff = _diff(recorded, replayed, answer) if recorded is not None else []
     if output_diff:
-        found.append(Drift("output", "model", index, _why_output(logical, r.model_name, exact)))
+        found.append(Drift("output", "model" if inexact is None else inexact[0], index,
+                           _why_output(logical, r.model_name, exact)))
 
     now_policy = policy or then_policy
-    now = then if now_policy == then_policy else _build(session, injection, now_policy)
+    live = r.memory if pinned_memory is not None else None
+    now = then if (now_policy, live, r.at) == (then_policy, None, None) else _build(
+        session, injection, now_policy, live, r.at)
     context = _context_diff(d, then, now, then_policy, now_policy)
+    memory_found = rc.memory_drift(live, d, now, _at(injection) if r.at is None else r.at)
+    found += [Drift("memory", cause, index, detail) for cause, detail in memory_found]
+    if r.prefix_moved is not None:
+        found.append(Drift("static_prefix", "static_prefix", index, r.prefix_moved))
+    moved_by = rc.context_cause(context.removed, memory_found)
     if context.added or context.removed or context.messages_changed:
-        cause = ("policy" if context.policy_changes else
-                 inexact[0] if inexact is not None else "builder")
+        cause = ("policy" if context.policy_changes else moved_by or
+                 (inexact[0] if inexact is not None else "builder"))
         found.append(Drift("context", cause, index, _why_context(context, d)))
     moved = {k: [pinned.get(k), v] for k, v in now_artifacts.items() if pinned.get(k) != v}
     if moved:
@@ -407,9 +438,9 @@ def _replay_call(r: _Replay, index: int, injection: Event, answer: Event | None,
                 output_now_diff = _diff(recorded, replayed_now, answer, "replayed now")
             if output_now_diff:
                 found.append(Drift("output_now", "policy" if now is not then and
-                                   context.policy_changes else "artifact" if moved else
-                                   "builder", index, "the answer on the input built now "
-                                   "differs from the recorded one"))
+                                   context.policy_changes else moved_by or ("artifact" if
+                                   moved else "builder"), index, "the answer on the input "
+                                   "built now differs from the recorded one"))
     return CallReplay(index, injection.seq, None if answer is None else answer.seq, given,
                       exact, recorded, replayed, output_diff, context, replayed_now,
                       output_now_diff), found
@@ -454,10 +485,11 @@ def _inexact(events: list[Event], injection: Event) -> tuple[str, str]:
     events were read verified (a damaged frame raises before this), so either
     an event before the call was erased under a tombstone since (``log``) or
     the same intact events now build differently (``builder``)."""
-    erased = [ev.seq for ev in events[:injection.seq] if is_erased(ev)]
+    erased = [ev for ev in events[:injection.seq] if is_erased(ev)]
     if erased:
-        return "log", (f"the events before the call changed since it was recorded: seq(s) "
-                       f"{erased} erased")
+        return rc.erasure_cause(erased), (f"the events before the call changed since it was "
+                                          f"recorded: seq(s) {[ev.seq for ev in erased]} "
+                                          "erased")
     return "builder", (f"the intact events before seq {injection.seq} build another context "
                        f"than the recorded one: the context builder changed (v"
                        f"{injection.data.get('builder_version')} recorded, v{BUILDER_VERSION} "
