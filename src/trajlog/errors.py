@@ -455,6 +455,23 @@ class ReplayError(InvalidArgumentError):
         super().__init__(f"run {run_id} of session {session}{where}: {why}")
 
 
+# -- reader views (model data-class policy) --------------------------------------
+
+class ModelDataClassError(InvalidStateError):
+    """A model switch refused: the context it would re-inject holds events of
+    a data class the target model may not receive (its ``model/policy``).
+    Carries ``model``, ``refused`` ([(seq, data class)]) and ``allowed``."""
+
+    def __init__(self, model: str, refused: list[tuple[int, str]],
+                 allowed: list[str]) -> None:
+        self.model, self.refused, self.allowed = model, refused, allowed
+        shown = ", ".join(f"#{q} ({c})" for q, c in refused[:8])
+        more = f" and {len(refused) - 8} more" if len(refused) > 8 else ""
+        super().__init__(f"model {model} may receive only {', '.join(allowed) or 'nothing'}; "
+                         f"the context to send holds {shown}{more}: build it with "
+                         f"target_model={model!r} (which leaves them out) and pass it")
+
+
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
 _CLASSES: dict[Status, type[TrajlogError]] = {
@@ -573,6 +590,7 @@ __all__ = ["ArgumentTypeError", "BackendUnavailableError", "ChainError",
            "InstructionPoisoningError", "InvalidArgumentError", "InvalidStateError",
            "LeaseHeldError", "LiveWriterError", "LogMovedError", "MemoryAccessError",
            "MemoryNotFoundError", "MemoryStateError", "MigrationError",
+           "ModelDataClassError",
            "PayloadTooLargeError", "PrecedentPoisoningError", "PromotionRefusedError",
            "RedactionPausedError", "RedactionRefusedError", "ReplayError",
            "RetentionRulesError", "SchemaError", "SequenceError", "SerializationError",

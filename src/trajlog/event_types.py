@@ -202,6 +202,11 @@ TYPES: tuple[EventType, ...] = (
     _t("approval/policy", "the approval policy", index=_ROW, context="structural"),
     _t("sandbox/mode", "the sandbox settings (a subagent's snapshot)", index=_ROW,
        context="structural"),
+    # -- reader views (docs/reader-views.md) ------------------------------------
+    _t("model/policy", "the data classes a model may receive: a context build for it and "
+       "a switch to it honour them", shape={"model": "str", "allowed_data_classes": "list",
+                                            "unclassified": "str?"},
+       index=_ROW, context="structural", retention=_KEPT),
     # -- the session's life, redaction, retention ------------------------------
     _t("session/closed", "the session was closed (Session.close): its log takes no more "
        "events", index=_ROW, retention=_KEPT),
