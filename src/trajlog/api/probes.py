@@ -27,7 +27,7 @@ import uuid
 from collections.abc import Callable
 from dataclasses import dataclass
 
-from ..errors import InvalidArgumentError, TrajlogError
+from ..errors import ArgumentTypeError, InvalidArgumentError, TrajlogError
 from ..events import now_ms
 from ..projections import status
 from ..projections.context import ContextPolicy, build_context
@@ -119,7 +119,7 @@ def run_probes(store: Store, session_id: str, policy: ContextPolicy | None = Non
     reached the model input (module docstring).  The scratch fork is deleted
     before this returns or raises; ``on_fork(fork_id)`` is told its id."""
     if policy is not None and not isinstance(policy, ContextPolicy):
-        raise InvalidArgumentError(f"policy must be a ContextPolicy or None, not "
+        raise ArgumentTypeError(f"policy must be a ContextPolicy or None, not "
                                    f"{type(policy).__name__}")
     policy = policy or ContextPolicy()
     now = now_ms() if now is None else now

@@ -175,6 +175,20 @@ def as_view(view: ReaderView | str | None) -> ReaderView | None:
     return ReaderView(view)
 
 
+def for_session(view: ReaderView | str | None, session: _Log) -> ReaderView | None:
+    """``view`` with its model named: an ``external-model`` view without one
+    is for ``session``'s current model (its last ``model/switch`` or
+    ``run/started``); none known: :class:`InvalidArgumentError`."""
+    v = as_view(view)
+    if v is None or v.role != "external-model" or v.model is not None:
+        return v
+    model = _default_model(session.events())
+    if model is None:
+        raise InvalidArgumentError(f"session {session.id} names no model: say which model "
+                                   "the external-model view is for")
+    return ReaderView(v.role, model, v.now)
+
+
 def _withheld(ev: Event, role: str, reason: str) -> Event:
     d = ev.data if isinstance(ev.data, dict) else {}
     kept: dict[str, Any] = {}
@@ -220,16 +234,11 @@ def view_events(session: _Log, view: ReaderView | str, from_seq: int = 0,
     per seq, none left out (module docstring).  An ``external-model`` view
     without a model is for the session's current one (its last
     ``model/switch`` or ``run/started``); none known: InvalidArgumentError."""
-    v = as_view(view)
-    assert v is not None
+    v = for_session(view, session)
+    if v is None:
+        raise InvalidArgumentError("a view is needed: one of " + ", ".join(VIEWS))
     now = now_ms() if v.now is None else v.now
-    policy = None
-    if v.role == "external-model":
-        model = v.model or _default_model(session.events())
-        if model is None:
-            raise InvalidArgumentError(f"session {session.id} names no model: say which "
-                                       "model the external-model view is for")
-        policy = model_policy(session.events(), model)
+    policy = model_policy(session.events(), v.model) if v.role == "external-model" else None
     classes: dict[int, str] = {}   # seq -> data class, for the auditor's egress
     for ev in session.events():
         if v.role == "auditor" and ev.data_class is not None:
@@ -253,7 +262,8 @@ def _one(ev: Event, role: str, policy: ModelPolicy | None, classes: Mapping[int,
         assert policy is not None
         return _masked(ev) if policy.admits(ev) else _withheld(ev, role, NOT_ALLOWED)
     if not ev.type.startswith(_AUDITED):
-        return _withheld(ev, role, "auditor.content")
+        # content: withheld, unless there is none (a turn's or step's mark)
+        return _withheld(ev, role, "auditor.content") if ev.data else ev
     if ev.type in GRANTS:
         lapse = expires_at(ev)
         return _annotated(ev, {"expires_at": lapse,
@@ -282,6 +292,6 @@ def view_fold(session: _Log, name: str, view: ReaderView | str) -> Any:
 
 
 __all__ = ["DEFAULT_ALLOWED", "MODEL_POLICY", "NOT_ALLOWED", "VIEWS", "ModelPolicy",
-           "ReaderView", "as_view", "check_switch", "model_exclusion", "model_policy",
+           "ReaderView", "as_view", "check_switch", "for_session", "model_exclusion", "model_policy",
            "recorded_policy",
            "view_events", "view_fold"]

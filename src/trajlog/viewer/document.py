@@ -48,7 +48,7 @@ from ..event_types import HISTORY
 from ..events import SessionHeader
 from ..projections.checkpoint_marks import Marks
 from ..projections.envelopes import RUNS, RunEnvelope, settle
-from ..projections.reader_views import ReaderView, as_view, view_events
+from ..projections.reader_views import ReaderView, for_session, view_events
 
 VERSION = 1
 _ROLES = {"user": "u", "assistant": "a", "tool": "t"}
@@ -259,10 +259,11 @@ def build_document(store: Store, session_id: str, *, sink: Sink | None = None,
     references); without, the data is as stored.  ``view``: every session
     as that reader view shows it (:mod:`trajlog.projections.reader_views`;
     the document's ``view`` names it)."""
-    reader = as_view(view)
     if not isinstance(session_id, str) or not session_id:
         raise InvalidArgumentError("a session id is needed to build a view")
     root = store.session(session_id)
+    # named before the walk: a session that fails to read is flagged, a bad view refused
+    reader = for_session(view, root)
     tables = _Tables()
     sessions: list[dict[str, Any]] = []
     index: dict[str, int] = {}
@@ -286,7 +287,8 @@ def build_document(store: Store, session_id: str, *, sink: Sink | None = None,
         sessions.append(model)
     for model in sessions:
         model["kids"] = [index[c] for c in children.get(model["id"], []) if c in index]
-    return {"v": VERSION, "view": None if reader is None else reader.role, "root": root.id, "root_parent": root.header.parent_session,
+    return {"v": VERSION, "view": None if reader is None else reader.role, "root": root.id,
+            "root_parent": root.header.parent_session,
             "generated": time.time_ns() // 1_000_000, "types": list(tables.types),
             "sources": list(tables.sources), "sessions": sessions}
 
