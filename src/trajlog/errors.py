@@ -455,21 +455,16 @@ class ReplayError(InvalidArgumentError):
         super().__init__(f"run {run_id} of session {session}{where}: {why}")
 
 
-# -- reader views (model data-class policy) --------------------------------------
-
 class ModelDataClassError(InvalidStateError):
-    """A model switch refused: the context it would re-inject holds events of
-    a data class the target model may not receive (its ``model/policy``).
-    Carries ``model``, ``refused`` ([(seq, data class)]) and ``allowed``."""
+    """A model switch refused: the context to send holds data classes the
+    target ``model`` may not receive: ``refused`` [(seq, class)], ``allowed``."""
 
-    def __init__(self, model: str, refused: list[tuple[int, str]],
-                 allowed: list[str]) -> None:
+    def __init__(self, model: str, refused: list[tuple[int, str]], allowed: list[str]) -> None:
         self.model, self.refused, self.allowed = model, refused, allowed
-        shown = ", ".join(f"#{q} ({c})" for q, c in refused[:8])
-        more = f" and {len(refused) - 8} more" if len(refused) > 8 else ""
+        held = ", ".join(f"#{q} ({c})" for q, c in refused[:8]) + (" ..." * (len(refused) > 8))
         super().__init__(f"model {model} may receive only {', '.join(allowed) or 'nothing'}; "
-                         f"the context to send holds {shown}{more}: build it with "
-                         f"target_model={model!r} (which leaves them out) and pass it")
+                         f"the context holds {held}: pass context=build_context(session, "
+                         f"target_model={model!r}), which leaves them out")
 
 
 # The table: what a status means on its own.  error_for() may escalate a

@@ -26,7 +26,7 @@ def logged(store):
 
 @pytest.mark.parametrize("role", ["developer", "auditor", "external-model"])
 def test_the_page_by_view_has_every_row_and_no_secret(store, role):
-    s, child = logged(store)
+    s, _ = logged(store)
     s.append("model/switch", {"old": None, "new": "ext", "reason": "start"})
     plain = read_document(render_html(store, s.id))
     html = render_html(store, s.id, view=role)

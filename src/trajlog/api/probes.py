@@ -77,7 +77,7 @@ class ProbeReport:
 def _plant(fork: Session, name: str, marker: str, now: int) -> int:
     """Append the pollutant ``name`` carrying ``marker``; its seq."""
     if name == "stale-file":
-        path = f"probe/{marker[-10:]}.txt"   # the marker itself only in the old content
+        path = f"probe-{marker[-10:]}.txt"   # the marker itself only in the old content
         old = fork.append("file/snapshot", {"path": path, "content": f"old content {marker}"})
         fork.append("file/snapshot", {"path": path, "content": "current content"})
         return old.seq

@@ -45,7 +45,7 @@ from typing import Any, Protocol
 import msgspec
 
 from ..errors import InvalidArgumentError, ModelDataClassError
-from ..event_types import GRANTS, KEEPS
+from ..event_types import AUDITED, AUDITED_PREFIXES, GRANTS, KEEPS
 from ..events import DATA_CLASSES, Event, now_ms
 from ..redaction import RedactionPolicy, Redactor
 from .evidence import expires_at
@@ -57,10 +57,6 @@ MODEL_POLICY = "model/policy"
 NOT_ALLOWED = "data_class.not_allowed_for_model"
 #: what a model with no recorded policy may receive
 DEFAULT_ALLOWED = frozenset(c for c in DATA_CLASSES if c != "restricted")
-#: types whose payload the auditor reads (a prefix ends in "/")
-_AUDITED = ("approval/", "lease/", "event/status", "context/injection", "model/", "run/",
-            "redaction/", "retention/", "session/", "sandbox/", "human/decision",
-            "workspace/revision", "task/contract")
 #: the text field each reading shows, by type
 _TEXT = {"user/message": "content", "assistant/message": "content", "tool/result": "output",
          "file/snapshot": "content", "subagent/result": "output", "subagent/output": "output"}
@@ -261,7 +257,7 @@ def _one(ev: Event, role: str, policy: ModelPolicy | None, classes: Mapping[int,
     if role == "external-model":
         assert policy is not None
         return _masked(ev) if policy.admits(ev) else _withheld(ev, role, NOT_ALLOWED)
-    if not ev.type.startswith(_AUDITED):
+    if ev.type not in AUDITED and not ev.type.startswith(AUDITED_PREFIXES):
         # content: withheld, unless there is none (a turn's or step's mark)
         return _withheld(ev, role, "auditor.content") if ev.data else ev
     if ev.type in GRANTS:
@@ -292,6 +288,5 @@ def view_fold(session: _Log, name: str, view: ReaderView | str) -> Any:
 
 
 __all__ = ["DEFAULT_ALLOWED", "MODEL_POLICY", "NOT_ALLOWED", "VIEWS", "ModelPolicy",
-           "ReaderView", "as_view", "check_switch", "for_session", "model_exclusion", "model_policy",
-           "recorded_policy",
-           "view_events", "view_fold"]
+           "ReaderView", "as_view", "check_switch", "for_session", "model_exclusion",
+           "model_policy", "recorded_policy", "view_events", "view_fold"]
