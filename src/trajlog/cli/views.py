@@ -15,6 +15,7 @@ from rich.tree import Tree
 
 from .. import projections
 from ..api import Session
+from ..event_types import CONTEXT_TOOL_RESULTS as CHAT_RESULTS
 from ..projections.evidence import ref as source_ref
 from ..projections.reader_views import view_events, view_fold
 from ..viewer import write_html
@@ -79,6 +80,7 @@ def chat(app: App, session: str, full: bool, as_json: bool, view: str | None,
     s = app.session(session)
     width = 10**9 if full else max(app.out.width - 12, 40)
     nodes = projections.chat(s) if as_reader is None else view_fold(s, "chat", as_reader)
+    viewed: dict[int, Any] | None = None
     for node in nodes:
         if as_json:
             app.json(msgspec.to_builtins(node))
@@ -97,8 +99,13 @@ def chat(app: App, session: str, full: bool, as_json: bool, view: str | None,
             output: Any = node.output
             if full and output and node.result_seq is not None:
                 # the projection keeps a cut of each output: --full reads it whole
-                result = s.get(node.result_seq).data if as_reader is None else next(
-                    view_events(s, as_reader, node.result_seq, node.result_seq)).data
+                if as_reader is None:
+                    result = s.get(node.result_seq).data
+                else:   # the view's payloads, read in one pass for every card
+                    if viewed is None:
+                        viewed = {e.seq: e.data for e in view_events(s, as_reader)
+                                  if e.type in CHAT_RESULTS}
+                    result = viewed.get(node.result_seq)
                 if isinstance(result, dict) and "output" in result:
                     output = result["output"]
             if output:
