@@ -7,6 +7,7 @@ import pytest
 
 from trajlog import errors
 from trajlog.projections.context import ContextPolicy, build_context
+from trajlog.projections.evidence import ref
 from trajlog.projections.reader_views import (
     NOT_ALLOWED,
     VIEWS,
@@ -43,6 +44,7 @@ def test_every_view_cites_every_seq_and_says_what_it_withholds(store, role):
                                           else None, now=2000)))
     assert [e.seq for e in seen] == [e.seq for e in raw]
     assert [e.type for e in seen] == [e.type for e in raw]
+    assert [ref(e) for e in seen] == [ref(e) for e in raw]   # the builder's refs too
     # the envelope stays; only masking a secret raises a class (to internal-redacted)
     assert all(a.data_class in (b.data_class, "internal-redacted") and a.source == b.source
                for a, b in zip(seen, raw, strict=True))
@@ -176,3 +178,16 @@ def test_a_model_policy_has_a_shape(store):
         s.append("model/policy", {"model": "m"})
     with pytest.raises(errors.ValidationError):
         s.append("model/policy", {"model": "m", "allowed_data_classes": "public"})
+
+
+def test_a_policy_naming_no_known_class_admits_nothing(store):
+    s = store.create_session()
+    s.append("user/message", {"content": "hello"}, data_class="public")
+    s.append("model/policy", {"model": "m", "allowed_data_classes": ["publc"]})   # a typo
+    build = build_context(s, target_model="m", record=False)
+    assert build.selected == [] and build.excluded[0].reason == NOT_ALLOWED
+    s.append("model/policy", {"model": "m", "allowed_data_classes": ["public"],
+                              "unclassified": "secretish"})   # malformed: denies
+    assert build_context(s, target_model="m", record=False).selected == []
+    s.append("model/policy", {"model": "m", "allowed_data_classes": ["public"]})
+    assert [it.seq for it in build_context(s, target_model="m", record=False).selected] == [0]

@@ -59,7 +59,7 @@ from ..projections.envelopes import (
     prefix_hash,
     usage_of,
 )
-from ..projections.reader_views import check_switch, recorded_policy
+from ..projections.reader_views import MODEL_POLICY, check_switch, recorded_policy
 
 _IDENTITY_KEYS = ("tenant", "user", "identity")   # the header metadata a child inherits
 _FOLD_EVERY = 64   # seen events a run holds before folding them (bounds its memory)
@@ -323,10 +323,12 @@ def switch_model(session: _Log, *, old: str | None, new: str, reason: str,
         raise TypeError("context must be a ContextBuild (build_context's result) or None")
     # Before any context reaches the new model: what it may receive (its
     # recorded model/policy) against what the switch re-injects.
-    events = list(session.events())
-    if recorded_policy(events, new) is not None:
-        check_switch(events, context if context is not None else build_context(
-            cast(Any, session), record=False), new)
+    # (a lazy pass first: a log with no model/policy decodes no payload here)
+    if any(ev.type == MODEL_POLICY for ev in session.events(lazy=True)):
+        events = list(session.events())
+        if recorded_policy(events, new) is not None:
+            check_switch(events, context if context is not None else build_context(
+                cast(Any, session), record=False), new)
     enclosing = current_run(session.id)
     return session.append(SWITCH, {"old": old, "new": new, "reason": reason,
                                    "context_version": context_version,

@@ -86,14 +86,16 @@ class ModelPolicy:
 
 
 def _policy_of(ev: Event) -> ModelPolicy | None:
-    """The policy a ``model/policy`` event states, or None if malformed (a
-    malformed one changes nothing: the append checked its shape)."""
+    """The policy a ``model/policy`` event states; one naming its model but
+    malformed otherwise admits nothing (it denies, never widens); None
+    without a model name."""
     d = ev.data if isinstance(ev.data, dict) else {}
     model, allowed = d.get("model"), d.get("allowed_data_classes")
     unclassified = d.get("unclassified", "internal")
-    if not isinstance(model, str) or not isinstance(allowed, list) or \
-            unclassified not in DATA_CLASSES:
+    if not isinstance(model, str):
         return None
+    if not isinstance(allowed, list) or unclassified not in DATA_CLASSES:
+        return ModelPolicy(model, frozenset(), "internal", ev.seq)
     return ModelPolicy(model, frozenset(c for c in allowed if c in DATA_CLASSES),
                        unclassified, ev.seq)
 
