@@ -100,3 +100,15 @@ def test_a_model_policy_is_probed_for_its_target(store):
     assert report.ok
     assert {p.reason for p in report.probes} == {"data_class.not_allowed_for_model",
                                                  "file.snapshot.stale"}
+
+
+def test_a_closed_session_of_another_branch_is_probed_as_it_is(store, tmp_path):
+    s = store.create_session(metadata={"branch": "feature"})
+    with s.turn():
+        s.append("user/message", {"content": "on the feature branch"})
+    s.close()
+    before = snapshot(store, s, tmp_path, "closed")
+    report = run_probes(store, s.id)
+    assert report.ok and {p.name: p.reason for p in report.probes}["other-branch"] == \
+        "branch.other"
+    assert snapshot(store, s, tmp_path, "closed-after") == before
