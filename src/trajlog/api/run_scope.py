@@ -322,8 +322,8 @@ def switch_model(session: _Log, *, old: str | None, new: str, reason: str,
     if context is not None and not isinstance(context, ContextBuild):
         raise TypeError("context must be a ContextBuild (build_context's result) or None")
     # Before any context reaches the new model: what it may receive (its
-    # recorded model/policy) against what the switch re-injects.
-    # (a lazy pass first: a log with no model/policy decodes no payload here)
+    # recorded model/policy) against what the switch re-injects.  A lazy pass
+    # first: a log with no model/policy decodes no payload here.
     if any(ev.type == MODEL_POLICY for ev in session.events(lazy=True)):
         events = list(session.events())
         if recorded_policy(events, new) is not None:
