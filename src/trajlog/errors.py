@@ -455,6 +455,18 @@ class ReplayError(InvalidArgumentError):
         super().__init__(f"run {run_id} of session {session}{where}: {why}")
 
 
+class ModelDataClassError(InvalidStateError):
+    """A model switch refused: the context to send holds data classes the
+    target ``model`` may not receive: ``refused`` [(seq, class)], ``allowed``."""
+
+    def __init__(self, model: str, refused: list[tuple[int, str]], allowed: list[str]) -> None:
+        self.model, self.refused, self.allowed = model, refused, allowed
+        held = ", ".join(f"#{q} ({c})" for q, c in refused[:8]) + (" ..." * (len(refused) > 8))
+        super().__init__(f"model {model} may receive only {', '.join(allowed) or 'nothing'}; "
+                         f"the context holds {held}: pass context=build_context(session, "
+                         f"target_model={model!r}), which leaves them out")
+
+
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
 _CLASSES: dict[Status, type[TrajlogError]] = {
@@ -573,6 +585,7 @@ __all__ = ["ArgumentTypeError", "BackendUnavailableError", "ChainError",
            "InstructionPoisoningError", "InvalidArgumentError", "InvalidStateError",
            "LeaseHeldError", "LiveWriterError", "LogMovedError", "MemoryAccessError",
            "MemoryNotFoundError", "MemoryStateError", "MigrationError",
+           "ModelDataClassError",
            "PayloadTooLargeError", "PrecedentPoisoningError", "PromotionRefusedError",
            "RedactionPausedError", "RedactionRefusedError", "ReplayError",
            "RetentionRulesError", "SchemaError", "SequenceError", "SerializationError",

@@ -202,6 +202,10 @@ TYPES: tuple[EventType, ...] = (
     _t("approval/policy", "the approval policy", index=_ROW, context="structural"),
     _t("sandbox/mode", "the sandbox settings (a subagent's snapshot)", index=_ROW,
        context="structural"),
+    # -- reader views (docs/reader-views.md) ------------------------------------
+    _t("model/policy", "the data classes a model may receive: a context build for it and "
+       "a switch to it honour them", shape={"model": "str", "allowed_data_classes": "list",
+                                            "unclassified": "str?"}),
     # -- the session's life, redaction, retention ------------------------------
     _t("session/closed", "the session was closed (Session.close): its log takes no more "
        "events", index=_ROW, retention=_KEPT),
@@ -385,6 +389,14 @@ MESSAGES = HISTORY["user"] | HISTORY["assistant"]
 
 #: projections/evidence.py, api/checkpoints.py: a permission with an expiry
 GRANTS = _names(grants=True)
+#: projections/reader_views.py: what the auditor view reads in full -- decisions
+#: (permissions, statuses, model policies and switches, runs, context builds, the
+#: session's life), never content; by name and by prefix
+AUDITED = GRANTS | frozenset({
+    "approval/deny", "approval/policy", "event/status", "context/injection", "model/switch",
+    "model/policy", "human/decision", "task/contract", "workspace/revision", "sandbox/mode",
+    "session/closed", "session/deleted", "retention/policy"})
+AUDITED_PREFIXES = ("approval/", "run/", "redaction/", "retention/")
 #: memory/retention.py: payloads a retention policy never erases
 RETENTION_KEEPS = _names(retention=_KEPT)
 #: memory/retention_rules.py: the store rule's kind of a type, and of a family's prefix

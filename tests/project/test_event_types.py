@@ -40,6 +40,7 @@ NOT_TYPES = {
     "sha256-chain/1": "an integrity digest's algorithm (projections/envelopes.py)",
     "src/login.ts": "a file path in the demo (cli/demo.py)",
     "trajlog-export/1": "the export format's name (codec/tlog.py)",
+    "trajlog-view/1": "a reader view export's format name (interop/view_export.py)",
     "subagents/": "a directory inside an export (interop/export.py)",
     "image/png": "an inline image's media type (providers/common.py)",
     "application/octet-stream": "an inline image's media type (providers/common.py)",

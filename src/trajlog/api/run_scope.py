@@ -25,6 +25,12 @@ Event shapes (``data``)::
                                digest},
                    error?}
     model/switch  {old, new, reason, context_version, run_id}
+
+A switch to a model with a recorded ``model/policy`` is refused
+(:class:`~trajlog.errors.ModelDataClassError`, nothing written) when the
+context it re-injects -- ``context=``, else a build under the default policy
+-- holds a data class that model may not receive
+(:mod:`trajlog.projections.reader_views`).
 """
 
 from __future__ import annotations
@@ -34,10 +40,11 @@ import contextvars
 import math
 import uuid
 from collections.abc import Iterator, Mapping
-from typing import Any, Protocol
+from typing import Any, Protocol, cast
 
 from ..errors import InvalidArgumentError, InvalidStateError, TrajlogError, ValidationError
 from ..events import Event, SessionHeader
+from ..projections.context import ContextBuild, build_context
 from ..projections.envelopes import (
     CHAIN_DIGEST,
     COST_SURFACES,
@@ -52,6 +59,7 @@ from ..projections.envelopes import (
     prefix_hash,
     usage_of,
 )
+from ..projections.reader_views import MODEL_POLICY, check_switch, recorded_policy
 
 _IDENTITY_KEYS = ("tenant", "user", "identity")   # the header metadata a child inherits
 _FOLD_EVERY = 64   # seen events a run holds before folding them (bounds its memory)
@@ -303,7 +311,7 @@ def finalize(session: _Log, current: Run, state: str, error: str | None = None) 
 
 
 def switch_model(session: _Log, *, old: str | None, new: str, reason: str,
-                 context_version: Any = None) -> Event:
+                 context_version: Any = None, context: ContextBuild | None = None) -> Event:
     """(See :meth:`trajlog.Session.switch_model`.)"""
     if not isinstance(new, str) or not new:
         raise TypeError("new must be a non-empty str")
@@ -311,6 +319,16 @@ def switch_model(session: _Log, *, old: str | None, new: str, reason: str,
         raise TypeError("old must be a str or None")
     if not isinstance(reason, str) or not reason:
         raise TypeError("reason must be a non-empty str")
+    if context is not None and not isinstance(context, ContextBuild):
+        raise TypeError("context must be a ContextBuild (build_context's result) or None")
+    # Before any context reaches the new model: what it may receive (its
+    # recorded model/policy) against what the switch re-injects.  A lazy pass
+    # first: a log with no model/policy decodes no payload here.
+    if any(ev.type == MODEL_POLICY for ev in session.events(lazy=True)):
+        events = list(session.events())
+        if recorded_policy(events, new) is not None:
+            check_switch(events, context if context is not None else build_context(
+                cast(Any, session), record=False), new)
     enclosing = current_run(session.id)
     return session.append(SWITCH, {"old": old, "new": new, "reason": reason,
                                    "context_version": context_version,

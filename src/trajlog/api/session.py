@@ -236,12 +236,17 @@ class Session:
                          static_prefix=static_prefix, run_id=run_id, artifacts=artifacts)
 
     def switch_model(self, *, old: str | None, new: str, reason: str,
-                     context_version: Any = None) -> Event:
+                     context_version: Any = None, context: Any = None) -> Event:
         """Append ``model/switch`` (the old and new logical model, why, and the
         version of the context re-injected into the new one), naming the
-        open run if any; the trajectory shows it."""
+        open run if any; the trajectory shows it.  When ``new`` has a
+        recorded ``model/policy``, the context re-injected (``context``: a
+        :class:`~trajlog.projections.context.ContextBuild`; default: a build
+        under the default policy) is checked first: a data class ``new`` may
+        not receive refuses the switch (:class:`~trajlog.errors.ModelDataClassError`,
+        nothing written; docs/reader-views.md)."""
         return run_scope.switch_model(self, old=old, new=new, reason=reason,
-                                  context_version=context_version)
+                                      context_version=context_version, context=context)
 
     # -- stage checkpoints and resumption (api/checkpoints.py) -----------------------
 

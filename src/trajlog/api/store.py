@@ -493,17 +493,21 @@ class Store(RetentionFace, SearchFace):
 
     def export(self, session_id: str, path: str | os.PathLike[str], *,
                format: str | None = None, progress: ExportProgress | None = None,
-               ) -> ExportReport:
+               view: Any = None) -> ExportReport:
         """Write ``session_id`` to ``path``: ``.tlog`` (its frames, verifiable
         without the database), ``.jsonl`` / ``.jsonl.zst`` (one JSON line per
         event, checksums carried) or ``.zip`` (the session and every
         descendant under ``subagents/<id>/``).  ``format`` overrides the name's
         suffix.  Erased payloads stay erased; the file appears complete or not
-        at all (:mod:`trajlog.interop.export`)."""
+        at all (:mod:`trajlog.interop.export`).  ``view``: a reader view
+        (``"developer"``, ``"auditor"``, ``"external-model"`` or a
+        :class:`~trajlog.projections.reader_views.ReaderView`): the session as
+        that reader sees it, as JSONL (docs/reader-views.md)."""
         # imported here, not at the top: a host that never exports never loads
         # the formats (zipfile, tempfile, the importers' sources) with trajlog
         from ..interop.export import export as export_session
-        return export_session(self, session_id, path, format=format, progress=progress)
+        return export_session(self, session_id, path, format=format, progress=progress,
+                              view=view)
 
     def import_path(self, path: str | os.PathLike[str], *, format: str = "auto",
                     progress: ImportProgress | None = None, close: bool = False,

@@ -14,6 +14,7 @@ from ..interop.formats import FORMATS as IMPORT_FORMATS
 from ..interop.sources.trajlog import verify_file
 from ..storage.factory import exists
 from .app import EXIT_DEFECT, EXIT_OK, App, session_argument, summary
+from .reader import reader, view_options
 
 EXPORT_SUFFIXES = tuple("." + f for f in EXPORT_FORMATS)
 
@@ -51,14 +52,20 @@ def verify_export(app: App, path: str, as_json: bool = False) -> int:
               help="The file to write: .tlog, .jsonl, .jsonl.zst or .zip (the whole tree).")
 @click.option("--format", "format_", type=click.Choice(EXPORT_FORMATS),
               help="Override the format the file's suffix names.")
+@view_options
 @click.pass_obj
-def export(app: App, session: str, output: str, format_: str | None) -> None:
+def export(app: App, session: str, output: str, format_: str | None, view: str | None,
+           view_model: str | None) -> None:
     """Write a session (or, to a .zip, the session and its descendants) to a
-    file that verifies on its own; it appears complete or not at all."""
+    file that verifies on its own; it appears complete or not at all.  With
+    --view: the session as that reader sees it (.jsonl or .jsonl.zst; a
+    reading, it does not import back)."""
+    as_reader = reader(view, view_model)
     s = app.session(session)
     total = None if (format_ == "zip" or output.lower().endswith(".zip")) else s.last_seq + 1
     with app.progress(f"export {s.id[:8]}", total, unit="events") as update:
-        report = app.store().export(s.id, output, format=format_, progress=update)
+        report = app.store().export(s.id, output, format=format_, progress=update,
+                                    view=as_reader)
     table = Table(box=None, pad_edge=False, header_style="bold")
     for name in ("file", "format", "sessions", "events", "bytes", "sha256"):
         table.add_column(name, no_wrap=True)

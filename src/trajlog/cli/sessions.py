@@ -13,6 +13,7 @@ from rich.tree import Tree
 
 from ..event_types import ENDS_LOG
 from ..events import Event, SessionHeader
+from ..projections.reader_views import view_events
 from .app import (
     EXIT_DEFECT,
     EXIT_OK,
@@ -26,6 +27,7 @@ from .app import (
     summary,
     when,
 )
+from .reader import reader, view_options
 
 
 def register(cli: click.Group) -> None:
@@ -116,7 +118,7 @@ def _type_filter(patterns: tuple[str, ...]) -> Any:
 
 
 def _print_events(app: App, events: Iterable[Event], as_json: bool, full: bool,
-                  want: Any = None) -> int:
+                  want: Any = None, classes: bool = False) -> int:
     width = max(app.out.width - 48, 40)
     last = -1
     for ev in events:
@@ -132,6 +134,8 @@ def _print_events(app: App, events: Iterable[Event], as_json: bool, full: bool,
         else:
             text = summary(data, 10**9 if full else width)
         source = f"  <{summary(ev.source, 200)}>" if ev.source else ""
+        if classes:   # a reader view: each event's data class, stated or not
+            source += f"  [{ev.data_class or 'unclassified'}]"
         app.echo(f"{ev.seq:>6}  {clock(ev.time)}  {ev.type:<20} {text}{source}")
     return last
 
@@ -145,14 +149,19 @@ def _print_events(app: App, events: Iterable[Event], as_json: bool, full: bool,
 @click.option("--to", "to_seq", type=click.IntRange(min=0), metavar="SEQ", help="Last seq.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per event.")
 @click.option("--full", is_flag=True, help="Print whole payloads, not one line each.")
+@view_options
 @click.pass_obj
 def show(app: App, session: str, types: tuple[str, ...], from_seq: int, to_seq: int | None,
-         as_json: bool, full: bool) -> None:
-    """Print a session's events (verified as they are read)."""
+         as_json: bool, full: bool, view: str | None, view_model: str | None) -> None:
+    """Print a session's events (verified as they are read); with --view, as
+    that reader sees them (a withheld payload says so, every seq is kept)."""
+    as_reader = reader(view, view_model)
     s = app.session(session)
     if to_seq is not None and to_seq < from_seq:
         fail(f"--to {to_seq} is before --from {from_seq}")
-    _print_events(app, s.events(from_seq, to_seq), as_json, full, _type_filter(types))
+    events = s.events(from_seq, to_seq) if as_reader is None else view_events(
+        s, as_reader, from_seq, to_seq)
+    _print_events(app, events, as_json, full, _type_filter(types), as_reader is not None)
 
 
 @click.command()

@@ -15,9 +15,12 @@ from rich.tree import Tree
 
 from .. import projections
 from ..api import Session
+from ..event_types import CONTEXT_TOOL_RESULTS as CHAT_RESULTS
 from ..projections.evidence import ref as source_ref
+from ..projections.reader_views import view_events, view_fold
 from ..viewer import write_html
 from .app import App, duration, fail, safe, session_argument, summary
+from .reader import reader, view_options
 
 STATUS_STYLE = {"done": "green", "error": "red", "unknown": "yellow", "not_started": "yellow",
                 "running": "cyan", "requested": "cyan"}
@@ -67,12 +70,18 @@ def _times(s: Session, seqs: set[int]) -> dict[int, int]:
 @session_argument()
 @click.option("--full", is_flag=True, help="Whole messages and tool outputs.")
 @click.option("--json", "as_json", is_flag=True, help="One JSON object per bubble or card.")
+@view_options
 @click.pass_obj
-def chat(app: App, session: str, full: bool, as_json: bool) -> None:
-    """The conversation as people read it: bubbles and tool cards."""
+def chat(app: App, session: str, full: bool, as_json: bool, view: str | None,
+         view_model: str | None) -> None:
+    """The conversation as people read it: bubbles and tool cards (with
+    --view, as that reader sees it)."""
+    as_reader = reader(view, view_model)
     s = app.session(session)
     width = 10**9 if full else max(app.out.width - 12, 40)
-    for node in projections.chat(s):
+    nodes = projections.chat(s) if as_reader is None else view_fold(s, "chat", as_reader)
+    viewed: dict[int, Any] | None = None
+    for node in nodes:
         if as_json:
             app.json(msgspec.to_builtins(node))
         elif node.kind == "message":
@@ -90,7 +99,13 @@ def chat(app: App, session: str, full: bool, as_json: bool) -> None:
             output: Any = node.output
             if full and output and node.result_seq is not None:
                 # the projection keeps a cut of each output: --full reads it whole
-                result = s.get(node.result_seq).data
+                if as_reader is None:
+                    result = s.get(node.result_seq).data
+                else:   # the view's payloads, read in one pass for every card
+                    if viewed is None:
+                        viewed = {e.seq: e.data for e in view_events(s, as_reader)
+                                  if e.type in CHAT_RESULTS}
+                    result = viewed.get(node.result_seq)
                 if isinstance(result, dict) and "output" in result:
                     output = result["output"]
             if output:
@@ -240,12 +255,15 @@ def context(app: App, session: str, seq: int | None, list_all: bool, as_json: bo
 @session_argument()
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True),
               help="The HTML file to write (default: trajlog-<id>.html here).")
+@view_options
 @click.pass_obj
-def view(app: App, session: str, output: str | None) -> None:
+def view(app: App, session: str, output: str | None, view: str | None,
+         view_model: str | None) -> None:
     """Write one self-contained HTML page of a session and its subagents:
     chat, trajectory and timeline, model history, context builds, goals,
     the session tree, erased events as tombstones; search within the page.
-    It loads nothing from the network."""
+    It loads nothing from the network.  With --view, as that reader sees it."""
+    as_reader = reader(view, view_model)
     s = app.session(session)
     if s.header.damage is not None:
         fail(f"session {s.id} has a damaged header: {s.header.damage}",
@@ -253,7 +271,7 @@ def view(app: App, session: str, output: str | None) -> None:
     path = output or f"trajlog-{s.id[:8]}.html"
     with app.err.status(f"rendering {s.id[:8]}", spinner="dots") if app.err.is_terminal \
             else _nothing():
-        report: Any = write_html(app.store(), s.id, path)
+        report: Any = write_html(app.store(), s.id, path, view=as_reader)
     app.echo(f"wrote {report.path}: {report.sessions} session(s), {report.events:,} events, "
              f"{report.bytes:,} bytes")
     app.echo(f"open it in a browser: {Path(os.path.abspath(report.path)).as_uri()}")

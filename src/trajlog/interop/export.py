@@ -47,7 +47,9 @@ from ..codec.tlog import (
 )
 from ..errors import InvalidArgumentError
 from ..events import ENVELOPE_FIELDS, SessionHeader
+from ..projections.reader_views import ReaderView, as_view
 from .protocols import StoredSession, StoreLike
+from .view_export import VIEW_FORMATS, write_view_jsonl
 
 FORMATS = ("tlog", "jsonl", "jsonl.zst", "zip")
 #: a .zip export's comment: this, then the hex SHA-256 of every byte before it
@@ -90,19 +92,30 @@ def header_dict(header: SessionHeader) -> dict[str, Any]:
 
 
 def export(store: StoreLike, session_id: str, path: str | os.PathLike[str], *,
-           format: str | None = None, progress: Progress | None = None) -> ExportReport:
+           format: str | None = None, progress: Progress | None = None,
+           view: ReaderView | str | None = None) -> ExportReport:
     """Export a session (``.zip``: the session and all its descendants) to
     ``path``.  The file appears complete or not at all: it is written beside
-    ``path`` and renamed into place once synced."""
+    ``path`` and renamed into place once synced.  ``view``: the session as
+    that reader view shows it (JSONL only; :mod:`.view_export`)."""
     fmt = format or format_of(path)
     if fmt not in FORMATS:
         raise InvalidArgumentError(f"unknown export format {fmt!r} (known: "
                                    f"{', '.join(FORMATS)})")
+    reader = as_view(view)
+    if reader is not None and fmt not in VIEW_FORMATS:
+        raise InvalidArgumentError(f"the {reader.role} view exports as "
+                                   f"{' or '.join(VIEW_FORMATS)}, not {fmt} (its payloads "
+                                   "are a reading, not the frames)")
     session = store.session(session_id)
     target = Path(os.fspath(path))
     counter = _Counter(progress)
     with _atomic(target) as out:
-        if fmt == "tlog":
+        if reader is not None:
+            with _maybe_zstd(out, fmt == "jsonl.zst") as sink:
+                write_view_jsonl(session, sink, reader, header_dict(session.header), counter)
+            ids = [session.id]
+        elif fmt == "tlog":
             write_tlog(session, out, counter)
             ids = [session.id]
         elif fmt == "zip":

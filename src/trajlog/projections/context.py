@@ -11,7 +11,9 @@ A build runs the four stages of the seed article, in order:
 2. **status** -- superseded (``event/status``, or a later event's envelope
    ``supersedes``; in older logs ``data.supersedes``), rejected, expired and
    audit-only events are excluded,
-   and so are restricted data classes, untrusted sources (``external:*``,
+   and so are events of a data class the ``target_model`` may not receive
+   (its recorded ``model/policy``: ``data_class.not_allowed_for_model``,
+   :mod:`.reader_views`), restricted data classes, untrusted sources (``external:*``,
    ``web:*``: data, never instructions) and permissions (``approval/grant``,
    ``lease/grant``) whose ``expires_at`` / ``ttl_ms`` has passed at the
    build's ``now`` (``permission.expired``: an approval that lapsed must not
@@ -72,6 +74,7 @@ from .context_policy import STRICT_REQUIRE, ContextPolicy
 from .context_summary import BLOCKS, summary_blocks, summary_text
 from .context_summary import text_of as _str
 from .evidence import GRANTS, Evidence, branch_of, expires_at, ref, source_class
+from .reader_views import model_exclusion, recorded_policy
 
 
 class Session(Protocol):
@@ -243,6 +246,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         now = now_ms()
     events = list(session.events()) if upto is None else (
         list(session.events(0, upto - 1)) if upto else [])   # to_seq is inclusive
+    gate = recorded_policy(events, target_model)   # what the target model may receive
     statuses = Evidence(branch=branch)
     latest_plan = None
     declared = stated = None
@@ -284,6 +288,8 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
             continue
         category = _category(ev, latest_plan)
         reason = _exclusion(ev, category, policy, statuses, scope)
+        if reason is None or reason.startswith(_SUMMARY_OK):
+            reason = model_exclusion(ev, gate) or reason
         if reason is not None and not reason.startswith(_SUMMARY_OK):
             excluded.append(Excluded(ev.seq, ref(ev), reason))
             if reason == "tool.result.incomplete":

@@ -48,6 +48,7 @@ from ..event_types import HISTORY
 from ..events import SessionHeader
 from ..projections.checkpoint_marks import Marks
 from ..projections.envelopes import RUNS, RunEnvelope, settle
+from ..projections.reader_views import ReaderView, for_session, view_events
 
 VERSION = 1
 _ROLES = {"user": "u", "assistant": "a", "tool": "t"}
@@ -162,8 +163,10 @@ class Sink:
 _VIEW_FOLDS = ("chat", "trajectory", "model_history", "goal")
 
 
-def _session_model(s: Session, tables: _Tables, inh: int, sink: Sink | None) -> dict[str, Any]:
-    """One session's part of the document (``inh`` -1: every event embedded)."""
+def _session_model(s: Session, tables: _Tables, inh: int, sink: Sink | None,
+                   view: ReaderView | None = None) -> dict[str, Any]:
+    """One session's part of the document (``inh`` -1: every event embedded),
+    as ``view`` shows its events (None: as stored)."""
     base = s.header.seed_length if inh >= 0 else 0
     rows: list[list[Any]] = []
     ctx: list[int] = []
@@ -179,7 +182,7 @@ def _session_model(s: Session, tables: _Tables, inh: int, sink: Sink | None) -> 
     # runs and checkpoints in the same pass (the runs fold reads every event:
     # its integrity chain covers them all)
     runs_state, marks = RUNS.init(), Marks()
-    for ev in s.events(0):
+    for ev in (s.events(0) if view is None else view_events(s, view)):
         t, d = ev.type, ev.data
         for i, fold in enumerate(folds):
             if wants[i](t):
@@ -247,15 +250,20 @@ def _run_row(r: RunEnvelope) -> list[Any]:
             r.switches]
 
 
-def build_document(store: Store, session_id: str, *, sink: Sink | None = None) -> dict[str, Any]:
+def build_document(store: Store, session_id: str, *, sink: Sink | None = None,
+                   view: ReaderView | str | None = None) -> dict[str, Any]:
     """The document of ``session_id`` and all its descendants (forks and
     subagents), parents before children; the first session is the one asked
     for, and ``root_parent`` notes its own parent's id when it has one.  With
     a ``sink``, long strings of event data go there (rows then carry their
-    references); without, the data is as stored."""
+    references); without, the data is as stored.  ``view``: every session
+    as that reader view shows it (:mod:`trajlog.projections.reader_views`;
+    the document's ``view`` names it)."""
     if not isinstance(session_id, str) or not session_id:
         raise InvalidArgumentError("a session id is needed to build a view")
     root = store.session(session_id)
+    # named before the walk: a session that fails to read is flagged, a bad view refused
+    reader = for_session(view, root)
     tables = _Tables()
     sessions: list[dict[str, Any]] = []
     index: dict[str, int] = {}
@@ -268,7 +276,7 @@ def build_document(store: Store, session_id: str, *, sink: Sink | None = None) -
         model = None
         if h.damage is None:
             try:   # a session that cannot be read (a damaged ancestor) is flagged, not fatal
-                model = _session_model(store.session(h.id), tables, parent, sink)
+                model = _session_model(store.session(h.id), tables, parent, sink, reader)
             except TrajlogError as exc:
                 h = replace(h, damage=f"{type(exc).__name__}: {exc}")
         if model is None:
@@ -279,7 +287,8 @@ def build_document(store: Store, session_id: str, *, sink: Sink | None = None) -
         sessions.append(model)
     for model in sessions:
         model["kids"] = [index[c] for c in children.get(model["id"], []) if c in index]
-    return {"v": VERSION, "root": root.id, "root_parent": root.header.parent_session,
+    return {"v": VERSION, "view": None if reader is None else reader.role, "root": root.id,
+            "root_parent": root.header.parent_session,
             "generated": time.time_ns() // 1_000_000, "types": list(tables.types),
             "sources": list(tables.sources), "sessions": sessions}
 

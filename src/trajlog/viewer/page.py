@@ -20,6 +20,7 @@ import msgspec
 
 from ..api import Store
 from ..errors import InvalidArgumentError
+from ..projections.reader_views import ReaderView
 from .document import Sink, build_document
 
 _DATA = "__TRAJLOG_DATA__"
@@ -89,13 +90,16 @@ def _compress(chunks: list[list[bytes]]) -> list[bytes]:
         return list(pool.map(one, todo))
 
 
-def _page(store: Store, session_id: str) -> tuple[bytes, dict[str, Any]]:
+def _page(store: Store, session_id: str, view: ReaderView | str | None = None,
+          ) -> tuple[bytes, dict[str, Any]]:
     sink = Sink()
-    doc = build_document(store, session_id, sink=sink)
+    doc = build_document(store, session_id, sink=sink, view=view)
     head, mid, tail, end = _template()
     root = doc["sessions"][0]
     title = (root["meta"].get("title") if isinstance(root["meta"].get("title"), str)
              else None) or root["id"]
+    if doc["view"] is not None:   # the page says whose reading it is
+        title = f"{title} ({doc['view']} view)"
     # the long strings, gzipped: base64's alphabet cannot end a <script>
     blobs = [part for b in _compress(sink.chunks) for part in (_BLOB_TAG.encode(), b,
                                                                b"</script>\n")]
@@ -136,15 +140,18 @@ def read_document(page: str) -> dict[str, Any]:
     return doc
 
 
-def render_html(store: Store, session_id: str) -> str:
-    """The viewer page of ``session_id`` and its descendants, as a string."""
-    return _page(store, session_id)[0].decode()
+def render_html(store: Store, session_id: str, *, view: ReaderView | str | None = None) -> str:
+    """The viewer page of ``session_id`` and its descendants, as a string;
+    ``view``: as that reader view shows them (docs/reader-views.md)."""
+    return _page(store, session_id, view)[0].decode()
 
 
-def write_html(store: Store, session_id: str, path: str | os.PathLike[str]) -> ViewReport:
+def write_html(store: Store, session_id: str, path: str | os.PathLike[str], *,
+               view: ReaderView | str | None = None) -> ViewReport:
     """Write the viewer page of ``session_id`` to ``path`` atomically (a
-    temporary file in the same directory, then a rename)."""
-    body, doc = _page(store, session_id)
+    temporary file in the same directory, then a rename); ``view``: as that
+    reader view shows it (docs/reader-views.md)."""
+    body, doc = _page(store, session_id, view)
     target = Path(path)
     fd, tmp = tempfile.mkstemp(prefix=f".{target.name}.", suffix=".tmp",
                                dir=str(target.parent.resolve()))
