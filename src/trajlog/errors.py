@@ -1,10 +1,9 @@
 """Every exception trajlog raises, and the one function that builds codec errors.
 
-The kernels (C and pure Python) return status codes and never raise for bad
-data; :func:`error_for` turns a status into an exception through one table, so
-the type and the message of an error cannot depend on the kernel.  Errors carry
-where they happened (``offset``, ``seq``, ``session``) as attributes and in
-their message, e.g. ``payload checksum mismatch in frame seq=17 at offset 4096
+The kernels (C and pure Python) return status codes and never raise for bad data; :func:`error_for`
+turns a status into an exception through one table, so the type and the message of an error cannot
+depend on the kernel.  Errors carry where they happened (``offset``, ``seq``, ``session``) as
+attributes and in their message, e.g. ``payload checksum mismatch in frame seq=17 at offset 4096
 (session 1b4e28ba)``.
 """
 
@@ -455,6 +454,23 @@ class ReplayError(InvalidArgumentError):
         super().__init__(f"run {run_id} of session {session}{where}: {why}")
 
 
+class DelegationPinError(InvalidStateError):
+    """A child run leaving a ``field`` its parent run pinned (docs/delegation.md)."""
+    def __init__(self, session: str, parent_run: str, field: str, why: str) -> None:
+        self.session, self.parent_run, self.field = session, parent_run, field
+        super().__init__(f"a run of session {session} under parent run {parent_run}: {why}")
+
+
+class SubagentResultError(InvalidArgumentError):
+    """A subagent result that is untyped or carries no provenance (run, model)."""
+
+
+class SchemaVersionError(TrajlogError):
+    """An event of a schema version newer than the reader knows (docs/event-schemas.md)."""
+    def __init__(self, session: str | None, seq: int, type_: str, version: int) -> None:
+        self.session, self.seq, self.type, self.version = session, seq, type_, version
+        super().__init__(f"seq={seq} of session {session} ({type_}): schema v{version} is too new")
+
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
 _CLASSES: dict[Status, type[TrajlogError]] = {
@@ -564,23 +580,21 @@ def unexpected(exc: Exception) -> TrajlogError:
     return wrapped
 
 
-__all__ = ["ArgumentTypeError", "BackendUnavailableError", "ChainError",
-           "ChecksumError", "CorruptionError", "CrossScopeError",
-           "DelegationLimitError", "DependentSessionsError", "ErasedEventError",
-           "ErasureError", "ForkUnavailableError", "FormatError",
-           "GlobalScopeReadOnlyError", "HeadMismatchError", "HeadMovedError",
+__all__ = ["ArgumentTypeError", "BackendUnavailableError", "ChainError", "ChecksumError",
+           "CorruptionError", "CrossScopeError", "DelegationLimitError", "DelegationPinError",
+           "DependentSessionsError", "ErasedEventError", "ErasureError", "ForkUnavailableError",
+           "FormatError", "GlobalScopeReadOnlyError", "HeadMismatchError", "HeadMovedError",
            "IdempotencyConflictError", "ImportConflictError", "ImportFormatError",
            "InstructionPoisoningError", "InvalidArgumentError", "InvalidStateError",
            "LeaseHeldError", "LiveWriterError", "LogMovedError", "MemoryAccessError",
-           "MemoryNotFoundError", "MemoryStateError", "MigrationError",
-           "PayloadTooLargeError", "PrecedentPoisoningError", "PromotionRefusedError",
-           "RedactionPausedError", "RedactionRefusedError", "ReplayError",
-           "RetentionRulesError", "SchemaError", "SequenceError", "SerializationError",
-           "SessionClosedError", "SessionDeletedError", "SessionNotFoundError",
-           "StoreBusyError", "StoreClosedError", "StoreDamagedError", "StoreError",
-           "StoredRetentionRulesError", "TornTailError", "TrajlogError",
-           "TransactionConflictError", "UnbalancedLogError", "UnredactableValueError",
-           "UnsupportedFormatError", "UnverifiedFactError", "ValidationError",
-           "error_for", "head_mismatch", "header_mismatch", "index_mismatch",
-           "orphaned_rows", "record_damaged", "repack_refused", "row_damaged",
-           "session_deleted", "unexpected"]
+           "MemoryNotFoundError", "MemoryStateError", "MigrationError", "PayloadTooLargeError",
+           "PrecedentPoisoningError", "PromotionRefusedError", "RedactionPausedError",
+           "RedactionRefusedError", "ReplayError", "RetentionRulesError", "SchemaError",
+           "SchemaVersionError", "SequenceError", "SerializationError", "SessionClosedError",
+           "SessionDeletedError", "SessionNotFoundError", "StoreBusyError", "StoreClosedError",
+           "StoreDamagedError", "StoreError", "StoredRetentionRulesError", "SubagentResultError",
+           "TornTailError", "TrajlogError", "TransactionConflictError", "UnbalancedLogError",
+           "UnredactableValueError", "UnsupportedFormatError", "UnverifiedFactError",
+           "ValidationError", "error_for", "head_mismatch", "header_mismatch", "index_mismatch",
+           "orphaned_rows", "record_damaged", "repack_refused", "row_damaged", "session_deleted",
+           "unexpected"]
