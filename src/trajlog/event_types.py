@@ -241,7 +241,10 @@ TYPES: tuple[EventType, ...] = (
        retention="tool_outputs"),
     _t("subagent/output", "a subagent's output", index=_ROW, input=True,
        retention="tool_outputs"),
-    _t("subagent/result", "a subagent's result", index=_ROW, input=True,
+    _t("subagent/result", "a subagent's typed result (fact, episode, suggestion, tool_result) "
+       "with its provenance and sensitivity (Session.report)", index=_ROW, input=True,
+       shape={"kind": "str", "sensitivity": "str"},
+       machine={"provenance.session": "uuid", "provenance.run_id": "uuid"},
        retention="tool_outputs"),
     _t("memory/*", "a memory item's content, as redaction names it"),
     _t("memory/fact", "a fact a LangGraph store put"),

@@ -232,7 +232,7 @@ class AsyncSession:
     @contextlib.asynccontextmanager
     async def run(self, *, model: str, params: Mapping[str, Any] | None = None,
                   policy_version: Any = None, tool_contract_version: Any = None,
-                  privacy_mode: str = "full", parent_run: str | None = None,
+                  privacy_mode: str | None = None, parent_run: str | None = None,
                   static_prefix: Any = None, run_id: str | None = None,
                   artifacts: Mapping[str, str] | None = None,
                   ) -> AsyncIterator[run_scope.Run]:
