@@ -162,7 +162,7 @@ def result_data(child: _Log, kind: Any, content: Any, *, sensitivity: Any,
     if isinstance(started, str):
         started = _find_started(child, started)
     if not isinstance(started, Event) or started.type != STARTED or started.seq < (
-            child.header.seed_length):
+            child.header.seed_length) or started.data["identity"].get("session") != child.id:
         raise SubagentResultError(f"a result of subagent {child.id} has no provenance: "
                                   "report it inside a run of the subagent (or name one "
                                   "of its runs)")
