@@ -197,7 +197,8 @@ def remember_result(memory: MemoryView, session: _Log, seq: int) -> MemoryItem |
                                    "in that session's scope: the memory view's identity "
                                    f"names session {memory.identity.session!r}")
     d = checked_result(session.get(seq), session.id)
-    sensitivity = d.get("sensitivity") if d.get("sensitivity") in SENSITIVITY else "restricted"
+    stated = d.get("sensitivity")
+    sensitivity = stated if isinstance(stated, str) and stated in SENSITIVITY else "restricted"
     return memory.remember("session", MEMORY_TYPE[d["kind"]], d.get("content"),
                            source=(session.id, seq), sensitivity=sensitivity,
                            state="provisional", actor=f"subagent:{d['provenance']['session']}")

@@ -67,6 +67,7 @@ from ..event_types import (
     MESSAGES,
 )
 from ..events import Event, SessionHeader, check_text, now_ms
+from . import schemas
 from .context_policy import STRICT_REQUIRE, ContextPolicy
 from .context_summary import BLOCKS, summary_blocks, summary_text
 from .context_summary import text_of as _str
@@ -236,6 +237,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         now = now_ms()
     events = list(session.events()) if upto is None else (
         list(session.events(0, upto - 1)) if upto else [])   # to_seq is inclusive
+    events = schemas.read(events, session.id)   # versions checked, migrations applied
     statuses = Evidence(branch=branch)
     latest_plan = None
     declared = stated = None
