@@ -243,7 +243,7 @@ TYPES: tuple[EventType, ...] = (
     _t("recovery/check", "a run checked what a crash left", machine=_RUN),
     # -- event schemas (projections/schemas.py) -----------------------------------
     _t("schema/migration", "an upgrade of older events of a type, recorded for a seq range "
-       "(readers and replays apply it; the events are not rewritten)", pause="passes",
+       "(readers and replays apply it; the events are not rewritten)",
        shape={"type": "str", "upgrade": "str"}, retention=_KEPT),
     # -- subagents and memory ---------------------------------------------------
     _t("subagent/*", "a subagent's events in its parent", index=_ROW),

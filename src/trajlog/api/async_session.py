@@ -344,6 +344,12 @@ class AsyncSession:
     tree = off_loop(Session.tree)
     task = off_loop(Session.task)
     finish = off_loop(Session.finish)
+    report = off_loop(Session.report)
+
+    async def remember_result(self, memory: Any, seq: int) -> Any:
+        """Awaitable :meth:`trajlog.Session.remember_result` (``memory``: a
+        memory view or its asyncio face)."""
+        return await blocking(self.sync.remember_result, getattr(memory, "sync", memory), seq)
     approvals = off_loop(Session.approvals)
 
 
