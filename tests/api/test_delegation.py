@@ -211,3 +211,33 @@ def test_only_a_typed_result_is_remembered_and_only_in_its_sessions_scope(store,
     wrong = store.memory(trajlog.Identity(tenant="acme", user="ann", session=other.id))
     with pytest.raises(errors.InvalidArgumentError):
         parent.remember_result(wrong, fact.seq)
+
+
+def test_the_asyncio_session_pins_and_reports_the_same(store, parent):
+    """AsyncSession.run shares started_data (run off the loop, in a copy of
+    the context: the parent's open run is seen); report and remember_result
+    are the sync ones off the loop."""
+    import asyncio
+
+    from trajlog import aio
+    from trajlog.api.async_store import AsyncStore
+
+    async def main() -> None:
+        astore = AsyncStore(store)
+        ap = await astore.session(parent.id)
+        async with ap.run(model="big", policy_version="p9", privacy_mode="metadata") as pr:
+            child = await ap.spawn_subagent("t")
+            async with child.run(model="s") as cr:
+                ev = await child.report("episode", {"what": "fixed"})
+            with pytest.raises(errors.DelegationPinError):
+                async with child.run(model="s", privacy_mode="full"):
+                    pass
+        assert (cr.started.data["policy_version"], cr.started.data["parent_run"]) == (
+            "p9", pr.id)
+        view = await astore.memory(trajlog.Identity(tenant="acme", user="ann",
+                                                     session=parent.id))
+        item = await ap.remember_result(view, ev.seq)
+        assert (item.type, item.state) == ("episode", "provisional")
+        assert isinstance(view, aio.AsyncMemoryView)
+
+    asyncio.run(main())

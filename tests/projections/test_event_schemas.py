@@ -144,3 +144,31 @@ def test_upgrade_takes_an_event_to_its_types_current_version():
     for bad in ("", 0, "2", -1, True):
         with pytest.raises(errors.ValidationError):
             check_envelope(None, None, None, None, None, None, None, bad)
+
+
+def test_a_replay_of_a_recorded_older_log_reads_it_as_it_was_built(tmp_path):
+    """The replay set was recorded before versions: its workspace/revision
+    events stay version 1 through the import (the importers' stated
+    version), a replay reads them with the version-1 rules and gives no
+    diff -- also once a migration is recorded after the run (a build reads
+    the migrations recorded up to its point) -- and a replay meeting a
+    version it does not know stops with SchemaVersionError."""
+    import json
+    from pathlib import Path
+
+    import trajlog
+    from kits.replaykit import scripted
+
+    data = Path(__file__).resolve().parents[1] / "data" / "replay"
+    case = json.loads((data / "manifest.json").read_text())["workspace-change"]
+    with trajlog.open(str(tmp_path / "replay.db")) as st:
+        st.import_path(data / case["file"])
+        s = st.session(case["session"])
+        revisions = [e for e in s.events() if e.type == "workspace/revision"]
+        assert revisions and all(e.schema_version is None for e in revisions)
+        assert trajlog.replay(s, case["run"], scripted).same
+        schemas.record_migration(s, "workspace/revision", 1)
+        assert trajlog.replay(s, case["run"], scripted).same
+        s.append_batch([("workspace/revision", {"revision": "r9"}, {"schema_version": 7})])
+        with pytest.raises(errors.SchemaVersionError):
+            build_context(s, record=False)

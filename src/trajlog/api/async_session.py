@@ -239,11 +239,11 @@ class AsyncSession:
         """:meth:`trajlog.Session.run`: ``run/started`` now, ``run/finalized``
         when the block is left (``failed`` on an exception, ``interrupted``
         on a cancellation); the run is open in this task's context."""
-        data = run_scope.started_data(
-            self.sync, model=model, params=params, policy_version=policy_version,
-            tool_contract_version=tool_contract_version, privacy_mode=privacy_mode,
-            parent_run=parent_run, static_prefix=static_prefix, run_id=run_id,
-            artifacts=artifacts)
+        data = await blocking(   # (a child run may read its parent's log: off the loop)
+            run_scope.started_data, self.sync, model=model, params=params,
+            policy_version=policy_version, tool_contract_version=tool_contract_version,
+            privacy_mode=privacy_mode, parent_run=parent_run, static_prefix=static_prefix,
+            run_id=run_id, artifacts=artifacts)
         current = run_scope.Run(self.id, await self.append(run_scope.STARTED, data))
         token = run_scope.enter(current)
         try:

@@ -92,6 +92,8 @@ def parent_started(session: _Log, parent_run: str | None, open_runs: Iterator[An
     while log is not None:
         ancestors.append(log)
         log = log.parent()
+    if not ancestors:
+        return None   # a root session's runs pin nothing (and read nothing to say so)
     for run in open_runs:
         if getattr(run, "id", None) == parent_run:
             if run.session_id == session.id:
