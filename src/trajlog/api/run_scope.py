@@ -17,7 +17,8 @@ Event shapes (``data``)::
                    identity?}, model, params, policy_version,
                    tool_contract_version, static_prefix_hash, privacy_mode,
                    parent_run, artifacts: {name: pinned id},
-                   integrity: "frame-chain/1"}
+                   integrity: "frame-chain/1",
+                   pinned_by?: {session, seq}}   (a child run: api/delegation.py)
     run/finalized {run_id, state: completed | failed | interrupted,
                    cost: {inference | retrieval | tools | persistence:
                           {amount, <usage counters>}},
