@@ -241,3 +241,16 @@ def test_the_asyncio_session_pins_and_reports_the_same(store, parent):
         assert isinstance(view, aio.AsyncMemoryView)
 
     asyncio.run(main())
+
+
+def test_a_parent_run_whose_record_is_erased_pins_nothing_silently(store, parent):
+    """delegation.pin: an erased run/started (its identity gone) refuses the
+    child run rather than let it run under no pins."""
+    with parent.run(model="big", policy_version="p1") as pr:
+        pass
+    child = parent.spawn_subagent("t")
+    store.erase(parent.id, pr.started.seq, reason="test", actor="human:t")
+    with pytest.raises(errors.DelegationPinError) as exc, child.run(model="s",
+                                                                    parent_run=pr.id):
+        pass
+    assert exc.value.field == "identity"

@@ -116,7 +116,10 @@ def pin(data: dict[str, Any], parent: Event, session: str, *, privacy_stated: bo
     run's ``run/started`` pinned, or raise :class:`DelegationPinError`."""
     pd = parent.data
     rid = pd.get("run_id")
-    pident = pd.get("identity") or {}
+    pident = pd.get("identity")
+    if not isinstance(pident, dict):   # an erased run/started keeps its run id only
+        raise DelegationPinError(session, rid, "identity", "the parent run's record is "
+                                 "erased: there is nothing to pin the child to")
     ident = data["identity"]
     for key in ("tenant", "user"):
         want = pident.get(key)
@@ -141,7 +144,7 @@ def pin(data: dict[str, Any], parent: Event, session: str, *, privacy_stated: bo
                                  f"({want!r}): a child may keep less, never more")
     data["privacy_mode"] = mode
     data["parent_run"] = rid
-    data["pinned_by"] = {"session": pd["identity"].get("session"), "seq": parent.seq}
+    data["pinned_by"] = {"session": pident.get("session"), "seq": parent.seq}
 
 
 # -- results flowing back ------------------------------------------------------------------
