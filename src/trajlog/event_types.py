@@ -61,6 +61,10 @@ The columns of :class:`EventType` (an empty value: nothing special):
   written from it is input, never instruction (:mod:`trajlog.memory.gates`).
 * ``usage`` -- its payload states usage that a run's cost tallies (a request and
   its tokens, a tool call) (:mod:`trajlog.projections.envelopes`).
+* ``version`` -- the version of its schema (how its fields are read) new events
+  are written under, default 1; an event of a version above 1 records it in its
+  envelope's ``schema_version``, and readers take older events through the
+  upgrades of :mod:`trajlog.projections.schemas` (docs/event-schemas.md).
 
 Adding a known type is one entry here plus its tests; the modules above derive
 their sets from this table at import (frozensets and dicts: the append path
@@ -101,6 +105,7 @@ class EventType:
     retention: str = ""
     input: bool = False
     usage: bool = False
+    version: int = 1
 
     @property
     def family(self) -> bool:
@@ -192,7 +197,9 @@ TYPES: tuple[EventType, ...] = (
     _t("human/decision", "a person's decision"),
     _t("plan/update", "the model's plan", context="plan"),
     _t("file/snapshot", "a file's content at a revision", context="file"),
-    _t("workspace/revision", "the workspace's current revision", context="structural"),
+    _t("workspace/revision", "the workspace's current revision (version 2: its branch and "
+       "supersedes are the envelope's alone; version 1 also read data.branch_id, data.branch "
+       "and data.supersedes)", context="structural", version=2),
     _t("goal/change", "a full goal snapshot, or its clearing", context="structural"),
     _t("schema/*", "a schema the session relies on"),
     _t("lease/grant", "a permission with an expiry", grants=True),
@@ -238,6 +245,10 @@ TYPES: tuple[EventType, ...] = (
     _t("checkpoint/invalidated", "a checkpoint's revision no longer matches",
        machine={"recorded_revision": "digest", "current_revision": "digest"}),
     _t("recovery/check", "a run checked what a crash left", machine=_RUN),
+    # -- event schemas (projections/schemas.py) -----------------------------------
+    _t("schema/migration", "an upgrade of older events of a type, recorded for a seq range "
+       "(readers and replays apply it; the events are not rewritten)",
+       shape={"type": "str", "upgrade": "str"}, retention=_KEPT),
     # -- subagents and memory ---------------------------------------------------
     _t("subagent/*", "a subagent's events in its parent", index=_ROW),
     _t("subagent/notification", "a background subagent's news",
@@ -245,7 +256,10 @@ TYPES: tuple[EventType, ...] = (
        retention="tool_outputs"),
     _t("subagent/output", "a subagent's output", index=_ROW, input=True,
        retention="tool_outputs"),
-    _t("subagent/result", "a subagent's result", index=_ROW, input=True,
+    _t("subagent/result", "a subagent's typed result (fact, episode, suggestion, tool_result) "
+       "with its provenance and sensitivity (Session.report)", index=_ROW, input=True,
+       shape={"kind": "str", "sensitivity": "str"},
+       machine={"provenance.session": "uuid", "provenance.run_id": "uuid"},
        retention="tool_outputs"),
     _t("memory/*", "a memory item's content, as redaction names it"),
     _t("memory/fact", "a fact a LangGraph store put"),
@@ -404,6 +418,9 @@ RETENTION_KINDS = MappingProxyType({t.name: t.retention for t in TYPES if not t.
                                     and t.retention not in ("", _KEPT)})
 RETENTION_KIND_PREFIXES = MappingProxyType({t.prefix: t.retention for t in FAMILIES
                                             if t.retention not in ("", _KEPT)})
+#: api/writer.py, projections/schemas.py: the types whose schema version is above 1
+VERSIONS: Mapping[str, int] = MappingProxyType({t.name: t.version for t in TYPES
+                                               if t.version > 1})
 #: memory/gates.py: what someone said (input, never instruction)
 INPUT = _names(input=True)
 #: projections/envelopes.py: payloads that state usage
@@ -474,6 +491,8 @@ def _check_table() -> None:
         if t.name in seen or not TYPE_RE.fullmatch(t.name):
             raise ValueError(f"event type {t.name!r}: declared twice or not a type name")
         seen.add(t.name)
+        if type(t.version) is not int or t.version < 1 or (t.family and t.version != 1):
+            raise ValueError(f"{t.name}: version must be an int >= 1 (1 for a family)")
         if t.closer and t.closer not in BY_NAME:
             raise ValueError(f"{t.name}: closer {t.closer!r} is not declared")
 
@@ -481,5 +500,5 @@ def _check_table() -> None:
 _check_table()
 
 __all__ = ["BY_NAME", "FAMILIES", "STATUSES", "SURFACE_REPLACE", "TOOL_CANCELLED",
-           "TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN", "TYPES", "EventType", "declared",
+           "TOOL_NOT_STARTED", "TOOL_OUTCOME_UNKNOWN", "TYPES", "VERSIONS", "EventType", "declared",
            "describe", "source_class", "surface_range"]

@@ -4,10 +4,13 @@ Event payload v1 (the bytes inside an EVENT frame, before optional zstd) is a
 MessagePack array, in this order, with trailing unset fields left out:
 
     [type, time, data, source, causal_parent, workspace_revision,
-     data_class, idempotency_key, supersedes, branch_id]
+     data_class, idempotency_key, supersedes, branch_id, schema_version]
 
-(``supersedes`` and ``branch_id`` came later, as trailing fields: a payload
-written before them is a prefix of this layout and decodes unchanged.)
+(``supersedes``, ``branch_id`` and ``schema_version`` came later, as trailing
+fields: a payload written before them is a prefix of this layout and decodes
+unchanged.  ``schema_version`` is written only for a type whose registry
+version is above 1 -- absent means 1 -- so a version-1 event costs no byte:
+docs/event-schemas.md.)
 
 The seq is not in the payload: it is the frame's, and it seeds the payload
 check, so a payload moved to another seq fails verification.  Keeping it out
@@ -46,7 +49,7 @@ MAX_TYPE_LEN = 128
 
 class Event(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True, gc=False):
     """One event of a session's log: ``seq``, ``type``, ``time`` (epoch ms),
-    ``data`` and the envelope (``source`` ... ``branch_id``, ``None`` when
+    ``data`` and the envelope (``source`` ... ``schema_version``, ``None`` when
     not given: see :data:`ENVELOPE_FIELDS`).  Immutable: no field can be reassigned.
 
     ``data`` is decoded afresh for every event handed out, so it belongs to
@@ -65,6 +68,7 @@ class Event(msgspec.Struct, frozen=True, array_like=True, omit_defaults=True, gc
     idempotency_key: str | None = None
     supersedes: int | None = None
     branch_id: str | None = None
+    schema_version: int | None = None
     seq: int = -1
 
     @property
@@ -82,9 +86,10 @@ def envelope_of(event: Any) -> dict[str, Any]:
 # order.  Every list of envelope fields in trajlog is this one.  ``supersedes``:
 # the seq of an earlier event whose fact this one replaces; ``branch_id``: the
 # branch (approach) the event belongs to, so that facts of different
-# approaches do not mix (FORMAT.md, "Event payload").
+# approaches do not mix (FORMAT.md, "Event payload"); ``schema_version``: the
+# version of its type's schema the event was written under, when above 1.
 ENVELOPE_FIELDS = ("source", "causal_parent", "workspace_revision", "data_class",
-                   "idempotency_key", "supersedes", "branch_id")
+                   "idempotency_key", "supersedes", "branch_id", "schema_version")
 _N_FIELDS = 3 + len(ENVELOPE_FIELDS)
 
 
@@ -194,7 +199,7 @@ def encode_event(event: Event) -> bytes:
     """The event payload v1 bytes (uncompressed), without the seq."""
     fields = [event.type, event.time, event.data, event.source, event.causal_parent,
               event.workspace_revision, event.data_class, event.idempotency_key,
-              event.supersedes, event.branch_id]
+              event.supersedes, event.branch_id, event.schema_version]
     n = _N_FIELDS
     while n > 3 and fields[n - 1] is None:
         n -= 1
@@ -228,6 +233,7 @@ class LazyEvent(msgspec.Struct, frozen=True, array_like=True, gc=False):
     idempotency_key: str | None = None
     supersedes: int | None = None
     branch_id: str | None = None
+    schema_version: int | None = None
     seq: int = -1
     decoded: Any = _UNSET
 
@@ -247,7 +253,7 @@ class LazyEvent(msgspec.Struct, frozen=True, array_like=True, gc=False):
     def event(self) -> Event:
         return Event(self.type, self.time, self.data, self.source, self.causal_parent,
                      self.workspace_revision, self.data_class, self.idempotency_key,
-                     self.supersedes, self.branch_id, self.seq)
+                     self.supersedes, self.branch_id, self.schema_version, self.seq)
 
 
 _LAZY_DECODER = msgspec.msgpack.Decoder(LazyEvent)
@@ -537,7 +543,8 @@ def check_shape(type_: str, data: Any) -> None:
 
 
 def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, data_class: Any,
-                   idempotency_key: Any, supersedes: Any = None, branch_id: Any = None) -> None:
+                   idempotency_key: Any, supersedes: Any = None, branch_id: Any = None,
+                   schema_version: Any = None) -> None:
     """Type- and value-check the optional envelope fields.  (That
     ``supersedes`` names an *earlier* seq is checked at append, once the new
     event's seq is known.)"""
@@ -554,6 +561,9 @@ def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, dat
             raise TypeError(f"{name} must be int or None, not {type(value).__name__}")
         if not 0 <= value < 2**63:
             raise ValidationError(f"{name} must be a seq (0 <= seq < 2**63)")
+    if schema_version is not None and (type(schema_version) is not int
+                                       or not 1 <= schema_version < 2**31):
+        raise ValidationError("schema_version must be an int >= 1")
     if data_class is not None and data_class not in DATA_CLASSES:
         raise ValidationError(f"data_class must be one of {', '.join(DATA_CLASSES)}")
 

@@ -58,7 +58,7 @@ def test_the_new_fields_are_the_payloads_9th_and_10th_elements():
         *OLD[:3], None, None, None, None, None, None, "exp"]
     only_sup = Event(OLD[0], OLD[1], OLD[2], supersedes=0)
     assert msgspec.msgpack.decode(encode_event(only_sup)) == [*OLD[:3], *[None] * 5, 0]
-    assert ENVELOPE_FIELDS[-2:] == ("supersedes", "branch_id")
+    assert ENVELOPE_FIELDS[5:7] == ("supersedes", "branch_id")
 
 
 def test_the_new_fields_are_stored_and_read_back(store):

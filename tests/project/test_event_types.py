@@ -289,7 +289,7 @@ def test_the_second_modules_derive_their_old_literals():
     assert {"turn/start", "turn/end"} == lineage._TURN_MARKERS
     assert {"approval/grant", "lease/grant"} == evidence.GRANTS
     assert {"turn/start", "turn/end", "step/start", "step/end", "retention/policy",
-            "session/closed", "session/deleted"} == retention.KEEP_TYPES
+            "session/closed", "session/deleted", "schema/migration"} == retention.KEEP_TYPES
     assert {"user/message", "tool/call", "tool/result", "assistant/message",
             "subagent/result", "subagent/output"} == gates.INPUT_EVENTS
     assert {"assistant/message", "tool/result"} == envelopes.USAGE_TYPES

@@ -130,11 +130,18 @@ def test_the_argument_overrides_the_log(store):
             build_context(s, workspace_revision=bad)
 
 
-def test_a_revision_event_of_another_branch_changes_nothing_here(store):
-    """Rule: workspace/revision events are branch-scoped too."""
+@pytest.mark.parametrize("version", [2, 1])
+def test_a_revision_event_of_another_branch_changes_nothing_here(store, version):
+    """Rule: workspace/revision events are branch-scoped too -- by the
+    envelope's branch_id (schema version 2), or, in an older log (version 1),
+    by data.branch_id (docs/event-schemas.md)."""
     s = session(store)
     a = result(s, "c1", "RESULT-AT-A", rev=A)
-    s.append("workspace/revision", {"revision": B, "branch_id": "exp"}, source="host")
+    if version == 2:
+        s.append("workspace/revision", {"revision": B}, source="host", branch_id="exp")
+    else:
+        s.append_batch([("workspace/revision", {"revision": B, "branch_id": "exp"},
+                         {"source": "host", "schema_version": 1})])
     assert a.seq in build_context(s).injection.data["selected"]
     assert reasons(build_context(s, branch="exp"))[a.seq] == "tool.result.stale"
 

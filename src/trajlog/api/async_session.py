@@ -232,18 +232,18 @@ class AsyncSession:
     @contextlib.asynccontextmanager
     async def run(self, *, model: str, params: Mapping[str, Any] | None = None,
                   policy_version: Any = None, tool_contract_version: Any = None,
-                  privacy_mode: str = "full", parent_run: str | None = None,
+                  privacy_mode: str | None = None, parent_run: str | None = None,
                   static_prefix: Any = None, run_id: str | None = None,
                   artifacts: Mapping[str, str] | None = None,
                   ) -> AsyncIterator[run_scope.Run]:
         """:meth:`trajlog.Session.run`: ``run/started`` now, ``run/finalized``
         when the block is left (``failed`` on an exception, ``interrupted``
         on a cancellation); the run is open in this task's context."""
-        data = run_scope.started_data(
-            self.sync, model=model, params=params, policy_version=policy_version,
-            tool_contract_version=tool_contract_version, privacy_mode=privacy_mode,
-            parent_run=parent_run, static_prefix=static_prefix, run_id=run_id,
-            artifacts=artifacts)
+        data = await blocking(   # (a child run may read its parent's log: off the loop)
+            run_scope.started_data, self.sync, model=model, params=params,
+            policy_version=policy_version, tool_contract_version=tool_contract_version,
+            privacy_mode=privacy_mode, parent_run=parent_run, static_prefix=static_prefix,
+            run_id=run_id, artifacts=artifacts)
         current = run_scope.Run(self.id, await self.append(run_scope.STARTED, data))
         token = run_scope.enter(current)
         try:
@@ -344,6 +344,12 @@ class AsyncSession:
     tree = off_loop(Session.tree)
     task = off_loop(Session.task)
     finish = off_loop(Session.finish)
+    report = off_loop(Session.report)
+
+    async def remember_result(self, memory: Any, seq: int) -> Any:
+        """Awaitable :meth:`trajlog.Session.remember_result` (``memory``: a
+        memory view or its asyncio face)."""
+        return await blocking(self.sync.remember_result, getattr(memory, "sync", memory), seq)
     approvals = off_loop(Session.approvals)
 
 

@@ -65,7 +65,7 @@ from ..event_types import CLOSES_TURN, OPENS_TURN
 from ..events import Event, SessionHeader
 from ..redaction import PAUSED
 from ..storage import Backend, Reader, Writer
-from . import closing
+from . import closing, run_scope
 from .handles import LogRef, Options
 from .reading import LogReader
 from .writer import WriteEngine
@@ -75,7 +75,7 @@ DEFAULT_MAX_DEPTH = 4
 _FORK_KEYS = frozenset({"forked_at"})
 # ("task" stays reserved: older stores' headers held the task text there)
 _SPAWN_KEYS = frozenset({"task", "task_seq", "spawned_at", "background", "kind",
-                         "parent_call_id", "approval_policy"})
+                         "parent_call_id", "approval_policy", "parent_run"})
 _TURN_MARKERS = OPENS_TURN | CLOSES_TURN
 
 
@@ -279,6 +279,9 @@ class Lineage:
             extra["parent_call_id"] = call_id
         if seeded:
             extra["approval_policy"] = "never"
+        running = run_scope.current_run(parent.id)
+        if running is not None:   # the run the child's runs are delegated from (api/delegation.py)
+            extra["parent_run"] = running.id
         child_id = str(uuid.uuid4())
         # the parent read where the child is made: one snapshot, one transaction
         with self._writer.transaction() as tx:
@@ -367,6 +370,14 @@ class Lineage:
             "call_id": call_id, "output": output, "child_session": child.id,
             "status": status, "is_error": status != "done"},
             {"source": f"session:{child.id}", "idempotency_key": _key(child, "result")})
+
+    def report(self, child: LogRef, data: dict[str, Any]) -> Event:
+        """Append a subagent's typed result (``api/delegation.py``) to its
+        parent, classed by its sensitivity: input from a subagent, never system."""
+        if child.parent is None:
+            raise InvalidStateError(f"session {child.id} is not a subagent")
+        return self._append(child.parent, "subagent/result", data, {
+            "source": f"subagent:{child.id}", "data_class": data["sensitivity"]})
 
     def _append(self, ref: LogRef, type_: str, data: Any, envelope: dict[str, Any]) -> Event:
         rows = self._writer.prepare_items(ref.header, [(type_, data, envelope)])

@@ -17,7 +17,8 @@ Event shapes (``data``)::
                    identity?}, model, params, policy_version,
                    tool_contract_version, static_prefix_hash, privacy_mode,
                    parent_run, artifacts: {name: pinned id},
-                   integrity: "frame-chain/1"}
+                   integrity: "frame-chain/1",
+                   pinned_by?: {session, seq}}   (a child run: api/delegation.py)
     run/finalized {run_id, state: completed | failed | interrupted,
                    cost: {inference | retrieval | tools | persistence:
                           {amount, <usage counters>}},
@@ -60,6 +61,7 @@ from ..projections.envelopes import (
     usage_of,
 )
 from ..projections.reader_views import MODEL_POLICY, check_switch, recorded_policy
+from . import delegation
 
 _IDENTITY_KEYS = ("tenant", "user", "identity")   # the header metadata a child inherits
 _FOLD_EVERY = 64   # seen events a run holds before folding them (bounds its memory)
@@ -70,6 +72,10 @@ class _Log(Protocol):
     """What a run needs of a session handle (:class:`trajlog.Session`)."""
 
     header: SessionHeader
+
+    def parent(self) -> Any: ...
+
+    def get(self, seq: int) -> Event: ...
 
     @property
     def id(self) -> str: ...
@@ -200,7 +206,7 @@ def _identity(header: SessionHeader) -> dict[str, Any]:
 
 
 def started_data(session: _Log, *, model: str, params: Mapping[str, Any] | None,
-                 policy_version: Any, tool_contract_version: Any, privacy_mode: str,
+                 policy_version: Any, tool_contract_version: Any, privacy_mode: str | None,
                  parent_run: str | None, static_prefix: Any,
                  run_id: str | None,
                  artifacts: Mapping[str, str] | None = None) -> dict[str, Any]:
@@ -209,7 +215,7 @@ def started_data(session: _Log, *, model: str, params: Mapping[str, Any] | None,
     by name, so that a replay rebuilds its input from the same ones."""
     if not isinstance(model, str) or not model:
         raise TypeError("model must be a non-empty str")
-    if privacy_mode not in PRIVACY_MODES:
+    if privacy_mode is not None and privacy_mode not in PRIVACY_MODES:
         raise ValidationError(f"privacy_mode must be one of {', '.join(PRIVACY_MODES)}")
     if params is not None and not isinstance(params, Mapping):
         raise TypeError("params must be a mapping")
@@ -220,11 +226,17 @@ def started_data(session: _Log, *, model: str, params: Mapping[str, Any] | None,
     if parent_run is None:
         enclosing = current_run(session.id)
         parent_run = None if enclosing is None else enclosing.id
-    return {"run_id": run_id or str(uuid.uuid4()), "identity": _identity(session.header),
+    data = {"run_id": run_id or str(uuid.uuid4()), "identity": _identity(session.header),
             "model": model, "params": dict(params or {}), "policy_version": policy_version,
             "tool_contract_version": tool_contract_version,
-            "static_prefix_hash": prefix_hash(static_prefix), "privacy_mode": privacy_mode,
-            "parent_run": parent_run, "artifacts": pinned, "integrity": CHAIN_DIGEST}
+            "static_prefix_hash": prefix_hash(static_prefix),
+            "privacy_mode": privacy_mode or "full", "parent_run": parent_run,
+            "artifacts": pinned, "integrity": CHAIN_DIGEST}
+    # a child run keeps its parent run's identity, policy version and privacy mode
+    parent = delegation.parent_started(session, parent_run, iter(_OPEN.get()))
+    if parent is not None:
+        delegation.pin(data, parent, session.id, privacy_stated=privacy_mode is not None)
+    return data
 
 
 def _artifacts(artifacts: Mapping[str, str] | None) -> dict[str, str]:

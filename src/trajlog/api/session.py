@@ -16,7 +16,7 @@ from ..projections.engine import FoldSource, StateCache
 from ..recovery import RecoveryReport
 from ..storage import Backend
 from . import checkpoints as _cp
-from . import checks, run_scope
+from . import checks, delegation, run_scope
 from . import closing as _closing
 from .handles import LogRef, Options
 from .lineage import Lineage, SessionTree
@@ -215,7 +215,7 @@ class Session:
 
     def run(self, *, model: str, params: Mapping[str, Any] | None = None,
             policy_version: Any = None, tool_contract_version: Any = None,
-            privacy_mode: str = "full", parent_run: str | None = None,
+            privacy_mode: str | None = None, parent_run: str | None = None,
             static_prefix: Any = None, run_id: str | None = None,
             artifacts: Mapping[str, str] | None = None,
             ) -> contextlib.AbstractContextManager[run_scope.Run]:
@@ -226,7 +226,11 @@ class Session:
         exception -- which propagates -- or ``interrupted``; cost on four
         surfaces; a hash over the run's events).  ``parent_run`` defaults to
         the innermost run of this session open in this context; a subagent's
-        run names its parent's run id.  ``artifacts``: the ids of what the run
+        run names its parent's run id, else the run open at its spawn -- and
+        keeps that run's tenant, user, policy version and privacy mode
+        (``privacy_mode`` default: the parent run's, else ``"full"``; a weaker
+        one, or another policy version, raises :class:`DelegationPinError`:
+        docs/delegation.md).  ``artifacts``: the ids of what the run
         is pinned to, by name (a repository revision, an index build, a
         dataset), which :func:`trajlog.replay` hands the model again.  Read
         runs back with :func:`trajlog.projections.runs`."""
@@ -465,6 +469,27 @@ class Session:
         ``tool/result`` for the spawning call (foreground) or a
         ``subagent/notification`` (background)."""
         return self._e.lineage.finish(self._ref, status)
+
+    def report(self, kind: str, content: Any, *, sensitivity: str = "internal",
+               run: Any = None, model: str | None = None) -> Event:
+        """Report a typed result of this subagent to its parent: a
+        ``subagent/result`` there with ``kind`` (fact, episode, suggestion,
+        tool_result), ``content``, ``sensitivity`` and its provenance -- this
+        session, ``run`` (default: its run open in this context; a
+        :class:`Run` or run id) and that run's model (or ``model``).
+        :class:`SubagentResultError` when untyped or unprovenanced
+        (docs/delegation.md)."""
+        data = delegation.result_data(
+            self, kind, content, sensitivity=sensitivity, model=model,
+            run=run_scope.current_run(self.id) if run is None else run)
+        return self._e.lineage.report(self._ref, data)
+
+    def remember_result(self, memory: Any, seq: int) -> Any:
+        """Write the ``subagent/result`` at ``seq`` of this session into its
+        session scope of ``memory`` (a :class:`trajlog.memory.MemoryView` for
+        this session), provisional and sourced from that event: only
+        ``memory.promote`` moves it further, through the gates."""
+        return delegation.remember_result(memory, self, seq)
 
     def close(self, reason: str | None = None) -> Event:
         """End this session's log with ``session/closed`` and return it: later

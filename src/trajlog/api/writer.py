@@ -40,7 +40,7 @@ from ..errors import (
     PayloadTooLargeError,
     SerializationError,
 )
-from ..event_types import CLOSED, DELETED, ENDS_LOG, WRITE_STATE, WRITE_STATE_PREFIXES
+from ..event_types import CLOSED, DELETED, ENDS_LOG, VERSIONS, WRITE_STATE, WRITE_STATE_PREFIXES
 from ..events import (
     ENVELOPE_FIELDS,
     KNOWN_SHAPES,
@@ -93,8 +93,7 @@ MAX_PAYLOAD = 16 * 1024 * 1024
 # full size, merged once (a turn's end only tells the repacker it may run now).
 REPACK_BYTES = CAP
 _STATES = 1024              # sessions whose write state is kept
-# The events the write path's state follows (lifecycle) besides compactions.
-_STATE_TYPES = WRITE_STATE   # (trajlog.event_types: lifecycle and pause types)
+_STATE_TYPES = WRITE_STATE   # lifecycle and pause types: what the write state follows
 
 
 def _followed(type_: str) -> bool:
@@ -252,7 +251,9 @@ class WriteEngine:
         if checked is None:
             check_type(type_)
             checked = checks.needs_check(type_)
-            if len(self._types_seen) < 4096:
+            if (version := VERSIONS.get(type_)) is not None:   # never cached: event-schemas.md
+                envelope = {"schema_version": version, **envelope}   # (an importer's wins)
+            elif len(self._types_seen) < 4096:
                 self._types_seen[type_] = checked
         if data is None:
             data = {}
@@ -271,8 +272,7 @@ class WriteEngine:
                 unknown = ", ".join(sorted(set(envelope) - _ENVELOPE_KEYS))
                 raise TypeError(f"unknown envelope field(s): {unknown}")
             env: list[Any] = [envelope.get(k) for k in ENVELOPE_FIELDS]
-            # checked as the plain values that are stored: a subclass's len,
-            # comparisons or hash are never asked
+            # checked as stored: a subclass's len, comparisons or hash are never asked
             env = [plain_str(v) if isinstance(v, str)
                    else int.__int__(v) if isinstance(v, int) and not isinstance(v, bool)
                    else v for v in env]

@@ -35,6 +35,8 @@ from .model import EVIDENCE_KINDS, MemoryItem
 INPUT_EVENTS = INPUT
 # What a session item may be promoted to user scope as.
 USER_TYPES = frozenset({"preference", "fact", "episode"})
+# A subagent's result (docs/delegation.md): written to session scope only.
+DELEGATED = "subagent/result"
 
 
 def check_evidence(evidence: Any) -> dict[str, Any] | None:
@@ -92,6 +94,9 @@ def check_write(scope: str, type_: str, evidence: dict[str, Any] | None,
                 source_type: str | None) -> None:
     """The gate of a direct write (``remember``) into ``scope``."""
     what = f"writing a {type_} to {scope} scope"
+    if source_type == DELEGATED and scope != "session":
+        raise CrossScopeError(f"{what}: a subagent's result enters memory in the session "
+                              "scope it was reported to, and goes further only by promotion")
     if scope == "global":
         raise GlobalScopeReadOnlyError(f"{what}: global scope is written at deploy time and "
                                        "read-only at run time")

@@ -69,6 +69,7 @@ from ..event_types import (
     MESSAGES,
 )
 from ..events import Event, SessionHeader, check_text, now_ms
+from . import schemas
 from .context_memory import MemoryLayers, memory_layers
 from .context_policy import STRICT_REQUIRE, ContextPolicy
 from .context_summary import BLOCKS, summary_blocks, summary_text
@@ -246,6 +247,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         now = now_ms()
     events = list(session.events()) if upto is None else (
         list(session.events(0, upto - 1)) if upto else [])   # to_seq is inclusive
+    events = schemas.read(events, session.id)   # versions checked, migrations applied
     gate = recorded_policy(events, target_model)   # what the target model may receive
     statuses = Evidence(branch=branch)
     latest_plan = None

@@ -68,9 +68,9 @@ RANK = {"human": 3, "tool": 2, "system": 2, "user": 1, "model": 0, "untrusted": 
 
 def branch_of(ev: Event) -> Any:
     """The branch an event is scoped to (its envelope's ``branch_id``; for a
-    log written before that field, ``data.branch_id``, else ``data.branch``),
-    or None for an event of every branch."""
-    if ev.branch_id is not None:
+    version-1 event -- logs written before that field -- ``data.branch_id``,
+    else ``data.branch``), or None for an event of every branch."""
+    if ev.branch_id is not None or (ev.schema_version or 1) > 1:   # (projections/schemas.py)
         return ev.branch_id
     data = ev.data if isinstance(ev.data, dict) else {}
     value = data.get("branch_id")
@@ -79,8 +79,8 @@ def branch_of(ev: Event) -> Any:
 
 def supersedes_of(ev: Event) -> Any:
     """The seq whose fact ``ev`` replaces (its envelope's ``supersedes``; for
-    a log written before that field, ``data.supersedes``), or None."""
-    if ev.supersedes is not None:
+    a version-1 event, ``data.supersedes``), or None."""
+    if ev.supersedes is not None or (ev.schema_version or 1) > 1:
         return ev.supersedes
     data = ev.data if isinstance(ev.data, dict) else {}
     return data.get("supersedes")

@@ -39,6 +39,7 @@ from ...codec.tlog import (
     TlogReader,
 )
 from ...errors import FormatError, ImportFormatError, TornTailError
+from ...event_types import VERSIONS
 from ...events import ENVELOPE_FIELDS, Event
 from .. import bounded
 from ..export import ZIP_MARK
@@ -160,6 +161,8 @@ def _read_tlog(path: Path, notes: Notes) -> Iterator[MappedSession]:
 def _mapped(ev: Event) -> MappedEvent:
     envelope = {name: getattr(ev, name) for name in ENVELOPE_FIELDS
                 if getattr(ev, name) is not None}
+    if ev.type in VERSIONS:   # an older event stays of its version (docs/event-schemas.md)
+        envelope.setdefault("schema_version", None)
     return MappedEvent(ev.type, ev.data, ev.time, envelope=envelope or None)
 
 

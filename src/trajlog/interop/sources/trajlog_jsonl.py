@@ -33,6 +33,7 @@ from ...codec.tlog import (
     zst_trailer,
 )
 from ...errors import ImportFormatError, TrajlogError
+from ...event_types import VERSIONS
 from ...events import ENVELOPE_FIELDS, Event, SessionHeader, decode_event, encode_event
 from .. import bounded
 from ..bounded import LINE_LIMIT
@@ -326,6 +327,8 @@ class _Batch:
                                 "each)", line, offset)
             envelope = {name: rec[name] for name in ENVELOPE_FIELDS
                         if rec.get(name) is not None}
+            if rec.get("type") in VERSIONS:   # an older event stays of its version
+                envelope.setdefault("schema_version", None)
             try:
                 ev = Event(rec["type"], rec["time"], rec.get("data"), *[  # type: ignore[arg-type]
                     envelope.get(name) for name in ENVELOPE_FIELDS])

@@ -1,0 +1,110 @@
+"""Every exception trajlog raises, and the one function that builds codec errors.
+
+The kernels (C and pure Python) return status codes and never raise for bad data; :func:`error_for`
+turns a status into an exception through one table, so the type and the message of an error cannot
+depend on the kernel.  Errors carry where they happened (``offset``, ``seq``, ``session``) as
+attributes and in their message, e.g. ``payload checksum mismatch in frame seq=17 at offset 4096
+(session 1b4e28ba)``.
+
+Every exception is defined in this room (``core``: the base classes, codec and
+store errors and the status table; ``governance``: the refusals of the rules)
+and imported from here.
+"""
+
+from __future__ import annotations
+
+from .core import (
+    ArgumentTypeError,
+    BackendUnavailableError,
+    ChainError,
+    ChecksumError,
+    ContextBudgetError,
+    CorruptionError,
+    DelegationLimitError,
+    ForkUnavailableError,
+    FormatError,
+    HeadMismatchError,
+    HeadMovedError,
+    IdempotencyConflictError,
+    ImportConflictError,
+    ImportFormatError,
+    InvalidArgumentError,
+    InvalidStateError,
+    LeaseHeldError,
+    LiveWriterError,
+    LogMovedError,
+    MigrationError,
+    PayloadTooLargeError,
+    SchemaError,
+    SequenceError,
+    SerializationError,
+    SessionDeletedError,
+    SessionNotFoundError,
+    StoreBusyError,
+    StoreClosedError,
+    StoreDamagedError,
+    StoreError,
+    TornTailError,
+    TrajlogError,
+    TransactionConflictError,
+    UnbalancedLogError,
+    UnsupportedFormatError,
+    ValidationError,
+    error_for,
+    head_mismatch,
+    header_mismatch,
+    index_mismatch,
+    orphaned_rows,
+    record_damaged,
+    repack_refused,
+    row_damaged,
+    session_deleted,
+    unexpected,
+)
+from .governance import (
+    CrossScopeError,
+    DelegationPinError,
+    DependentSessionsError,
+    ErasedEventError,
+    ErasureError,
+    GlobalScopeReadOnlyError,
+    InstructionPoisoningError,
+    MemoryAccessError,
+    MemoryNotFoundError,
+    MemoryStateError,
+    ModelDataClassError,
+    PrecedentPoisoningError,
+    PromotionRefusedError,
+    RedactionPausedError,
+    RedactionRefusedError,
+    ReplayError,
+    RetentionRulesError,
+    SchemaVersionError,
+    SessionClosedError,
+    StoredRetentionRulesError,
+    SubagentResultError,
+    UnredactableValueError,
+    UnverifiedFactError,
+)
+
+__all__ = ["ArgumentTypeError", "BackendUnavailableError", "ChainError",
+           "ChecksumError", "ContextBudgetError", "CorruptionError", "CrossScopeError",
+           "DelegationLimitError", "DelegationPinError", "DependentSessionsError",
+           "ErasedEventError", "ErasureError", "ForkUnavailableError", "FormatError",
+           "GlobalScopeReadOnlyError", "HeadMismatchError", "HeadMovedError",
+           "IdempotencyConflictError", "ImportConflictError", "ImportFormatError",
+           "InstructionPoisoningError", "InvalidArgumentError", "InvalidStateError",
+           "LeaseHeldError", "LiveWriterError", "LogMovedError", "MemoryAccessError",
+           "MemoryNotFoundError", "MemoryStateError", "MigrationError",
+           "ModelDataClassError", "PayloadTooLargeError", "PrecedentPoisoningError",
+           "PromotionRefusedError", "RedactionPausedError", "RedactionRefusedError",
+           "ReplayError", "RetentionRulesError", "SchemaError", "SchemaVersionError",
+           "SequenceError", "SerializationError", "SessionClosedError",
+           "SessionDeletedError", "SessionNotFoundError", "StoreBusyError",
+           "StoreClosedError", "StoreDamagedError", "StoreError",
+           "StoredRetentionRulesError", "SubagentResultError", "TornTailError",
+           "TrajlogError", "TransactionConflictError", "UnbalancedLogError",
+           "UnredactableValueError", "UnsupportedFormatError", "UnverifiedFactError",
+           "ValidationError", "error_for", "head_mismatch", "header_mismatch",
+           "index_mismatch", "orphaned_rows", "record_damaged", "repack_refused",
+           "row_damaged", "session_deleted", "unexpected"]
