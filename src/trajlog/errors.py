@@ -455,6 +455,38 @@ class ReplayError(InvalidArgumentError):
         super().__init__(f"run {run_id} of session {session}{where}: {why}")
 
 
+
+# -- branches of investigation (api/branches.py, projections/branches.py) --------
+
+class BranchError(InvalidArgumentError):
+    """A branch operation the session's log refuses; nothing was written.
+    Carries ``session``, ``branch`` and ``seq`` (the seq the refused event
+    would have had, or None)."""
+
+    def __init__(self, session: str, branch: str, seq: int | None, why: str) -> None:
+        self.session, self.branch, self.seq = session, branch, seq
+        where = f" at seq {seq}" if seq is not None else ""
+        super().__init__(f"branch {branch!r} of session {session}{where}: {why}")
+
+
+class BranchNotFoundError(BranchError):
+    """No ``branch/started`` names this branch."""
+
+
+class BranchPointError(BranchError):
+    """A branch's start (``from_seq``) or rebase point (``onto_seq``) names no
+    earlier event of the main line, or does not move it forward."""
+
+
+class BranchStateError(BranchError):
+    """The branch is merged or abandoned (nothing more may be appended to it,
+    merged or abandoned), or already started."""
+
+
+class MergeGateError(BranchError):
+    """A merge whose status does not follow from its gate (``fact`` claimed
+    with a gate part missing), or whose lists are not what a merge holds."""
+
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
 _CLASSES: dict[Status, type[TrajlogError]] = {
@@ -564,7 +596,8 @@ def unexpected(exc: Exception) -> TrajlogError:
     return wrapped
 
 
-__all__ = ["ArgumentTypeError", "BackendUnavailableError", "ChainError",
+__all__ = ["ArgumentTypeError", "BackendUnavailableError", "BranchError",
+           "BranchNotFoundError", "BranchPointError", "BranchStateError", "ChainError",
            "ChecksumError", "CorruptionError", "CrossScopeError",
            "DelegationLimitError", "DependentSessionsError", "ErasedEventError",
            "ErasureError", "ForkUnavailableError", "FormatError",
@@ -572,6 +605,7 @@ __all__ = ["ArgumentTypeError", "BackendUnavailableError", "ChainError",
            "IdempotencyConflictError", "ImportConflictError", "ImportFormatError",
            "InstructionPoisoningError", "InvalidArgumentError", "InvalidStateError",
            "LeaseHeldError", "LiveWriterError", "LogMovedError", "MemoryAccessError",
+           "MergeGateError",
            "MemoryNotFoundError", "MemoryStateError", "MigrationError",
            "PayloadTooLargeError", "PrecedentPoisoningError", "PromotionRefusedError",
            "RedactionPausedError", "RedactionRefusedError", "ReplayError",

@@ -67,6 +67,7 @@ from ..event_types import (
     MESSAGES,
 )
 from ..events import Event, SessionHeader, check_text, now_ms
+from .context_branches import scope as branch_scope
 from .context_policy import STRICT_REQUIRE, ContextPolicy
 from .context_summary import BLOCKS, summary_blocks, summary_text
 from .context_summary import text_of as _str
@@ -236,6 +237,8 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         now = now_ms()
     events = list(session.events()) if upto is None else (
         list(session.events(0, upto - 1)) if upto else [])   # to_seq is inclusive
+    branches = branch_scope(events, branch)   # a branch sees the main line up to its start
+    events = branches.events
     statuses = Evidence(branch=branch)
     latest_plan = None
     declared = stated = None
@@ -266,7 +269,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
 
     # Exclusion by branch, status, data class and source applies to everything
     # the context shows -- the summary's claims included.
-    excluded: list[Excluded] = []
+    excluded = [Excluded(*x) for x in branches.excluded]
     candidates: list[tuple[Event, str]] = []
     admitted: list[Event] = []
     orphans: list[Event] = []
@@ -297,7 +300,9 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
             role, text = _render(ev, policy)
             selected.append(Item(ev.seq, ref(ev), category, "core", role, text, ev))
             used += len(text)
+    branches.claim(evidence)   # what a gated merge brought back to the main line
     blocks = summary_blocks(admitted, evidence, orphans)
+    branches.annotate(blocks, evidence)
     summary = summary_text(blocks)
     header = (f"Context built by policy {policy.name} v{policy.version}. Facts carry source "
               f"references such as [HUMAN-12] or [TEST-31]; cite them.\n{summary}")
@@ -347,7 +352,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         "excluded_seqs": _excluded_runs(excluded), "summary_sha256": digest,
         "messages_sha256": messages_digest(messages), "chars": used,
         "policy_config": policy.config(), "builder_version": BUILDER_VERSION,
-        "workspace_revision": revision, "branch": branch, "now": now},
+        "workspace_revision": revision, "branch": branch, "now": now, **branches.record()},
         source="trajlog.context") if record else None
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
                         dict(counts), revision, branch)
