@@ -456,36 +456,20 @@ class ReplayError(InvalidArgumentError):
 
 
 
-# -- branches of investigation (api/branches.py, projections/branches.py) --------
-
 class BranchError(InvalidArgumentError):
-    """A branch operation the session's log refuses; nothing was written.
-    Carries ``session``, ``branch`` and ``seq`` (the seq the refused event
-    would have had, or None)."""
-
-    def __init__(self, session: str, branch: str, seq: int | None, why: str) -> None:
-        self.session, self.branch, self.seq = session, branch, seq
-        where = f" at seq {seq}" if seq is not None else ""
-        super().__init__(f"branch {branch!r} of session {session}{where}: {why}")
-
+    """A branch operation refused, nothing written (the message names session, branch, seq)."""
 
 class BranchNotFoundError(BranchError):
-    """No ``branch/started`` names this branch."""
-
+    """No ``branch/started`` names the branch."""
 
 class BranchPointError(BranchError):
-    """A branch's start (``from_seq``) or rebase point (``onto_seq``) names no
-    earlier event of the main line, or does not move it forward."""
-
+    """A start or rebase point that is no earlier main-line event, or does not advance."""
 
 class BranchStateError(BranchError):
-    """The branch is merged or abandoned (nothing more may be appended to it,
-    merged or abandoned), or already started."""
-
+    """The branch is merged, abandoned (it takes nothing more) or already started."""
 
 class MergeGateError(BranchError):
-    """A merge whose status does not follow from its gate (``fact`` claimed
-    with a gate part missing), or whose lists are not what a merge holds."""
+    """A merge whose status its gate does not give, or whose lists are malformed."""
 
 # The table: what a status means on its own.  error_for() may escalate a
 # torn-looking status to CorruptionError when the watermark says so.
@@ -596,25 +580,21 @@ def unexpected(exc: Exception) -> TrajlogError:
     return wrapped
 
 
-__all__ = ["ArgumentTypeError", "BackendUnavailableError", "BranchError",
-           "BranchNotFoundError", "BranchPointError", "BranchStateError", "ChainError",
-           "ChecksumError", "CorruptionError", "CrossScopeError",
-           "DelegationLimitError", "DependentSessionsError", "ErasedEventError",
-           "ErasureError", "ForkUnavailableError", "FormatError",
-           "GlobalScopeReadOnlyError", "HeadMismatchError", "HeadMovedError",
-           "IdempotencyConflictError", "ImportConflictError", "ImportFormatError",
-           "InstructionPoisoningError", "InvalidArgumentError", "InvalidStateError",
-           "LeaseHeldError", "LiveWriterError", "LogMovedError", "MemoryAccessError",
-           "MergeGateError",
-           "MemoryNotFoundError", "MemoryStateError", "MigrationError",
-           "PayloadTooLargeError", "PrecedentPoisoningError", "PromotionRefusedError",
-           "RedactionPausedError", "RedactionRefusedError", "ReplayError",
+__all__ = ["ArgumentTypeError", "BackendUnavailableError", "BranchError", "BranchNotFoundError",
+           "BranchPointError", "BranchStateError", "ChainError", "ChecksumError", "CorruptionError",
+           "CrossScopeError", "DelegationLimitError", "DependentSessionsError", "ErasedEventError",
+           "ErasureError", "ForkUnavailableError", "FormatError", "GlobalScopeReadOnlyError",
+           "HeadMismatchError", "HeadMovedError", "IdempotencyConflictError", "ImportConflictError",
+           "ImportFormatError", "InstructionPoisoningError", "InvalidArgumentError",
+           "InvalidStateError", "LeaseHeldError", "LiveWriterError", "LogMovedError",
+           "MemoryAccessError", "MemoryNotFoundError", "MemoryStateError", "MergeGateError",
+           "MigrationError", "PayloadTooLargeError", "PrecedentPoisoningError",
+           "PromotionRefusedError", "RedactionPausedError", "RedactionRefusedError", "ReplayError",
            "RetentionRulesError", "SchemaError", "SequenceError", "SerializationError",
-           "SessionClosedError", "SessionDeletedError", "SessionNotFoundError",
-           "StoreBusyError", "StoreClosedError", "StoreDamagedError", "StoreError",
-           "StoredRetentionRulesError", "TornTailError", "TrajlogError",
-           "TransactionConflictError", "UnbalancedLogError", "UnredactableValueError",
-           "UnsupportedFormatError", "UnverifiedFactError", "ValidationError",
-           "error_for", "head_mismatch", "header_mismatch", "index_mismatch",
-           "orphaned_rows", "record_damaged", "repack_refused", "row_damaged",
-           "session_deleted", "unexpected"]
+           "SessionClosedError", "SessionDeletedError", "SessionNotFoundError", "StoreBusyError",
+           "StoreClosedError", "StoreDamagedError", "StoreError", "StoredRetentionRulesError",
+           "TornTailError", "TrajlogError", "TransactionConflictError", "UnbalancedLogError",
+           "UnredactableValueError", "UnsupportedFormatError", "UnverifiedFactError",
+           "ValidationError", "error_for", "head_mismatch", "header_mismatch", "index_mismatch",
+           "orphaned_rows", "record_damaged", "repack_refused", "row_damaged", "session_deleted",
+           "unexpected"]

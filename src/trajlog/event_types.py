@@ -234,7 +234,7 @@ TYPES: tuple[EventType, ...] = (
     _t("checkpoint/invalidated", "a checkpoint's revision no longer matches",
        machine={"recorded_revision": "digest", "current_revision": "digest"}),
     _t("recovery/check", "a run checked what a crash left", machine=_RUN),
-    # -- branches of investigation (api/branches.py, projections/branches.py) ---
+    # -- branches of investigation (api/branch_ops.py, projections/branches.py) ---
     _t("branch/*", "a branch of investigation's life, on the main line",
        index=_ROW, context="structural", checked=True, retention=_KEPT),
     _t("branch/started", "a branch starts from a main-line event (from_seq), its start "

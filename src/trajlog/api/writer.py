@@ -278,7 +278,6 @@ class WriteEngine:
                    else v for v in env]
             check_envelope(*env)
             event = Event(type_, time, data, *env)
-            # (a supersedes' seq, a branch's state: checked in the transaction)
             checked = checked or event.supersedes is not None or event.branch_id is not None
         else:
             event = Event(type_, time, data)

@@ -161,19 +161,19 @@ class Branches:
     # -- the rules -------------------------------------------------------------------
 
     def _refuse(self, kind: type[BranchError], name: str, seq: int, why: str) -> BranchError:
-        return kind(self.session, name, seq, why)
+        return kind(f"branch {name!r} of session {self.session} at seq {seq}: {why}")
 
     def _apply(self, ev: Event) -> None:
         t = ev.type
         if not t.startswith(PREFIX):
             name = branch_of(ev)
-            if isinstance(name, str) and name in self.by_name:
-                b = self.by_name[name]
-                if b.state != "open":
-                    raise self._refuse(BranchStateError, name, ev.seq,
-                                       f"the branch is {b.state}: it takes no more events "
+            own = self.by_name.get(name) if isinstance(name, str) else None
+            if own is not None:
+                if own.state != "open":
+                    raise self._refuse(BranchStateError, own.name, ev.seq,
+                                       f"the branch is {own.state}: it takes no more events "
                                        f"({ev.type})")
-                b.events += 1
+                own.events += 1
             return
         d = ev.data if isinstance(ev.data, dict) else {}
         name = d.get("name")
