@@ -26,6 +26,7 @@ from ..projections.context import ContextPolicy, build_context
 from ..projections.replay import ModelInput, replay
 from ..providers import to_anthropic, to_openai_chat, to_openai_responses
 from ..viewer import write_html
+from .demo_branches import demo_branches
 
 
 def _demo_frames() -> tuple[bytes, int, list[bytes]]:
@@ -366,6 +367,7 @@ def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
         _demo_views(s, write)
         _demo_memory_erase(store, s, write)
         _demo_replay(s, write)
+        demo_branches(store, write)
         zipped, page = _demo_export_view(store, s, db, write)
     log, key, payloads = _demo_frames()
     write(f"encoded {len(payloads)} events into {len(log)} bytes of frames "
