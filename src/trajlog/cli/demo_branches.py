@@ -18,12 +18,12 @@ def demo_branches(store: Store, write: Any) -> Session:
     s = store.create_session(cwd="/repo", metadata={"title": "parser drops the last line"})
     s.append("workspace/revision", {"revision": "git:4a1c2e8"})
     s.append("user/message", {"content": "the parser drops the last line of a file"})
-    failing = s.append("check/result", {"subject": "parser.failing",
+    failing = s.append("tool/note", {"subject": "parser.failing",
                                         "value": "test_last_line"}, source="pytest")
     s.start_branch("lexer-hypothesis", from_seq=failing.seq, workspace_revision="git:4a1c2e8",
                    data_samples=["case-7", "case-9"], tool_versions={"pytest": "8.3.2"},
                    permissions=["read:repo", "run:tests"])
-    s.append("check/result", {**CAUSE, "output": "reproduced on case-7 and case-9"},
+    s.append("tool/note", {**CAUSE, "output": "reproduced on case-7 and case-9"},
              source="pytest", branch_id="lexer-hypothesis")
     moved = s.append("workspace/revision", {"revision": "git:7b3d9f0"})
     s.rebase_branch("lexer-hypothesis", onto_seq=moved.seq, reason="main moved to git:7b3d9f0")
