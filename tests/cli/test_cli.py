@@ -84,7 +84,7 @@ def test_demo_is_a_tour_of_the_product(tour):
     assert "policy v5 admitting untrusted sources: drift, cause policy" in out
     assert "exclude -source.untrusted; now admitted" in out
     # a branch merged through its gate: reference only without the human decision, then facts
-    assert "branch lexer-hypothesis from seq 2 (frozen: revision git:4a1c2e8" in out
+    assert "(frozen: revision git:4a1c2e8, samples case-7, case-9, pytest 8.3.2); rebased" in out
     assert "reference-only (missing decision); the cause confirmed on main: no, reference" in out
     assert "through the whole gate: fact" in out
     assert "confirmed: parser.cause = off-by-one in the lexer's last-line check [MERGE-" in out

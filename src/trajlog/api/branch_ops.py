@@ -31,12 +31,25 @@ def _claims(name: str, value: Sequence[Any] | None) -> list[Any]:
     return list(value)
 
 
+def _dicts(name: str, value: Sequence[Any] | None) -> list[Any]:
+    """A merge's list of claims, each a dict (what else it holds: the write check's)."""
+    items = _claims(name, value)
+    for i, c in enumerate(items):
+        if not isinstance(c, Mapping):
+            raise ArgumentTypeError(f"{name}[{i}] must be a {{subject, value}} dict, not "
+                                    f"{type(c).__name__}")
+    return [dict(c) for c in items]
+
+
 def start(session: _Session, name: str, *, from_seq: int,
           workspace_revision: str | None = None, data_samples: Sequence[str] = (),
           tool_versions: Mapping[str, str] | None = None,
           permissions: Sequence[str] = (), source: str = "system") -> Event:
     """Append ``branch/started``: the branch ``name`` starts from the
     main-line event ``from_seq``, its start frozen as given."""
+    if tool_versions is not None and not isinstance(tool_versions, Mapping):
+        raise ArgumentTypeError(f"tool_versions must be a dict, not "
+                                f"{type(tool_versions).__name__}")
     frozen = {"workspace_revision": workspace_revision,
               "data_samples": _claims("data_samples", data_samples),
               "tool_versions": dict(tool_versions or {}),
@@ -74,9 +87,8 @@ def merge(session: _Session, name: str, *, common_facts: Sequence[Mapping[str, A
         gate["code_version"] = code_version
     status, missing = gate_status(gate)
     return session.append(MERGED, {
-        "name": name, "common_facts": [dict(c) for c in _claims("common_facts", common_facts)],
-        "adopted": [dict(c) for c in _claims("adopted", adopted)],
-        "rejected": [dict(c) for c in _claims("rejected", rejected)],
+        "name": name, "common_facts": _dicts("common_facts", common_facts),
+        "adopted": _dicts("adopted", adopted), "rejected": _dicts("rejected", rejected),
         "unresolved": _claims("unresolved", unresolved), "gate": gate, "status": status,
         "missing": missing}, source=source)
 

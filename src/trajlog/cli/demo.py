@@ -367,7 +367,7 @@ def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
         _demo_views(s, write)
         _demo_memory_erase(store, s, write)
         _demo_replay(s, write)
-        demo_branches(store, write)
+        demo_branches(s, write)
         zipped, page = _demo_export_view(store, s, db, write)
     log, key, payloads = _demo_frames()
     write(f"encoded {len(payloads)} events into {len(log)} bytes of frames "

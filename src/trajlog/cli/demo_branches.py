@@ -7,17 +7,14 @@ from __future__ import annotations
 
 from typing import Any
 
-from ..api import Session, Store
+from ..api import Session
 from ..projections.context import build_context
 
 CAUSE = {"subject": "parser.cause", "value": "off-by-one in the lexer's last-line check"}
 
 
-def demo_branches(store: Store, write: Any) -> Session:
-    """Record the branch step in a session of its own; return it."""
-    s = store.create_session(cwd="/repo", metadata={"title": "parser drops the last line"})
-    s.append("workspace/revision", {"revision": "git:4a1c2e8"})
-    s.append("user/message", {"content": "the parser drops the last line of a file"})
+def demo_branches(s: Session, write: Any) -> None:
+    """Record the branch step in the tour's session ``s``."""
     failing = s.append("tool/note", {"subject": "parser.failing",
                                         "value": "test_last_line"}, source="pytest")
     s.start_branch("lexer-hypothesis", from_seq=failing.seq, workspace_revision="git:4a1c2e8",
@@ -25,8 +22,8 @@ def demo_branches(store: Store, write: Any) -> Session:
                    permissions=["read:repo", "run:tests"])
     s.append("tool/note", {**CAUSE, "output": "reproduced on case-7 and case-9"},
              source="pytest", branch_id="lexer-hypothesis")
-    moved = s.append("workspace/revision", {"revision": "git:7b3d9f0"})
-    s.rebase_branch("lexer-hypothesis", onto_seq=moved.seq, reason="main moved to git:7b3d9f0")
+    moved = s.append("user/message", {"content": "the lexer was refactored on main"})
+    s.rebase_branch("lexer-hypothesis", onto_seq=moved.seq, reason="the lexer moved on main")
     b = s.branches()["lexer-hypothesis"]
     write(f"branch lexer-hypothesis from seq {b.from_seq} (frozen: revision "
           f"{b.frozen['workspace_revision']}, samples {', '.join(b.frozen['data_samples'])}, "
@@ -40,22 +37,21 @@ def demo_branches(store: Store, write: Any) -> Session:
                                           "value": "a race in the file reader"}],
         "unresolved": ["does the CRLF path drop the last line too?"]}
     ref = s.merge_branch("lexer-hypothesis", **findings, **gate)
-    shown = build_context(s)
+    shown = build_context(s, record=False)   # (a look: the tour's builds stay its own)
     write(f"merge at seq {ref.seq} without a human decision: {ref.data['status']} "
           f"(missing {', '.join(ref.data['missing'])}); the cause confirmed on main: "
           f"{_confirmed(shown)}\n")
     full = s.merge_branch("lexer-hypothesis", **findings, **gate,
                           decision={"by": "human:ann", "verdict": "accept"})
-    shown = build_context(s)
+    shown = build_context(s, record=False)   # (a look: the tour's builds stay its own)
     write(f"merge at seq {full.seq} through the whole gate: {full.data['status']}; the main "
           "line's next context shows:\n")
     for block in ("confirmed", "failed", "to confirm"):
         for line in shown.summary[block]:
-            write(f"  {block}: {line}\n")
-    seq = shown.injection.seq if shown.injection else "-"
+            if "[MERGE-" in line:   # (the tour's other facts are shown above)
+                write(f"  {block}: {line}\n")
     write(f"  (the branch's own events stay out: {shown.excluded_counts.get('branch.other', 0)} "
-          f"excluded as branch.other; the build recorded at seq {seq})\n\n")
-    return s
+          "excluded as branch.other)\n\n")
 
 
 def _confirmed(build: Any) -> str:
