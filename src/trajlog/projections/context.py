@@ -7,7 +7,9 @@ A build runs the four stages of the seed article, in order:
    ``branch_id``, in older logs ``data.branch_id`` or ``data.branch``,
    differing from the build's branch: the ``branch=`` argument, else the
    session's ``branch`` metadata, default ``"main"``) are excluded
-   (``branch.other``);
+   (``branch.other``); a started branch also leaves out the main line after
+   its start or rebase, and the main line reads a merged branch's evidence
+   only through its gate (:mod:`.context_branches`);
 2. **status** -- superseded (``event/status``, or a later event's envelope
    ``supersedes``; in older logs ``data.supersedes``), rejected, expired and
    audit-only events are excluded,
