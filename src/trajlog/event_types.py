@@ -249,6 +249,26 @@ TYPES: tuple[EventType, ...] = (
     _t("schema/migration", "an upgrade of older events of a type, recorded for a seq range "
        "(readers and replays apply it; the events are not rewritten)",
        shape={"type": "str", "upgrade": "str"}, retention=_KEPT),
+    # -- branches of investigation (api/branch_ops.py, projections/branches.py) ---
+    _t("branch/*", "a branch of investigation's life, on the main line",
+       index=_ROW, context="structural", checked=True, retention=_KEPT),
+    _t("branch/started", "a branch starts from a main-line event (from_seq), its start "
+       "frozen: workspace revision, data sample ids, tool versions, permissions",
+       shape={"name": "str"}, index=_ROW,
+       machine={"frozen.workspace_revision": "digest"}, context="structural", checked=True,
+       retention=_KEPT),
+    _t("branch/rebased", "a branch moves its start to a later main-line event (onto_seq)",
+       shape={"name": "str", "reason": "str"}, index=_ROW,
+       context="structural", checked=True, retention=_KEPT),
+    _t("branch/merged", "evidence, not history, brought back: common facts, adopted and "
+       "rejected conclusions, unresolved questions, the gate and the status it gives "
+       "(fact / reference-only)",
+       shape={"name": "str", "status": "str"}, index=_ROW,
+       machine={"gate.code_version": "digest"}, context="structural", checked=True,
+       retention=_KEPT),
+    _t("branch/abandoned", "a branch given up (its events stay, searchable)",
+       shape={"name": "str", "reason": "str"}, index=_ROW, context="structural",
+       checked=True, retention=_KEPT),
     # -- subagents and memory ---------------------------------------------------
     _t("subagent/*", "a subagent's events in its parent", index=_ROW),
     _t("subagent/notification", "a background subagent's news",

@@ -95,6 +95,13 @@ def test_demo_is_a_tour_of_the_product(tour):
     assert "model demo-model-2: drift, cause model" in out
     assert "policy v5 admitting untrusted sources: drift, cause policy" in out
     assert "exclude -source.untrusted; now admitted" in out
+    # a branch merged through its gate: reference only without the human decision, then facts
+    assert "(frozen: revision git:4a1c2e8, samples case-7, case-9, pytest 8.3.2); rebased" in out
+    assert "reference-only (missing decision); the cause confirmed on main: no, reference" in out
+    assert "through the whole gate: fact" in out
+    assert "confirmed: parser.cause = off-by-one in the lexer's last-line check [MERGE-" in out
+    assert "failed: parser.suspect = a race in the file reader (rejected in branch" in out
+    assert "to confirm: does the CRLF path drop the last line too? (unresolved" in out
     assert (tour["dir"] / "trajlog-tour.zip").exists()
     assert (tour["dir"] / "trajlog-tour.html").exists()
     raw = b"".join(p.read_bytes() for p in tour["dir"].glob("trajlog.db*"))

@@ -224,13 +224,16 @@ def test_describe_finds_a_family_member():
 OLD_SPARSE = {"turn/start", "turn/end", "sandbox/mode", "event/status", "session/closed",
               "redaction/paused", "redaction/resumed", "session/deleted"}
 OLD_PREFIXES = ("compaction/", "approval/", "subagent/", "retention/")
+# added since: a branch's life, which the write path's branch check finds by its rows
+NEW_PREFIXES = ("branch/",)
+BRANCH_LIFE = ("branch/started", "branch/rebased", "branch/merged", "branch/abandoned")
 
 
 @pytest.mark.parametrize("type_", sorted({*et.BY_NAME, "compaction/x", "approval/y",
                                           "subagent/z", "retention/w", "note/x", "run/q"}))
 def test_index_rows_are_the_ones_before(type_):
     ev = Event(type_, 1, {})
-    had = type_ in OLD_SPARSE or type_.startswith(OLD_PREFIXES)
+    had = type_ in OLD_SPARSE or type_.startswith(OLD_PREFIXES + NEW_PREFIXES)
     assert (event_index.entry(ev, 0) is not None) == had
 
 
@@ -254,7 +257,7 @@ def test_the_other_derived_sets():
     assert {
         "turn/start", "turn/end", "step/start", "step/end", "tool/call", "context/injection",
         "event/status", "request/header", "approval/policy", "sandbox/mode", "goal/change",
-        "workspace/revision", "compaction/apply"} == context.STRUCTURAL
+        "workspace/revision", "compaction/apply", *BRANCH_LIFE} == context.STRUCTURAL
     assert {"user/message", "assistant/message", "tool/result",
             "tool/cancel"} == folds._HISTORY_TYPES
     assert {t for t in et.BY_NAME if folds.Chat.wants(t)} == {
@@ -268,7 +271,7 @@ def test_the_other_derived_sets():
             "turn/start", "turn/end", "step/start", "step/end",
             "redaction/paused", "redaction/resumed", "session/closed", "session/deleted",
             } == et.WRITE_STATE
-    assert et.CHECKED_PREFIXES == ("compaction/",) and "event/status" in et.CHECKED
+    assert et.CHECKED_PREFIXES == ("compaction/", "branch/") and "event/status" in et.CHECKED
 
 
 def test_the_write_side_reads_no_projection():
@@ -289,7 +292,8 @@ def test_the_second_modules_derive_their_old_literals():
     assert {"turn/start", "turn/end"} == lineage._TURN_MARKERS
     assert {"approval/grant", "lease/grant"} == evidence.GRANTS
     assert {"turn/start", "turn/end", "step/start", "step/end", "retention/policy",
-            "session/closed", "session/deleted", "schema/migration"} == retention.KEEP_TYPES
+            "session/closed", "session/deleted", "schema/migration", *BRANCH_LIFE
+            } == retention.KEEP_TYPES
     assert {"user/message", "tool/call", "tool/result", "assistant/message",
             "subagent/result", "subagent/output"} == gates.INPUT_EVENTS
     assert {"assistant/message", "tool/result"} == envelopes.USAGE_TYPES

@@ -342,6 +342,11 @@ class AsyncSession:
         return [AsyncSession(s) for s in await blocking(self.sync.missed_notifications)]
 
     tree = off_loop(Session.tree)
+    start_branch = off_loop(Session.start_branch)
+    rebase_branch = off_loop(Session.rebase_branch)
+    merge_branch = off_loop(Session.merge_branch)
+    abandon_branch = off_loop(Session.abandon_branch)
+    branches = off_loop(Session.branches)
     task = off_loop(Session.task)
     finish = off_loop(Session.finish)
     report = off_loop(Session.report)

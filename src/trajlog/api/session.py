@@ -4,7 +4,7 @@ the store's parts (writing, reading, recovery, lineage)."""
 from __future__ import annotations
 
 import contextlib
-from collections.abc import Iterable, Iterator, Mapping
+from collections.abc import Iterable, Iterator, Mapping, Sequence
 from dataclasses import dataclass
 from types import MappingProxyType
 from typing import Any
@@ -12,9 +12,11 @@ from typing import Any
 from ..errors import InvalidArgumentError, InvalidStateError, TrajlogError, ValidationError
 from ..event_types import STATUSES, SURFACE_REPLACE
 from ..events import Event, SessionHeader
+from ..projections.branches import Branch
 from ..projections.engine import FoldSource, StateCache
 from ..recovery import RecoveryReport
 from ..storage import Backend
+from . import branch_ops as _branches
 from . import checkpoints as _cp
 from . import checks, delegation, run_scope
 from . import closing as _closing
@@ -408,6 +410,48 @@ class Session:
             raise TypeError("reason must be a non-empty str")
         return self.append("event/status", {"target": seq, "status": status,
                                             "reason": reason}, source=source)
+
+    # -- branches of investigation (api/branch_ops.py) ------------------------------
+
+    def start_branch(self, name: str, *, from_seq: int, workspace_revision: str | None = None,
+                     data_samples: Sequence[str] = (),
+                     tool_versions: Mapping[str, str] | None = None,
+                     permissions: Sequence[str] = (), source: str = "system") -> Event:
+        """Start branch ``name`` from the main-line event ``from_seq``, its
+        start frozen (``branch/started``); append to it with ``branch_id=name``:
+        :func:`trajlog.api.branch_ops.start`."""
+        return _branches.start(self, name, from_seq=from_seq,
+                               workspace_revision=workspace_revision, data_samples=data_samples,
+                               tool_versions=tool_versions, permissions=permissions,
+                               source=source)
+
+    def rebase_branch(self, name: str, *, onto_seq: int, reason: str,
+                      source: str = "system") -> Event:
+        """Move a branch's start to a later main-line event (``branch/rebased``)."""
+        return _branches.rebase(self, name, onto_seq=onto_seq, reason=reason, source=source)
+
+    def merge_branch(self, name: str, *, common_facts: Sequence[Mapping[str, Any]] = (),
+                     adopted: Sequence[Mapping[str, Any]] = (),
+                     rejected: Sequence[Mapping[str, Any]] = (),
+                     unresolved: Sequence[str] = (), sample: Sequence[str] | None = None,
+                     check: Mapping[str, Any] | None = None, code_version: str | None = None,
+                     decision: Mapping[str, Any] | None = None,
+                     source: str = "system") -> Event:
+        """Bring a branch's evidence back through the merge gate
+        (``branch/merged``, its status ``fact`` only with every gate part):
+        :func:`trajlog.api.branch_ops.merge`."""
+        return _branches.merge(self, name, common_facts=common_facts, adopted=adopted,
+                               rejected=rejected, unresolved=unresolved, sample=sample,
+                               check=check, code_version=code_version, decision=decision,
+                               source=source)
+
+    def abandon_branch(self, name: str, *, reason: str, source: str = "system") -> Event:
+        """Give a branch up (``branch/abandoned``); its events stay."""
+        return _branches.abandon(self, name, reason=reason, source=source)
+
+    def branches(self) -> dict[str, Branch]:
+        """Each branch of this session, by name: start, rebases, merges, state."""
+        return _branches.branches(self)
 
     # -- lineage --------------------------------------------------------------
 

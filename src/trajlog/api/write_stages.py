@@ -22,7 +22,9 @@ Inside the write transaction, under the write lock, an append then walks:
    close, refused when out of order (:meth:`~trajlog.lifecycle.Tracker.plan`).
 8. :func:`check_rules` -- ``supersedes`` names an earlier seq; compactions
    nest and keep calls with their results; ``event/status`` targets an
-   earlier event from a source that may decide (:mod:`.checks`).
+   earlier event from a source that may decide (:mod:`.checks`); branch
+   events and appends to a branch follow the branch rules
+   (:mod:`.branch_checks`).
 9. :func:`check_room` -- a full log refuses more events.
 10. :func:`frame` -- the payloads framed, chained from the head and cut into
     chunk rows (:mod:`trajlog.codec`).
@@ -87,7 +89,7 @@ from ..storage.event_index import (
     requested,
     split_marks,
 )
-from . import checks, retries
+from . import branch_checks, checks, retries
 from .handles import LogRef
 from .logstate import LogState
 from .reading import LogReader
@@ -110,7 +112,8 @@ class Row(msgspec.Struct, gc=False):
 def remake(event: Event, pause: tuple[tuple[str, str], ...] = ()) -> Row:
     """The row of an event a stage changed or added (serialized again)."""
     return Row(event, encode_event(event),
-               checks.needs_check(event.type) or event.supersedes is not None, pause)
+               checks.needs_check(event.type) or event.supersedes is not None
+               or event.branch_id is not None, pause)
 
 
 def turn_marker(rows: Sequence[Row]) -> str | None:
@@ -256,6 +259,7 @@ def check_rules(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Ev
     its result, an ``event/status`` that targets no earlier event or comes
     from an untrusted source.  Returns the compaction ranges the events add."""
     check_supersedes(ref.id, events, first)
+    branch_checks.check_branches(reading, tx, ref, events, first)
     return checks.check_events(reading, ref, tx, events, first, compactions)
 
 

@@ -278,7 +278,7 @@ class WriteEngine:
                    else v for v in env]
             check_envelope(*env)
             event = Event(type_, time, data, *env)
-            checked = checked or event.supersedes is not None  # (its seq: in the transaction)
+            checked = checked or event.supersedes is not None or event.branch_id is not None
         else:
             event = Event(type_, time, data)
         try:

@@ -26,6 +26,7 @@ from ..projections.context import ContextPolicy, build_context
 from ..projections.replay import ModelInput, replay
 from ..providers import to_anthropic, to_openai_chat, to_openai_responses
 from ..viewer import write_html
+from .demo_branches import demo_branches
 from .demo_memory import demo_memory_layers
 
 
@@ -368,6 +369,7 @@ def demo(db: str = "trajlog.db", out: TextIO | None = None) -> int:
         _demo_memory_erase(store, s, write)
         demo_memory_layers(store, s, write)
         _demo_replay(s, write)
+        demo_branches(s, write)
         zipped, page = _demo_export_view(store, s, db, write)
     log, key, payloads = _demo_frames()
     write(f"encoded {len(payloads)} events into {len(log)} bytes of frames "

@@ -15,7 +15,17 @@ from click.shell_completion import get_completion_class
 
 from .._version import __version__
 from ..errors import TrajlogError
-from . import interop, maintenance, memory, pollution, run_views, search, sessions, views
+from . import (
+    branch_views,
+    interop,
+    maintenance,
+    memory,
+    pollution,
+    run_views,
+    search,
+    sessions,
+    views,
+)
 from .app import (
     EXIT_CODES,
     EXIT_INTERNAL,
@@ -82,7 +92,8 @@ def completion(shell: str) -> None:
     click.echo(cls(cli, {}, "trajlog", "_TRAJLOG_COMPLETE").source())
 
 
-for module in (sessions, views, run_views, maintenance, interop, memory, search, pollution):
+for module in (sessions, views, run_views, maintenance, interop, memory, search, pollution,
+               branch_views):
     module.register(cli)
 
 

@@ -207,3 +207,23 @@ class SchemaVersionError(TrajlogError):
     def __init__(self, session: str | None, seq: int, type_: str, version: int) -> None:
         self.session, self.seq, self.type, self.version = session, seq, type_, version
         super().__init__(f"seq={seq} of session {session} ({type_}): schema v{version} is too new")
+
+
+class BranchError(InvalidArgumentError):
+    """A branch operation refused, nothing written (the message names session, branch, seq)."""
+
+
+class BranchNotFoundError(BranchError):
+    """No ``branch/started`` names the branch."""
+
+
+class BranchPointError(BranchError):
+    """A start or rebase point that is no earlier main-line event, or does not advance."""
+
+
+class BranchStateError(BranchError):
+    """The branch is merged, abandoned (it takes nothing more) or already started."""
+
+
+class MergeGateError(BranchError):
+    """A merge whose status its gate does not give, or whose lists are malformed."""

@@ -7,7 +7,9 @@ A build runs the four stages of the seed article, in order:
    ``branch_id``, in older logs ``data.branch_id`` or ``data.branch``,
    differing from the build's branch: the ``branch=`` argument, else the
    session's ``branch`` metadata, default ``"main"``) are excluded
-   (``branch.other``);
+   (``branch.other``); a started branch also leaves out the main line after
+   its start or rebase, and the main line reads a merged branch's evidence
+   only through its gate (:mod:`.context_branches`);
 2. **status** -- superseded (``event/status``, or a later event's envelope
    ``supersedes``; in older logs ``data.supersedes``), rejected, expired and
    audit-only events are excluded,
@@ -70,6 +72,7 @@ from ..event_types import (
 )
 from ..events import Event, SessionHeader, check_text, now_ms
 from . import schemas
+from .context_branches import scope as branch_scope
 from .context_memory import MemoryLayers, memory_layers
 from .context_policy import STRICT_REQUIRE, ContextPolicy
 from .context_summary import BLOCKS, summary_blocks, summary_text
@@ -249,6 +252,8 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         list(session.events(0, upto - 1)) if upto else [])   # to_seq is inclusive
     events = schemas.read(events, session.id)   # versions checked, migrations applied
     gate = recorded_policy(events, target_model)   # what the target model may receive
+    branches = branch_scope(events, branch)   # a branch sees the main line up to its start
+    events = branches.events
     statuses = Evidence(branch=branch)
     latest_plan = None
     declared = stated = None
@@ -279,7 +284,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
 
     # Exclusion by branch, status, data class and source applies to everything
     # the context shows -- the summary's claims included.
-    excluded: list[Excluded] = []
+    excluded = [Excluded(*x) for x in branches.excluded]
     candidates: list[tuple[Event, str]] = []
     admitted: list[Event] = []
     orphans: list[Event] = []
@@ -312,7 +317,9 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
             role, text = _render(ev, policy)
             selected.append(Item(ev.seq, ref(ev), category, "core", role, text, ev))
             used += len(text)
+    branches.claim(evidence)   # what a gated merge brought back to the main line
     blocks = summary_blocks(admitted, evidence, orphans)
+    branches.annotate(blocks, evidence)
     summary = summary_text(blocks)
     header = (f"Context built by policy {policy.name} v{policy.version}. Facts carry source "
               f"references such as [HUMAN-12] or [TEST-31]; cite them.\n{summary}")
@@ -366,7 +373,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         "excluded_seqs": _excluded_runs(excluded), "summary_sha256": digest,
         "messages_sha256": messages_digest(messages), "chars": used,
         "policy_config": policy.config(), "builder_version": BUILDER_VERSION,
-        "workspace_revision": revision, "branch": branch, "now": now,
+        "workspace_revision": revision, "branch": branch, "now": now, **branches.record(),
         **({} if layers is None else layers.record(memory_query is not None))},
         source="trajlog.context") if record else None
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
