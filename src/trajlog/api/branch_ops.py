@@ -11,14 +11,29 @@ from typing import Any, Protocol
 
 from ..errors import ArgumentTypeError
 from ..events import Event
-from ..projections.branches import ABANDONED, MERGED, REBASED, STARTED, Branch, fold, gate_status
+from ..projections.branches import (
+    ABANDONED,
+    MERGED,
+    REBASED,
+    STARTED,
+    Branch,
+    fold,
+    gate_status,
+    merger_class,
+)
+from ..projections.evidence import branch_of
+
+#: data classes from the least to the most sensitive: a merge summarising a
+#: branch is as sensitive as the most sensitive event it summarises
+SENSITIVITY = ("public", "internal-redacted", "internal", "restricted")
 
 
 class _Session(Protocol):
     @property
     def id(self) -> str: ...
 
-    def append(self, type: str, data: Any = None, *, source: str | None = None) -> Event: ...
+    def append(self, type: str, data: Any = None, *, source: str | None = None,
+               data_class: str | None = None) -> Event: ...
 
     def events(self, from_seq: int = 0, to_seq: int | None = None) -> Any: ...
 
@@ -69,12 +84,16 @@ def merge(session: _Session, name: str, *, common_facts: Sequence[Mapping[str, A
           adopted: Sequence[Mapping[str, Any]] = (), rejected: Sequence[Mapping[str, Any]] = (),
           unresolved: Sequence[str] = (), sample: Sequence[str] | None = None,
           check: Mapping[str, Any] | None = None, code_version: str | None = None,
-          decision: Mapping[str, Any] | None = None, source: str = "system") -> Event:
+          decision: Mapping[str, Any] | None = None, source: str = "system",
+          data_class: str | None = None) -> Event:
     """Append ``branch/merged`` with the status its gate gives: ``fact``
     when the gate has a reproducible ``sample`` (ids), a deterministic
-    ``check`` (``{name, result}``), a ``code_version`` hash and a human
-    ``decision`` (``{by: "human:<who>", verdict: "accept"}``); else
-    ``reference-only``, naming the missing parts."""
+    ``check`` (``{name, result}``) that passed, a ``code_version`` hash and
+    a human ``decision`` (``{by: "human:<who>", verdict: "accept"}``)
+    recorded by a ``source`` that may decide (a person, or the host: see
+    :data:`trajlog.projections.branches.DECIDERS`); else
+    ``reference-only``, naming the missing parts.  ``data_class``: the
+    merge's; by default the most sensitive of the branch's events."""
     gate: dict[str, Any] = {}
     if sample is not None:
         gate["sample"] = {"ids": _claims("sample", sample)}
@@ -85,12 +104,22 @@ def merge(session: _Session, name: str, *, common_facts: Sequence[Mapping[str, A
             gate[key] = dict(value)
     if code_version is not None:
         gate["code_version"] = code_version
-    status, missing = gate_status(gate)
+    status, missing = gate_status(gate, merger_class(source))
+    if data_class is None:
+        data_class = _most_sensitive(session, name)
     return session.append(MERGED, {
         "name": name, "common_facts": _dicts("common_facts", common_facts),
         "adopted": _dicts("adopted", adopted), "rejected": _dicts("rejected", rejected),
         "unresolved": _claims("unresolved", unresolved), "gate": gate, "status": status,
-        "missing": missing}, source=source)
+        "missing": missing}, source=source, data_class=data_class)
+
+
+def _most_sensitive(session: _Session, name: str) -> str | None:
+    """The most sensitive data class among the events of branch ``name``
+    (None when none is classified)."""
+    found = {ev.data_class for ev in session.events() if branch_of(ev) == name}
+    ranked = [c for c in SENSITIVITY if c in found]
+    return ranked[-1] if ranked else None
 
 
 def abandon(session: _Session, name: str, *, reason: str, source: str = "system") -> Event:

@@ -436,14 +436,15 @@ class Session:
                      unresolved: Sequence[str] = (), sample: Sequence[str] | None = None,
                      check: Mapping[str, Any] | None = None, code_version: str | None = None,
                      decision: Mapping[str, Any] | None = None,
-                     source: str = "system") -> Event:
+                     source: str = "system", data_class: str | None = None) -> Event:
         """Bring a branch's evidence back through the merge gate
-        (``branch/merged``, its status ``fact`` only with every gate part):
+        (``branch/merged``, its status ``fact`` only with every gate part;
+        its data class by default the branch's most sensitive):
         :func:`trajlog.api.branch_ops.merge`."""
         return _branches.merge(self, name, common_facts=common_facts, adopted=adopted,
                                rejected=rejected, unresolved=unresolved, sample=sample,
                                check=check, code_version=code_version, decision=decision,
-                               source=source)
+                               source=source, data_class=data_class)
 
     def abandon_branch(self, name: str, *, reason: str, source: str = "system") -> Event:
         """Give a branch up (``branch/abandoned``); its events stay."""

@@ -16,11 +16,17 @@ A branch lives inside a session's log: its events carry the envelope's
   status, missing}`` -- evidence, not history: facts and conclusions are
   ``{subject, value}`` claims, unresolved questions are text.  The ``gate``
   has four parts -- a reproducible ``sample`` ``{ids}``, a deterministic
-  ``check`` ``{name, result}``, a ``code_version`` (a hex hash) and a human
-  ``decision`` ``{by, verdict}`` (``by`` a ``human:`` / ``reviewer:``
-  source, ``verdict`` ``"accept"``).  :func:`gate_status` gives the status:
-  ``fact`` with every part, else ``reference-only`` naming what is missing.
-  A ``fact`` merge closes the branch; a reference-only one leaves it open;
+  ``check`` ``{name, result}`` that passed (``result`` one of
+  :data:`PASSED`: ``"pass"``, ``"passed"``, ``"ok"`` in any case, or
+  ``True``), a ``code_version`` (a hex hash) and a human ``decision``
+  ``{by, verdict}`` (``by`` a ``human:`` / ``reviewer:`` source, ``verdict``
+  ``"accept"``) that the merge event itself records from a source that may
+  decide (:data:`DECIDERS`: a person, or the host recording the person's
+  decision -- never a model, a tool, the user or an untrusted source: what
+  its payload says of a human is only text).  :func:`gate_status` gives the
+  status: ``fact`` with every part, else ``reference-only`` naming what is
+  missing.  A ``fact`` merge closes the branch; a reference-only one leaves
+  it open;
 * ``branch/abandoned`` ``{name, reason}`` -- the branch is given up; its
   events stay in the log (and in search).
 
@@ -46,6 +52,7 @@ from ..errors import (
     BranchStateError,
     MergeGateError,
 )
+from ..event_types import source_class
 from ..events import Event
 from .evidence import branch_of
 
@@ -58,6 +65,12 @@ GATE_PARTS = ("sample", "check", "code_version", "decision")
 FACT, REFERENCE_ONLY = "fact", "reference-only"
 #: the conclusions a merge lists as ``{subject, value}`` claims
 CLAIM_LISTS = ("common_facts", "adopted", "rejected")
+#: a check ``result`` that passed (a str compared case-insensitively); anything
+#: else -- ``"fail"``, ``False``, a count of failures -- did not
+PASSED = ("pass", "passed", "ok", True)
+#: the source classes whose merge may carry a human decision
+#: (:func:`trajlog.event_types.source_class`)
+DECIDERS = ("human", "system")
 _HEX = re.compile(r"[0-9a-f]{7,128}")
 _FROZEN = {"workspace_revision": (str, type(None)), "data_samples": (list,),
            "tool_versions": (dict,), "permissions": (list,)}
@@ -68,9 +81,24 @@ def on_main(ev: Event) -> bool:
     return branch_of(ev) in (None, MAIN)
 
 
-def gate_status(gate: Any) -> tuple[str, list[str]]:
-    """``(status, missing parts)`` of a merge gate: ``fact`` when each of
-    :data:`GATE_PARTS` is there and holds, else ``reference-only``."""
+def passed(result: Any) -> bool:
+    """Whether a check's ``result`` is one of :data:`PASSED`."""
+    if isinstance(result, str):
+        return result.lower() in PASSED
+    return result is True
+
+
+def merger_class(source: str | None) -> str:
+    """The source class of a ``branch/merged`` written by ``source``."""
+    return source_class(Event(seq=0, type=MERGED, time=0, data={}, source=source))
+
+
+def gate_status(gate: Any, by: str = "system") -> tuple[str, list[str]]:
+    """``(status, missing parts)`` of a merge gate recorded by a source of
+    class ``by`` (:func:`merger_class`; from the event: ``source_class``):
+    ``fact`` when each of :data:`GATE_PARTS` is there and holds, else
+    ``reference-only``.  A decision recorded by a source not in
+    :data:`DECIDERS` does not hold."""
     gate = gate if isinstance(gate, dict) else {}
     missing = []
     sample = gate.get("sample")
@@ -79,15 +107,15 @@ def gate_status(gate: Any) -> tuple[str, list[str]]:
         missing.append("sample")
     check = gate.get("check")
     if not (isinstance(check, dict) and isinstance(check.get("name"), str) and check["name"]
-            and check.get("result") is not None):
+            and passed(check.get("result"))):
         missing.append("check")
     code = gate.get("code_version")
     if not (isinstance(code, str) and _HEX.fullmatch(code)):
         missing.append("code_version")
     decision = gate.get("decision")
-    by = decision.get("by") if isinstance(decision, dict) else None
-    if not (isinstance(by, str) and by.startswith(("human:", "reviewer:"))
-            and decision.get("verdict") == "accept"):
+    who = decision.get("by") if isinstance(decision, dict) else None
+    if not (isinstance(who, str) and who.startswith(("human:", "reviewer:"))
+            and decision.get("verdict") == "accept" and by in DECIDERS):
         missing.append("decision")
     return (REFERENCE_ONLY if missing else FACT), missing
 
@@ -278,7 +306,7 @@ class Branches:
         gate = d.get("gate", {})
         if not isinstance(gate, dict):
             raise self._refuse(MergeGateError, b.name, ev.seq, "gate must be a dict")
-        status, missing = gate_status(gate)
+        status, missing = gate_status(gate, source_class(ev))
         if d.get("status") != status:
             raise self._refuse(MergeGateError, b.name, ev.seq,
                                f"the merge claims status {d.get('status')!r} but its gate "
@@ -296,6 +324,6 @@ def fold(events: Iterable[Event], session: str = "") -> dict[str, Branch]:
     return Branches(session).feed_all(events).by_name
 
 
-__all__ = ["ABANDONED", "CLAIM_LISTS", "FACT", "GATE_PARTS", "MAIN", "MERGED", "REBASED",
-           "REFERENCE_ONLY", "STARTED", "Branch", "Branches", "Merge", "fold", "gate_status",
-           "on_main"]
+__all__ = ["ABANDONED", "CLAIM_LISTS", "DECIDERS", "FACT", "GATE_PARTS", "MAIN", "MERGED",
+           "PASSED", "REBASED", "REFERENCE_ONLY", "STARTED", "Branch", "Branches", "Merge", "fold",
+           "gate_status", "merger_class", "on_main", "passed"]

@@ -285,6 +285,9 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     # Exclusion by branch, status, data class and source applies to everything
     # the context shows -- the summary's claims included.
     excluded = [Excluded(*x) for x in branches.excluded]
+    # a merge brings its branch's evidence back only if its own event may be read
+    excluded += [Excluded(*x) for x in branches.admit(
+        lambda ev: _exclusion(ev, None, policy, statuses, scope) or model_exclusion(ev, gate))]
     candidates: list[tuple[Event, str]] = []
     admitted: list[Event] = []
     orphans: list[Event] = []

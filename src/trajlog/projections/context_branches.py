@@ -15,7 +15,10 @@
   unresolved questions in *to confirm*; a ``reference-only`` merge's
   conclusions at most as reference text in *to confirm*, never as facts.
   A branch's latest merge counts (one merged again through the full gate
-  replaces its reference-only merge).
+  replaces its reference-only merge).  The merge event passes the same
+  exclusion checks as every event -- status, data class, source, the target
+  model's policy (:meth:`BranchScope.admit`): a merge the build excludes
+  brings nothing back, neither facts nor reference text.
 
 The build records what this did (``branches`` in the ``context/injection``)
 only when there was something to do, so that a log without branches builds
@@ -24,12 +27,13 @@ and records exactly as before.
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from ..event_types import CONTEXT_STRUCTURAL, CONTEXT_STRUCTURAL_PREFIXES
 from ..events import Event
-from .branches import FACT, PREFIX, Branch, Merge, fold, on_main
+from .branches import FACT, MERGED, PREFIX, Branch, Merge, fold, on_main
 from .context_summary import text_of
 from .evidence import Claim, Evidence, ref
 
@@ -53,6 +57,21 @@ class BranchScope:
     branch: Branch | None = None
     #: ``(branch name, merge)`` of each branch's latest merge, for a main-line build
     merges: list[tuple[str, Merge]] = field(default_factory=list)
+
+    def admit(self, why: Callable[[Event], str | None]) -> list[tuple[int, str, str]]:
+        """Keep only the merges whose event ``why`` finds no reason to
+        exclude; ``(seq, ref, reason)`` of each one dropped."""
+        by_seq = {ev.seq: ev for ev in self.events if ev.type == MERGED}
+        kept, dropped = [], []
+        for name, merge in self.merges:
+            ev = by_seq[merge.seq]
+            reason = why(ev)
+            if reason is None:
+                kept.append((name, merge))
+            else:
+                dropped.append((ev.seq, ref(ev), reason))
+        self.merges = kept
+        return dropped
 
     def claim(self, evidence: Evidence) -> None:
         """Add a fact merge's common facts and adopted conclusions as claims
