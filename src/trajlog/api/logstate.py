@@ -33,6 +33,7 @@ from ..errors import header_mismatch, index_mismatch
 from ..event_types import CLOSES_STEP, CLOSES_TURN, DELETED, ENDS_LOG, OPENS_STEP, OPENS_TURN
 from ..events import Event
 from ..lifecycle import Phase, Tracker
+from ..projections.branches import Branches
 from ..redaction import PAUSED, RESUMED
 from ..storage import Lease, Writer
 from ..storage.event_index import CALL, REQUESTED, RESULT
@@ -67,6 +68,9 @@ class LogState:
     # the compactions of seqs up to ``base`` are not in ``compactions`` (the
     # state began there: they are looked up when a compaction needs them)
     base: int = -1
+    # the log's branches, folded from its branch/* events once a batch needed
+    # them (None: not yet; dropped when another writer moves the head)
+    branches: Branches | None = None
 
 
 

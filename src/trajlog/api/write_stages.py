@@ -76,6 +76,7 @@ from ..errors import (
 from ..event_types import CLOSED, DELETED
 from ..events import Event, check_json, decode_event, encode_event
 from ..lifecycle import Plan
+from ..projections.branches import Branches
 from ..redaction import PAUSE_TYPES, Redactor, pause_rows, route_rows
 from ..storage import Reader
 from ..storage.event_index import (
@@ -253,14 +254,17 @@ def checked(rows: Sequence[Row]) -> bool:
 
 def check_rules(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Event],
                 first: int, compactions: Sequence[tuple[int, int]],
-                ) -> list[tuple[int, int]]:
+                branches: Branches | None = None,
+                ) -> tuple[list[tuple[int, int]], Branches | None]:
     """Refuse a ``supersedes`` that does not name an earlier seq, a
     compaction that does not nest with ``compactions`` or splits a call from
     its result, an ``event/status`` that targets no earlier event or comes
-    from an untrusted source.  Returns the compaction ranges the events add."""
+    from an untrusted source, a batch that breaks a branch rule.  Returns the
+    compaction ranges the events add, and the log's branches after them
+    (None: the batch concerns no branch; ``branches``: before them, if known)."""
     check_supersedes(ref.id, events, first)
-    branch_checks.check_branches(reading, tx, ref, events, first)
-    return checks.check_events(reading, ref, tx, events, first, compactions)
+    after = branch_checks.check_branches(reading, tx, ref, events, first, branches)
+    return checks.check_events(reading, ref, tx, events, first, compactions), after
 
 
 def check_supersedes(session: str, events: Sequence[Event], first_seq: int) -> None:
@@ -326,12 +330,15 @@ def index_entries(events: Sequence[Event], first: int, chunks: Sequence[Chunk],
 # -- 14. state --------------------------------------------------------------------------------
 
 def advance(state: LogState, plan: Plan, added: list[tuple[int, int]], end: Cursor,
-            paused: bool) -> None:
+            paused: bool, branches: Branches | None = None) -> None:
     """The state after the insert: the lifecycle's plan applied, the
-    compactions added, the head moved, the pause as the events left it."""
+    compactions added, the head moved, the pause as the events left it, the
+    branches as the batch left them (if it concerned any)."""
     state.tracker.apply(plan)
     if added:
         state.compactions += added
+    if branches is not None:
+        state.branches = branches
     state.synced_seq, state.chain = end.next_seq - 1, end.chain
     state.paused = paused
 

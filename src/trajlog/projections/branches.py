@@ -36,7 +36,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from ..errors import (
@@ -152,6 +152,15 @@ class Branches:
                 raise
         if self._event_at is None:
             self._seen[ev.seq] = on_main(ev)
+
+    def copy(self, event_at: Callable[[int], Event | None] | None = None) -> Branches:
+        """A copy to feed on (what is fed to it leaves this one as it is),
+        looking earlier events up with ``event_at``."""
+        out = Branches(self.session, strict=self.strict, event_at=event_at)
+        out.by_name = {name: replace(b, rebases=list(b.rebases), merges=list(b.merges))
+                       for name, b in self.by_name.items()}
+        out._seen = dict(self._seen)
+        return out
 
     def feed_all(self, events: Iterable[Event]) -> Branches:
         for ev in events:
