@@ -83,4 +83,4 @@ def _logged(reading: LogReader, tx: Reader, ref: LogRef, upto: int) -> list[Even
     return found
 
 
-__all__ = ["check_branches", "concerns_branches"]
+__all__ = ["Branches", "check_branches", "concerns_branches"]   # (the fold the write state keeps)

@@ -28,18 +28,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import header_mismatch, index_mismatch
 from ..event_types import CLOSES_STEP, CLOSES_TURN, DELETED, ENDS_LOG, OPENS_STEP, OPENS_TURN
 from ..events import Event
 from ..lifecycle import Phase, Tracker
-from ..projections.branches import Branches
 from ..redaction import PAUSED, RESUMED
 from ..storage import Lease, Writer
 from ..storage.event_index import CALL, REQUESTED, RESULT
 from . import checks
 from .handles import LogRef
 from .reading import LogReader
+
+if TYPE_CHECKING:
+    from .branch_checks import Branches
 
 _TURN_MARKERS = OPENS_TURN | CLOSES_TURN
 _STEP_MARKERS = OPENS_STEP | CLOSES_STEP | _TURN_MARKERS

@@ -71,7 +71,7 @@ from .write_stages import (
     check_close,
     check_expected_head,
     check_room,
-    check_rules,
+    check_rules_kept,
     checked,
     count_small_rows,
     distinct_keys,
@@ -473,9 +473,9 @@ class WriteEngine:
             self._tx = None
         # 8. supersedes, compactions and status events, checked against the log
         #    (and the branches after the batch, if it concerns any)
-        added, branches = (check_rules(self._reading, tx, ref, events, first,
-                                       self._index.compactions(tx, ref, state, events),
-                                       state.branches) if checked(rows) else ([], None))
+        added, branches = (check_rules_kept(self._reading, tx, ref, events, first,
+                                            self._index.compactions(tx, ref, state, events),
+                                            state.branches) if checked(rows) else ([], None))
         # 9. a full log refuses more events
         max_seq = self._backend.max_session_seq
         if first + len(rows) - 1 > max_seq:
