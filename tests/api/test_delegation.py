@@ -254,3 +254,24 @@ def test_a_parent_run_whose_record_is_erased_pins_nothing_silently(store, parent
                                                                     parent_run=pr.id):
         pass
     assert exc.value.field == "identity"
+
+
+def test_the_spawn_records_where_the_parent_run_started_and_a_later_run_reads_it_there(
+        tmp_path):
+    """lineage.spawn's ``parent_run_seq`` and delegation._at_spawn: a run of
+    the child started where the parent run is open in no context (a store
+    reopened, as another process) is pinned to the run/started at that seq;
+    the key is trajlog's own (a caller's is refused)."""
+    path = str(tmp_path / "spawn.db")
+    with trajlog.open(path) as store:
+        parent = store.create_session(cwd="/r", metadata={"tenant": "acme"})
+        parent.append("user/message", {"content": "before the run"})
+        with parent.run(model="big", policy_version="p7") as pr:
+            child = parent.spawn_subagent("look it up")
+            with pytest.raises(errors.InvalidArgumentError, match="parent_run_seq"):
+                parent.spawn_subagent("t", metadata={"parent_run_seq": 0})
+        assert child.header.metadata["parent_run_seq"] == pr.started.seq
+    with trajlog.open(path) as store, store.session(child.id).run(model="small") as cr:
+        pass
+    assert cr.started.data["pinned_by"] == {"session": parent.id, "seq": pr.started.seq}
+    assert cr.started.data["policy_version"] == "p7"

@@ -6,8 +6,10 @@ The check reads the log as the transaction sees it, under the same lock as
 the append, so two writers cannot both merge a branch, or one append to a
 branch the other just abandoned.  It runs only for a batch holding a
 ``branch/*`` event or an event carrying a ``branch_id`` other than
-``main``; the log's ``branch/*`` events are found through their index rows
-(in the log and in every log a fork inherits), not by reading the log.
+``main``.  The log's branches are folded once, from the ``branch/*``
+events found through their index rows (in the log and in every log a fork
+inherits), not by reading the log; the write state keeps the fold, so that
+a branch append then costs the same whatever the log's length.
 The rules themselves are :class:`trajlog.projections.branches.Branches`'.
 """
 
@@ -32,11 +34,15 @@ def concerns_branches(events: Sequence[Event]) -> bool:
 
 
 def check_branches(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Event],
-                   first: int) -> None:
+                   first: int, known: Branches | None = None) -> Branches | None:
     """Refuse (a :class:`~trajlog.errors.BranchError`) a batch about to be
-    appended at ``first`` that breaks a branch rule."""
+    appended at ``first`` that breaks a branch rule.  ``known``: the log's
+    branches up to ``first - 1`` (the write state keeps them: see
+    :attr:`~trajlog.api.logstate.LogState.branches`), else folded from the
+    index.  Returns the branches as the batch leaves them (None: the batch
+    concerns no branch); ``known`` is left as it was."""
     if not concerns_branches(events):
-        return
+        return None
     batch = [replace(ev, seq=first + i) for i, ev in enumerate(events)]
 
     def event_at(seq: int) -> Event | None:
@@ -44,12 +50,15 @@ def check_branches(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence
             return batch[seq - first] if seq - first < len(batch) else None
         return next(iter(reading.events(ref, seq, seq, reader=tx)), None)
 
-    rules = Branches(ref.id, event_at=event_at)
-    for ev in _logged(reading, tx, ref, first - 1):
-        rules.feed(ev)   # leniently: what is logged stands
+    if known is None:
+        known = Branches(ref.id, event_at=event_at)
+        for ev in _logged(reading, tx, ref, first - 1):
+            known.feed(ev)   # leniently: what is logged stands
+    rules = known.copy(event_at)   # (a refused batch leaves ``known`` untouched)
     rules.strict = True
     for ev in batch:
         rules.feed(ev)
+    return rules
 
 
 def _logged(reading: LogReader, tx: Reader, ref: LogRef, upto: int) -> list[Event]:
@@ -74,4 +83,4 @@ def _logged(reading: LogReader, tx: Reader, ref: LogRef, upto: int) -> list[Even
     return found
 
 
-__all__ = ["check_branches", "concerns_branches"]
+__all__ = ["Branches", "check_branches", "concerns_branches"]   # (the fold the write state keeps)

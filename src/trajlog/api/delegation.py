@@ -31,7 +31,12 @@ from __future__ import annotations
 from collections.abc import Iterator, Mapping
 from typing import Any, Protocol
 
-from ..errors import DelegationPinError, InvalidArgumentError, SubagentResultError
+from ..errors import (
+    DelegationPinError,
+    InvalidArgumentError,
+    SubagentResultError,
+    TrajlogError,
+)
 from ..events import Event, SessionHeader
 from ..memory import MemoryItem, MemoryView
 from ..memory.model import SENSITIVITY
@@ -70,6 +75,26 @@ def _find_started(log: _Log, run_id: str, before: int | None = None) -> Event | 
     return None
 
 
+def _at_spawn(session: _Log, parent_run: str) -> Event | None:
+    """The parent run's ``run/started`` where the child's header says it lies
+    (``parent_run_seq``, recorded at the spawn with ``parent_run``): one
+    event read, whatever the logs' length.  None: the header names no seq for
+    this run (a child spawned before it was recorded), or the event there is
+    not that run's start (then the logs are read, as for any other run)."""
+    meta = session.header.metadata
+    seq = meta.get("parent_run_seq")
+    parent = session.parent()
+    if meta.get("parent_run") != parent_run or type(seq) is not int or parent is None:
+        return None
+    try:
+        ev: Event = parent.get(seq)
+    except TrajlogError:
+        return None
+    if ev.type == STARTED and isinstance(ev.data, dict) and ev.data.get("run_id") == parent_run:
+        return ev
+    return None
+
+
 def _delegated(started: Event) -> Event | None:
     """A run nested in a run of the same session pins what that run pinned
     (a delegated run's), else nothing: the host's own structure."""
@@ -81,7 +106,9 @@ def parent_started(session: _Log, parent_run: str | None, open_runs: Iterator[An
     """The ``run/started`` of the run a new run of ``session`` is delegated
     from, or None when it has none in another session (a root run, or one
     nested in a run of this same session).  ``open_runs``: the runs open in
-    this context (their ``started`` events spare a read)."""
+    this context (their ``started`` events spare a read); else the run the
+    child's header names is read where the header says it started; else the
+    logs are read, the child's own first, then each ancestor's."""
     header = session.header
     if parent_run is None:
         parent_run = header.metadata.get("parent_run")
@@ -100,6 +127,9 @@ def parent_started(session: _Log, parent_run: str | None, open_runs: Iterator[An
                 return _delegated(run.started)
             if any(a.id == run.session_id for a in ancestors):
                 return run.started  # type: ignore[no-any-return]
+    spawned = _at_spawn(session, parent_run)
+    if spawned is not None:
+        return spawned
     own = _find_started(session, parent_run)
     if own is not None:
         # a forked child's inherited prefix holds its parent's runs (seq < seed)

@@ -75,7 +75,8 @@ DEFAULT_MAX_DEPTH = 4
 _FORK_KEYS = frozenset({"forked_at"})
 # ("task" stays reserved: older stores' headers held the task text there)
 _SPAWN_KEYS = frozenset({"task", "task_seq", "spawned_at", "background", "kind",
-                         "parent_call_id", "approval_policy", "parent_run"})
+                         "parent_call_id", "approval_policy", "parent_run",
+                         "parent_run_seq"})
 _TURN_MARKERS = OPENS_TURN | CLOSES_TURN
 
 
@@ -281,7 +282,8 @@ class Lineage:
             extra["approval_policy"] = "never"
         running = run_scope.current_run(parent.id)
         if running is not None:   # the run the child's runs are delegated from (api/delegation.py)
-            extra["parent_run"] = running.id
+            extra["parent_run"] = running.id   # (and where its run/started lies: read there)
+            extra["parent_run_seq"] = running.started.seq
         child_id = str(uuid.uuid4())
         # the parent read where the child is made: one snapshot, one transaction
         with self._writer.transaction() as tx:

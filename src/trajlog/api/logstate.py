@@ -28,6 +28,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from ..errors import header_mismatch, index_mismatch
 from ..event_types import CLOSES_STEP, CLOSES_TURN, DELETED, ENDS_LOG, OPENS_STEP, OPENS_TURN
@@ -39,6 +40,9 @@ from ..storage.event_index import CALL, REQUESTED, RESULT
 from . import checks
 from .handles import LogRef
 from .reading import LogReader
+
+if TYPE_CHECKING:
+    from .branch_checks import Branches
 
 _TURN_MARKERS = OPENS_TURN | CLOSES_TURN
 _STEP_MARKERS = OPENS_STEP | CLOSES_STEP | _TURN_MARKERS
@@ -67,6 +71,9 @@ class LogState:
     # the compactions of seqs up to ``base`` are not in ``compactions`` (the
     # state began there: they are looked up when a compaction needs them)
     base: int = -1
+    # the log's branches, folded from its branch/* events once a batch needed
+    # them (None: not yet; dropped when another writer moves the head)
+    branches: Branches | None = None
 
 
 

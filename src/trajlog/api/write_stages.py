@@ -20,11 +20,11 @@ Inside the write transaction, under the write lock, an append then walks:
    that pauses appends its ``redaction/paused``.
 7. **lifecycle** -- the turns, steps and tool calls the events open and
    close, refused when out of order (:meth:`~trajlog.lifecycle.Tracker.plan`).
-8. :func:`check_rules` -- ``supersedes`` names an earlier seq; compactions
-   nest and keep calls with their results; ``event/status`` targets an
-   earlier event from a source that may decide (:mod:`.checks`); branch
-   events and appends to a branch follow the branch rules
-   (:mod:`.branch_checks`).
+8. :func:`check_rules_kept` -- ``supersedes`` names an earlier seq;
+   compactions nest and keep calls with their results; ``event/status``
+   targets an earlier event from a source that may decide (:mod:`.checks`);
+   branch events and appends to a branch follow the branch rules
+   (:mod:`.branch_checks`), checked against the branches the state keeps.
 9. :func:`check_room` -- a full log refuses more events.
 10. :func:`frame` -- the payloads framed, chained from the head and cut into
     chunk rows (:mod:`trajlog.codec`).
@@ -34,7 +34,7 @@ Inside the write transaction, under the write lock, an append then walks:
     gives it back (:meth:`~trajlog.api.leases.Leases.apply_turn_op`).
 13. **insert** -- the chunk rows, index rows, marks and call rows, in the
     transaction (:meth:`~trajlog.storage.Writer.append`).
-14. :func:`advance` -- the state follows what was written.
+14. :func:`advance` -- the state follows what was written (the branches too).
 15. :func:`count_small_rows` -- rows a repack would merge are counted, and a
     turn's end noted, so that the engine asks for a repack after the commit.
 16. :func:`with_seqs` -- the events with their seqs (a retry: the stored
@@ -258,9 +258,19 @@ def check_rules(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Ev
     compaction that does not nest with ``compactions`` or splits a call from
     its result, an ``event/status`` that targets no earlier event or comes
     from an untrusted source.  Returns the compaction ranges the events add."""
+    return check_rules_kept(reading, tx, ref, events, first, compactions)[0]
+
+
+def check_rules_kept(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence[Event],
+                     first: int, compactions: Sequence[tuple[int, int]],
+                     branches: branch_checks.Branches | None = None,
+                     ) -> tuple[list[tuple[int, int]], branch_checks.Branches | None]:
+    """:func:`check_rules` against the log's branches the write state kept
+    (``branches``; None: folded from the index); returns also the branches
+    after the batch (None: it concerns no branch), for :func:`advance`."""
     check_supersedes(ref.id, events, first)
-    branch_checks.check_branches(reading, tx, ref, events, first)
-    return checks.check_events(reading, ref, tx, events, first, compactions)
+    after = branch_checks.check_branches(reading, tx, ref, events, first, branches)
+    return checks.check_events(reading, ref, tx, events, first, compactions), after
 
 
 def check_supersedes(session: str, events: Sequence[Event], first_seq: int) -> None:
@@ -326,12 +336,15 @@ def index_entries(events: Sequence[Event], first: int, chunks: Sequence[Chunk],
 # -- 14. state --------------------------------------------------------------------------------
 
 def advance(state: LogState, plan: Plan, added: list[tuple[int, int]], end: Cursor,
-            paused: bool) -> None:
+            paused: bool, branches: branch_checks.Branches | None = None) -> None:
     """The state after the insert: the lifecycle's plan applied, the
-    compactions added, the head moved, the pause as the events left it."""
+    compactions added, the head moved, the pause as the events left it, the
+    branches as the batch left them (if it concerned any)."""
     state.tracker.apply(plan)
     if added:
         state.compactions += added
+    if branches is not None:
+        state.branches = branches
     state.synced_seq, state.chain = end.next_seq - 1, end.chain
     state.paused = paused
 

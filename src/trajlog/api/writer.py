@@ -14,10 +14,9 @@ Per session the engine keeps a :class:`LogState` in step with the log -- the
 head, the lease, the lifecycle tracker and the compactions -- so that an
 append validates without reading the log; it is dropped whenever the log may
 have moved under it (another connection committed, a transaction failed).
-A state begins where the log stands when it is first needed -- after a
-reopen, or at a fork's cut -- from the indexes, never by reading the log
-before that point (:mod:`.logstate`), so the first write costs the same
-whatever the log's length.
+A state begins where the log stands when it is first needed (a reopen, a
+fork's cut) from the indexes, never by reading the log before that point
+(:mod:`.logstate`): the first write costs the same whatever the log's length.
 """
 
 from __future__ import annotations
@@ -72,7 +71,7 @@ from .write_stages import (
     check_close,
     check_expected_head,
     check_room,
-    check_rules,
+    check_rules_kept,
     checked,
     count_small_rows,
     distinct_keys,
@@ -178,7 +177,8 @@ class WriteEngine:
         last_seq, chain, lease = locked[sid] if sid in locked else tx.head(ref.sid)
         if state is not None and last_seq >= state.synced_seq:
             # Another writer appended: follow its events (a log only grows).
-            if last_seq > state.synced_seq:
+            if last_seq > state.synced_seq:   # (its branches: folded again when needed)
+                state.branches = None
                 state.paused, state.closed, state.deleted = self._follow(
                     tx, ref, state.tracker, state.compactions, state.synced_seq, last_seq,
                     state.paused, state.closed)
@@ -472,10 +472,10 @@ class WriteEngine:
         finally:
             self._tx = None
         # 8. supersedes, compactions and status events, checked against the log
-        added: list[tuple[int, int]] = []
-        if checked(rows):
-            added = check_rules(self._reading, tx, ref, events, first,
-                                self._index.compactions(tx, ref, state, events))
+        #    (and the branches after the batch, if it concerns any)
+        added, branches = (check_rules_kept(self._reading, tx, ref, events, first,
+                                            self._index.compactions(tx, ref, state, events),
+                                            state.branches) if checked(rows) else ([], None))
         # 9. a full log refuses more events
         max_seq = self._backend.max_session_seq
         if first + len(rows) - 1 > max_seq:
@@ -490,7 +490,7 @@ class WriteEngine:
         # 13. the insert: chunk rows, index rows, marks and call rows
         tx.append(ref.sid, chunks, index, marks, calls)
         # 14. the state follows what was written
-        advance(state, plan, added, end, paused)
+        advance(state, plan, added, end, paused, branches)
         if closing:
             state.closed = end.next_seq - 1
         # 15. rows a repack would merge, counted (it is asked for after the commit)
@@ -582,7 +582,6 @@ class WriteEngine:
         """Drop the cached state of ``sid`` (None: of every session) -- its
         writes were rolled back."""
         self._forget_key(sid)
-
 
 
 def _session_uuid(session_id: Any) -> uuid_mod.UUID:

@@ -169,6 +169,7 @@ class Branches:
         self.strict = strict
         self.by_name: dict[str, Branch] = {}
         self._seen: dict[int, bool] = {}   # seq -> on the main line (no event_at)
+        self._shared: set[str] = set()   # branches shared with the fold copied (see copy)
         self._event_at = event_at
 
     def feed(self, ev: Event) -> None:
@@ -180,6 +181,26 @@ class Branches:
                 raise
         if self._event_at is None:
             self._seen[ev.seq] = on_main(ev)
+
+    def copy(self, event_at: Callable[[int], Event | None] | None = None) -> Branches:
+        """A copy to feed on (what is fed to it leaves this one as it is),
+        looking earlier events up with ``event_at``.  Cheap: a branch is
+        copied only when an event fed to the copy changes it."""
+        out = Branches(self.session, strict=self.strict, event_at=event_at)
+        out.by_name = dict(self.by_name)
+        out._shared = set(self.by_name)
+        out._seen = dict(self._seen)
+        return out
+
+    def _mine(self, b: Branch) -> Branch:
+        """``b``, copied first if it is shared with the fold this one was copied from."""
+        if b.name not in self._shared:
+            return b
+        self._shared.discard(b.name)
+        b = self.by_name[b.name] = Branch(b.name, b.started_seq, b.from_seq, b.frozen, b.base,
+                                          list(b.rebases), list(b.merges), b.state,
+                                          b.abandoned, b.events)
+        return b
 
     def feed_all(self, events: Iterable[Event]) -> Branches:
         for ev in events:
@@ -201,7 +222,7 @@ class Branches:
                     raise self._refuse(BranchStateError, own.name, ev.seq,
                                        f"the branch is {own.state}: it takes no more events "
                                        f"({ev.type})")
-                own.events += 1
+                self._mine(own).events += 1
             return
         d = ev.data if isinstance(ev.data, dict) else {}
         name = d.get("name")
@@ -222,6 +243,7 @@ class Branches:
             raise self._refuse(BranchStateError, name, ev.seq,
                                f"the branch is already {b.state}: it cannot be "
                                f"{t.removeprefix(PREFIX)}")
+        b = self._mine(b)
         if t == REBASED:
             self._rebase(ev, b, d)
         elif t == MERGED:
