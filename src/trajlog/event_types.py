@@ -11,7 +11,7 @@ the views); a type under it may have its own entry too.
 The columns of :class:`EventType` (an empty value: nothing special):
 
 * ``shape`` -- the data fields :mod:`trajlog.events` checks at append, field ->
-  JSON type (``str``, ``bool``, ``list``, ``null``, joined by ``|``;
+  JSON type (``str``, ``bool``, ``int`` (no bool), ``list``, ``null``, joined by ``|``;
   ``list[tool_call]``: a list of ``{id: str, name: str}`` objects with unique
   ids); a ``?`` ends an optional field.  More fields are always allowed.
 * ``lifecycle`` -- what the type does in :mod:`trajlog.lifecycle`: ``opens turn``,
@@ -248,7 +248,8 @@ TYPES: tuple[EventType, ...] = (
     # -- event schemas (projections/schemas.py) -----------------------------------
     _t("schema/migration", "an upgrade of older events of a type, recorded for a seq range "
        "(readers and replays apply it; the events are not rewritten)",
-       shape={"type": "str", "upgrade": "str"}, retention=_KEPT),
+       shape={"type": "str", "upgrade": "str", "from_version": "int", "to_version": "int",
+              "first_seq": "int", "last_seq": "int"}, retention=_KEPT),
     # -- branches of investigation (api/branch_ops.py, projections/branches.py) ---
     _t("branch/*", "a branch of investigation's life, on the main line",
        index=_ROW, context="structural", checked=True, retention=_KEPT),

@@ -39,7 +39,7 @@ from typing import Any, NoReturn
 import msgspec
 
 from .errors import SerializationError, ValidationError
-from .event_types import SHAPES, TYPE_RE
+from .event_types import SHAPES, TYPE_RE, VERSIONS
 
 MAX_DEPTH = 64
 DATA_CLASSES = ("public", "internal", "internal-redacted", "restricted")
@@ -464,7 +464,8 @@ def check_type(type_: Any) -> str:
 
 KNOWN_SHAPES = frozenset(SHAPES)
 # JSON type name -> the Python types stored as it (a tuple is stored as a JSON array)
-_KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "bool": (bool,), "list": (list, tuple),
+_KINDS: dict[str, tuple[type, ...]] = {"str": (str,), "bool": (bool,), "int": (int,),
+                                       "list": (list, tuple),
                                        "null": (type(None),), "list[tool_call]": (list, tuple)}
 
 
@@ -536,18 +537,19 @@ def check_shape(type_: str, data: Any) -> None:
             if required:
                 raise ValidationError(f"{type_} needs a {key!r} field")
             continue
-        if not isinstance(value, kinds):
-            raise ValidationError(refusal)
+        if not isinstance(value, kinds) or (type(value) is bool and bool not in kinds):
+            raise ValidationError(refusal)   # (an int field takes no bool)
         if not exact:
             _check_calls(value)
 
 
 def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, data_class: Any,
                    idempotency_key: Any, supersedes: Any = None, branch_id: Any = None,
-                   schema_version: Any = None) -> None:
+                   schema_version: Any = None, *, type_: str | None = None) -> None:
     """Type- and value-check the optional envelope fields.  (That
     ``supersedes`` names an *earlier* seq is checked at append, once the new
-    event's seq is known.)"""
+    event's seq is known.)  With ``type_``, a ``schema_version`` newer than
+    the registry's for it is refused: no reader could take it."""
     for name, value in (("source", source), ("workspace_revision", workspace_revision),
                         ("idempotency_key", idempotency_key), ("branch_id", branch_id)):
         if value is not None and not isinstance(value, str):
@@ -564,6 +566,10 @@ def check_envelope(source: Any, causal_parent: Any, workspace_revision: Any, dat
     if schema_version is not None and (type(schema_version) is not int
                                        or not 1 <= schema_version < 2**31):
         raise ValidationError("schema_version must be an int >= 1")
+    if schema_version is not None and type_ is not None and (
+            schema_version > (known := VERSIONS.get(type_, 1))):
+        raise ValidationError(f"schema_version {schema_version} of {type_} is newer than "
+                              f"this trajlog knows (version {known})")
     if data_class is not None and data_class not in DATA_CLASSES:
         raise ValidationError(f"data_class must be one of {', '.join(DATA_CLASSES)}")
 

@@ -275,3 +275,66 @@ def test_the_spawn_records_where_the_parent_run_started_and_a_later_run_reads_it
         pass
     assert cr.started.data["pinned_by"] == {"session": parent.id, "seq": pr.started.seq}
     assert cr.started.data["policy_version"] == "p7"
+@pytest.mark.parametrize("made_up", ["bogus", "ffffffff-0000-4000-8000-000000000000"])
+def test_a_made_up_parent_run_in_a_child_is_refused_not_unpinned(parent, made_up):
+    """parent_started's _MISSING: an explicit parent_run naming no run of the
+    lineage was taken as 'no parent run' and the child escaped its pins."""
+    with parent.run(model="big", policy_version="p7", privacy_mode="metadata"):
+        child = parent.spawn_subagent("t")
+        later = parent.spawn_subagent("u", call_id=None)
+    with parent.run(model="big", policy_version="p7") as pr:
+        pass
+    for kid in (child, later):
+        before = kid.last_seq
+        with pytest.raises(errors.DelegationPinError) as exc, kid.run(
+                model="s", privacy_mode="full", policy_version="p8", parent_run=made_up):
+            pass
+        assert (exc.value.field, exc.value.parent_run) == ("parent_run", made_up)
+        assert kid.last_seq == before
+    # a child spawned with no run open names none: a made-up one is refused too
+    unspawned = parent.spawn_subagent("v")
+    assert "parent_run" not in unspawned.header.metadata
+    with pytest.raises(errors.DelegationPinError), unspawned.run(model="s", parent_run=made_up):
+        pass
+    with unspawned.run(model="s", parent_run=pr.id) as ok:
+        pass
+    assert ok.started.data["pinned_by"] == {"session": parent.id, "seq": pr.started.seq}
+
+
+def test_a_run_nested_in_an_unpinned_own_run_keeps_the_spawns_pins(parent):
+    """parent_started's fallback to the header's parent_run: naming an own
+    run that pins nothing (written before pins held) does not drop the
+    spawn's run."""
+    with parent.run(model="big", policy_version="p7", privacy_mode="metadata") as pr:
+        child = parent.spawn_subagent("t")
+    own = child.append("run/started", {"run_id": "old-run", "model": "s",
+                                       "identity": {"session": child.id}})
+    assert "pinned_by" not in child.get(own.seq).data
+    with pytest.raises(errors.DelegationPinError) as exc, child.run(
+            model="s", privacy_mode="full", parent_run="old-run"):
+        pass
+    assert exc.value.field == "privacy_mode" and exc.value.parent_run == pr.id
+
+
+def test_a_forged_result_is_not_remembered(store, parent):
+    """delegation._check_reporter: the source, the subagent and its run."""
+    child, cr, real = _reported(parent)
+    mem = store.memory(trajlog.Identity(tenant="acme", user="ann", session=parent.id))
+    stranger = store.create_session(cwd="/r", metadata={"tenant": "acme", "user": "ann"})
+    forged = [
+        ({"session": "nobody", "run_id": "nope", "model": "x"}, "web:evil"),
+        ({"session": child.id, "run_id": cr.id, "model": "x"}, "web:evil"),
+        ({"session": stranger.id, "run_id": cr.id, "model": "x"}, f"subagent:{stranger.id}"),
+        ({"session": child.id, "run_id": "no-such-run", "model": "x"}, f"subagent:{child.id}"),
+    ]
+    for prov, source in forged:
+        ev = parent.append("subagent/result", {"kind": "fact", "content": {"db": "FORGED"},
+                                               "sensitivity": "public", "provenance": prov},
+                           source=source)
+        with pytest.raises(errors.SubagentResultError):
+            parent.remember_result(mem, ev.seq)
+    for bad in ("x", None, 1.0):
+        with pytest.raises(errors.InvalidArgumentError):
+            parent.remember_result(mem, bad)
+    assert mem.list(scopes=["session"]) == []
+    assert parent.remember_result(mem, real.seq).source == (parent.id, real.seq)

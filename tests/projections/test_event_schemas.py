@@ -12,11 +12,19 @@ import msgspec
 import pytest
 
 from trajlog import errors
+from trajlog import events as events_module
 from trajlog.event_types import BY_NAME, TYPES, VERSIONS
 from trajlog.events import ENVELOPE_FIELDS, Event, check_envelope, encode_event
 from trajlog.projections import schemas
 from trajlog.projections.context import build_context
 from trajlog.projections.evidence import branch_of, supersedes_of
+
+
+@pytest.fixture
+def newer_writer(monkeypatch):
+    """Write as a newer trajlog would: its registry knows every type up to
+    version 9 (this reader's registry is untouched)."""
+    monkeypatch.setattr(events_module, "VERSIONS", {t.name: 9 for t in TYPES} | {"note/x": 9})
 
 
 def _payload(ev: Event) -> list:
@@ -118,7 +126,8 @@ def test_a_migration_this_reader_does_not_have_is_refused(store):
 
 @pytest.mark.parametrize(("type_", "version"), [("workspace/revision", 3), ("note/x", 2),
                                                  ("user/message", 2)])
-def test_a_version_newer_than_the_reader_knows_raises_naming_where(store, type_, version):
+def test_a_version_newer_than_the_reader_knows_raises_naming_where(store, newer_writer, type_,
+                                                                  version):
     """schemas.check via schemas.read in the context builder: a newer
     version is a typed error naming session, seq and type."""
     s = store.create_session(cwd="/r")
@@ -134,6 +143,61 @@ def test_a_version_newer_than_the_reader_knows_raises_naming_where(store, type_,
         schemas.upgrade(ev, s.id)
 
 
+@pytest.mark.parametrize(("type_", "version"), [("workspace/revision", 3), ("note/x", 2),
+                                                 ("user/message", 2), ("user/message", 7)])
+def test_a_version_newer_than_the_registry_is_refused_at_write(store, type_, version):
+    """check_envelope(type_=): an event this trajlog could never read is not
+    written (it would break every later build); its own version passes."""
+    s = store.create_session(cwd="/r")
+    s.append("user/message", {"content": "hi"})
+    data = {"content": "x"} if type_ == "user/message" else {"revision": "r"}
+    with pytest.raises(errors.ValidationError, match=f"schema_version {version} of {type_}"):
+        s.append_batch([(type_, data, {"schema_version": version})])
+    assert s.last_seq == 0
+    (ok,) = s.append_batch([(type_, data, {"schema_version": schemas.known(type_)})])
+    assert schemas.read(list(s.events()), s.id)[-1].seq == ok.seq
+    build_context(s, record=False)
+
+
+_MALFORMED = [{"type": "workspace/revision", "from_version": 1, "upgrade": "workspace/revision@1"},
+              {"type": "workspace/revision", "from_version": 1, "to_version": 2,
+               "upgrade": "workspace/revision@1", "first_seq": "0", "last_seq": 0},
+              {"type": "x", "from_version": 1, "upgrade": "x@1", "to_version": "two",
+               "first_seq": 0, "last_seq": 0},
+              {"type": "workspace/revision", "from_version": True, "to_version": 2,
+               "upgrade": "workspace/revision@1", "first_seq": 0, "last_seq": 0}]
+
+
+@pytest.mark.parametrize("data", _MALFORMED)
+def test_a_malformed_migration_is_refused_at_append(store, data):
+    """The registry's shape of schema/migration (checked at append)."""
+    s = store.create_session(cwd="/r")
+    s.append("user/message", {"content": "hi"})
+    with pytest.raises(errors.ValidationError):
+        s.append(schemas.MIGRATION, data)
+    assert s.last_seq == 0
+    build_context(s, record=False)
+
+
+@pytest.mark.parametrize("data", [
+    *_MALFORMED,
+    {"type": "workspace/revision", "from_version": 1, "to_version": 3,
+     "upgrade": "workspace/revision@1", "first_seq": 0, "last_seq": 0},
+    {"type": "workspace/revision", "from_version": 1, "to_version": 2,
+     "upgrade": "workspace/revision@1", "first_seq": 0, "last_seq": 5}])
+def test_a_malformed_migration_in_a_log_is_a_typed_error_naming_where(store, monkeypatch,
+                                                                     data):
+    """schemas._check_migration: one written before its shape was checked
+    (the rule taken out of the write path here) stops a build with a typed
+    error naming session and seq, never a KeyError or a bad int()."""
+    monkeypatch.delitem(events_module._RULES, schemas.MIGRATION)
+    s = store.create_session(cwd="/r")
+    s.append("user/message", {"content": "hi"})
+    m = s.append(schemas.MIGRATION, data)
+    with pytest.raises(errors.ValidationError, match=f"seq {m.seq} of session {s.id}"):
+        build_context(s, record=False)
+
+
 def test_upgrade_takes_an_event_to_its_types_current_version():
     """schemas.upgrade: one function per (type, from-version)."""
     v1 = Event("workspace/revision", 5, {"revision": "r", "branch": "exp"}, seq=2)
@@ -146,7 +210,7 @@ def test_upgrade_takes_an_event_to_its_types_current_version():
             check_envelope(None, None, None, None, None, None, None, bad)
 
 
-def test_a_replay_of_a_recorded_older_log_reads_it_as_it_was_built(tmp_path):
+def test_a_replay_of_a_recorded_older_log_reads_it_as_it_was_built(tmp_path, newer_writer):
     """The replay set was recorded before versions: its workspace/revision
     events stay version 1 through the import (the importers' stated
     version), a replay reads them with the version-1 rules and gives no

@@ -108,11 +108,15 @@ def parent_started(session: _Log, parent_run: str | None, open_runs: Iterator[An
     nested in a run of this same session).  ``open_runs``: the runs open in
     this context (their ``started`` events spare a read); else the run the
     child's header names is read where the header says it started; else the
-    logs are read, the child's own first, then each ancestor's."""
+    logs are read, the child's own first, then each ancestor's.  In a child
+    session a ``parent_run`` naming no run of its lineage is refused
+    (:class:`DelegationPinError`): a made-up id would pin nothing."""
     header = session.header
+    spawned = header.metadata.get("parent_run")
+    spawned = spawned if isinstance(spawned, str) else None
     if parent_run is None:
-        parent_run = header.metadata.get("parent_run")
-        if not isinstance(parent_run, str):
+        parent_run = spawned
+        if parent_run is None:
             return None
     ancestors: list[_Log] = []
     log: _Log | None = session.parent()
@@ -121,6 +125,25 @@ def parent_started(session: _Log, parent_run: str | None, open_runs: Iterator[An
         log = log.parent()
     if not ancestors:
         return None   # a root session's runs pin nothing (and read nothing to say so)
+    found = _resolve(session, parent_run, ancestors, open_runs)
+    if found is _MISSING:
+        raise DelegationPinError(session.id, parent_run, "parent_run",
+                                 "it names no run of this session or of its ancestors: a "
+                                 "child run pins a run of its lineage")
+    if found is None and spawned is not None and parent_run != spawned:
+        # nested in an unpinned run of its own: the spawn's run still holds
+        return parent_started(session, spawned, iter(()))
+    return found
+
+
+_MISSING: Any = object()
+
+
+def _resolve(session: _Log, parent_run: str, ancestors: list[_Log], open_runs: Iterator[Any],
+             ) -> Event | None:
+    """``parent_run``'s pinning ``run/started`` (None: a run of ``session``
+    that pins nothing), or ``_MISSING`` when no log of the lineage has it."""
+    header = session.header
     for run in open_runs:
         if getattr(run, "id", None) == parent_run:
             if run.session_id == session.id:
@@ -138,7 +161,7 @@ def parent_started(session: _Log, parent_run: str | None, open_runs: Iterator[An
         found = _find_started(anc, parent_run)
         if found is not None:
             return found
-    return None
+    return _MISSING  # type: ignore[no-any-return]
 
 
 def pin(data: dict[str, Any], parent: Event, session: str, *, privacy_stated: bool) -> None:
@@ -223,7 +246,31 @@ def checked_result(ev: Event, session: str) -> Mapping[str, Any]:
     return d
 
 
-def remember_result(memory: MemoryView, session: _Log, seq: int) -> MemoryItem | None:
+class _Parent(_Log, Protocol):
+    def children(self) -> list[Any]: ...
+
+
+def _check_reporter(session: _Parent, ev: Event, prov: Mapping[str, Any]) -> None:
+    """A result was reported by the subagent its provenance names: the
+    event's source is ``subagent:<that session>``, a subagent of ``session``
+    holding the named run -- anyone else's ``subagent/result`` is forged."""
+    child_id = prov["session"]
+    where = f"the subagent result at seq {ev.seq} of session {session.id}"
+    if ev.source != f"subagent:{child_id}":
+        raise SubagentResultError(f"{where} has source {ev.source!r}, not its subagent's "
+                                  f"(subagent:{child_id})")
+    child = next((c for c in session.children() if c.id == child_id
+                  and c.header.origin == "subagent"), None)
+    if child is None:
+        raise SubagentResultError(f"{where} names session {child_id}, which is no subagent "
+                                  "of it")
+    started = _find_started(child, prov["run_id"])
+    if started is None or started.seq < child.header.seed_length:
+        raise SubagentResultError(f"{where} names run {prov['run_id']!r}, which subagent "
+                                  f"{child_id} never ran")
+
+
+def remember_result(memory: MemoryView, session: _Parent, seq: int) -> MemoryItem | None:
     """Write the ``subagent/result`` at ``seq`` of ``session`` (the parent it
     was reported to) into that session's scope of ``memory``, provisional,
     sourced from the event; promotion is the only way further."""
@@ -231,7 +278,11 @@ def remember_result(memory: MemoryView, session: _Log, seq: int) -> MemoryItem |
         raise InvalidArgumentError(f"a result reported to session {session.id} is remembered "
                                    "in that session's scope: the memory view's identity "
                                    f"names session {memory.identity.session!r}")
-    d = checked_result(session.get(seq), session.id)
+    if type(seq) is not int:
+        raise InvalidArgumentError(f"seq must be an int, not {type(seq).__name__}")
+    ev = session.get(seq)
+    d = checked_result(ev, session.id)
+    _check_reporter(session, ev, d["provenance"])
     stated = d.get("sensitivity")
     sensitivity = stated if isinstance(stated, str) and stated in SENSITIVITY else "restricted"
     return memory.remember("session", MEMORY_TYPE[d["kind"]], d.get("content"),

@@ -276,7 +276,7 @@ class WriteEngine:
             env = [plain_str(v) if isinstance(v, str)
                    else int.__int__(v) if isinstance(v, int) and not isinstance(v, bool)
                    else v for v in env]
-            check_envelope(*env)
+            check_envelope(*env, type_=type_)
             event = Event(type_, time, data, *env)
             checked = checked or event.supersedes is not None or event.branch_id is not None
         else:

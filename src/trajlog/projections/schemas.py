@@ -32,7 +32,7 @@ from typing import Any, Protocol
 
 import msgspec
 
-from ..errors import InvalidArgumentError, SchemaVersionError
+from ..errors import InvalidArgumentError, SchemaVersionError, ValidationError
 from ..event_types import VERSIONS
 from ..events import Event
 from .evidence import branch_of, supersedes_of
@@ -117,6 +117,23 @@ def record_migration(session: _Log, type_: str, from_version: int = 1,
         "last_seq": last})
 
 
+def _check_migration(m: Event, d: dict[str, Any], session: str | None) -> None:
+    """Raise :class:`ValidationError` naming session and seq if the
+    ``schema/migration`` ``m`` is malformed (its shape is checked at append;
+    a log written before that, or imported, may still hold one)."""
+    if isinstance(d.get("erased"), dict):
+        return
+    ints: list[Any] = [d.get(k) for k in ("from_version", "to_version", "first_seq", "last_seq")]
+    if not isinstance(d.get("type"), str) or not all(type(v) is int for v in ints):
+        raise ValidationError(f"the {MIGRATION} at seq {m.seq} of session {session} is "
+                              "malformed: it needs str type and int from_version, "
+                              "to_version, first_seq and last_seq")
+    frm, to, first, last = ints
+    if to != frm + 1 or not 0 <= first <= last < m.seq:
+        raise ValidationError(f"the {MIGRATION} at seq {m.seq} of session {session} is "
+                              f"malformed: version {frm} -> {to} over seqs {first}..{last}")
+
+
 def read(events: list[Event], session: str | None) -> list[Event]:
     """``events`` (a log, oldest first) as a reader of this version takes
     them: each checked against the versions it knows, and the recorded
@@ -133,6 +150,7 @@ def read(events: list[Event], session: str | None) -> list[Event]:
     rules: list[tuple[int, int, str, int]] = []
     for m in migrations:
         d = m.data if isinstance(m.data, dict) else {}
+        _check_migration(m, d, session)
         key = (d.get("type"), d.get("from_version"))
         if key not in UPGRADES or d.get("upgrade") != upgrade_name(*key):
             # recorded by a newer trajlog: applying anything else would misread
