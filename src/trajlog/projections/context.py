@@ -330,7 +330,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
             f"summary: {used} characters) does not fit the budget of {policy.budget_chars}; "
             "raise the budget rather than lose core facts")
     layers = None if memory is None else memory_layers(
-        memory, policy, now, memory_query, admitted, session, used)
+        memory, policy, now, memory_query, admitted, session, used, gate)
     remaining = policy.budget_chars - max(used, policy.reserved_chars) - (
         0 if layers is None else layers.held)   # the policy layers' reserved share
     used += 0 if layers is None else layers.chars

@@ -82,7 +82,12 @@ class ModelPolicy:
 
     def admits(self, ev: Event) -> bool:
         """Whether the model may receive ``ev`` (by its data class)."""
-        return (ev.data_class or self.unclassified) in self.allowed
+        return self.admits_class(ev.data_class)
+
+    def admits_class(self, data_class: str | None) -> bool:
+        """Whether the model may receive data of ``data_class`` (None:
+        unclassified) -- an event's class or a memory item's sensitivity."""
+        return (data_class or self.unclassified) in self.allowed
 
 
 def _policy_of(ev: Event) -> ModelPolicy | None:
@@ -129,14 +134,19 @@ def check_switch(events: list[Event], build: Any, new: str) -> None:
     """Refuse (:class:`ModelDataClassError`) to switch to ``new`` when a
     context build (a :class:`~trajlog.projections.context.ContextBuild`) --
     what the switch re-injects -- holds an event ``new`` may not receive:
-    its selected events and those its summary read."""
+    its selected events, those its summary read and the memory items it
+    showed (by their sensitivity)."""
     policy = recorded_policy(events, new)
     if policy is None:
         return
     read = {it.seq for it in build.selected} | {
         x.seq for x in build.excluded if x.reason.startswith(_SUMMARY_READ)}
-    refused = sorted((ev.seq, ev.data_class or "unclassified") for ev in events
-                     if ev.seq in read and not policy.admits(ev))
+    refused: list[tuple[int | str, str]] = []
+    refused += sorted((ev.seq, ev.data_class or "unclassified") for ev in events
+                      if ev.seq in read and not policy.admits(ev))
+    memory = getattr(build, "memory", None)
+    refused += [(u.ref, u.item.sensitivity) for u in (memory.used if memory else ())
+                if not policy.admits_class(u.item.sensitivity)]
     if refused:
         raise ModelDataClassError(new, refused, sorted(policy.allowed))
 

@@ -1,0 +1,79 @@
+"""The gates of the memory layers: a target model's data-class policy applies
+to memory items (by their sensitivity) as to log events -- in the build and
+in a model switch -- and a memory view serves only its own tenant's, user's
+and session's builds."""
+
+from __future__ import annotations
+
+import pytest
+
+from trajlog import Identity, errors
+from trajlog.projections.context import build_context
+
+
+def _setup(store):
+    mem = store.memory(Identity("acme", user="alice"))
+    public = mem.remember("user", "fact", {"text": "PUBLIC-FACT deploy is blue green"},
+                          sensitivity="public")
+    internal = mem.remember("user", "fact", {"text": "INTERNAL-FACT deploy key rotation"},
+                            sensitivity="internal")
+    s = store.create_session(cwd="/repo", metadata={"tenant": "acme", "user": "alice"})
+    s.append("model/policy", {"model": "ext", "allowed_data_classes": ["public"]})
+    s.append("user/message", {"content": "how does the deploy work?"}, data_class="public")
+    return mem, s, public, internal
+
+
+def test_the_target_models_policy_excludes_memory_it_may_not_receive(store):
+    mem, s, public, internal = _setup(store)
+    build = build_context(s, target_model="ext", memory=mem)
+    text = str(build.messages)
+    assert "PUBLIC-FACT" in text and "INTERNAL-FACT" not in text
+    d = build.injection.data
+    assert [(m["id"], m["sensitivity"]) for m in d["memory"]] == [(public.id, "public")]
+    assert d["memory_excluded"] == {"memory.data_class.not_allowed_for_model": 1}
+    assert d["memory_excluded_items"] == [{"id": internal.id, "version": 1,
+                                           "layer": "retrieved",
+                                           "reason": "memory.data_class.not_allowed_for_model"}]
+    # without a target model (or for one with no recorded policy) the item is sent
+    assert "INTERNAL-FACT" in str(build_context(s, memory=mem, record=False).messages)
+
+
+def test_a_switch_refuses_a_build_holding_memory_the_new_model_may_not_receive(store):
+    mem, s, _, internal = _setup(store)
+    held = build_context(s, memory=mem, record=False)
+    before = len(list(s.events()))
+    with pytest.raises(errors.ModelDataClassError) as exc:
+        s.switch_model(old="big", new="ext", reason="cost", context=held)
+    assert exc.value.refused == [(f"MEM-{internal.id}@v1", "internal")]
+    assert len(list(s.events())) == before   # nothing written
+    gated = build_context(s, target_model="ext", memory=mem, record=False)
+    assert s.switch_model(old="big", new="ext", reason="cost", context=gated).type == \
+        "model/switch"
+
+
+def test_a_view_for_one_session_does_not_feed_another(store):
+    a = store.create_session(cwd="/repo", metadata={"tenant": "acme", "user": "alice"})
+    b = store.create_session(cwd="/repo", metadata={"tenant": "acme", "user": "alice"})
+    for s in (a, b):
+        s.append("user/message", {"content": "deploy note?"})
+    mem_a = store.memory(Identity("acme", user="alice", session=a.id))
+    mem_a.remember("session", "fact", {"text": "SESSION-A-ONLY deploy note"})
+    before = len(list(b.events()))
+    with pytest.raises(errors.MemoryAccessError, match="session"):
+        build_context(b, memory=mem_a)
+    assert len(list(b.events())) == before
+    assert "SESSION-A-ONLY" in str(build_context(a, memory=mem_a).messages)
+
+
+def test_a_session_without_a_tenant_takes_no_tenants_memory(store):
+    c = store.create_session(cwd="/repo")
+    c.append("user/message", {"content": "deploy note?"})
+    globex = store.memory(Identity("globex", user="bob"))
+    globex.remember("user", "fact", {"text": "GLOBEX deploy note"})
+    before = len(list(c.events()))
+    with pytest.raises(errors.MemoryAccessError, match="names no tenant"):
+        build_context(c, memory=globex)
+    assert len(list(c.events())) == before
+    # a view bound to this very session is the caller naming its owner
+    bound = store.memory(Identity("globex", user="bob", session=c.id))
+    assert "GLOBEX" in str(build_context(c, memory=bound).messages)
