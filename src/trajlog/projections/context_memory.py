@@ -286,8 +286,9 @@ def memory_layers(source: Any, policy: ContextPolicy, now: int, query: str | Non
     docstring); ``core`` is what the core and the header already take of the
     budget; ``gate`` the target model's recorded
     :class:`~trajlog.projections.reader_views.ModelPolicy` (or None): an
-    item of a sensitivity it does not admit is left out (:data:`NOT_ALLOWED`).  A view acting for another tenant or user than the session's
-    header names is refused (:class:`MemoryAccessError`)."""
+    item of a sensitivity it does not admit is left out (:data:`NOT_ALLOWED`).
+    A view acting for another tenant, user or session than the build's is
+    refused (:class:`MemoryAccessError`, see :func:`_check_identity`)."""
     ident = getattr(source, "identity", None)
     if not isinstance(ident, Identity) or not (
             isinstance(source, RecordedMemory) or callable(getattr(source, "search", None))):
