@@ -77,3 +77,21 @@ def test_a_session_without_a_tenant_takes_no_tenants_memory(store):
     # a view bound to this very session is the caller naming its owner
     bound = store.memory(Identity("globex", user="bob", session=c.id))
     assert "GLOBEX" in str(build_context(c, memory=bound).messages)
+
+
+def test_the_auditor_view_reports_summary_claims_and_memory_sent(store):
+    from trajlog.projections.reader_views import view_events
+    mem = store.memory(Identity("acme", user="alice"))
+    fact = mem.remember("user", "fact", {"text": "MEMFACT api deploys"}, sensitivity="internal")
+    s = store.create_session(cwd="/repo", metadata={"tenant": "acme", "user": "alice"})
+    s.append("user/message", {"content": "api deploys?"}, data_class="public")
+    check = s.append("check/result", {"subject": "db", "value": "INTERNAL-VALUE"},
+                     source="pytest", data_class="internal")
+    build = build_context(s, target_model="ext", memory=mem)
+    assert "INTERNAL-VALUE" in str(build.summary) and check.seq not in build.injection.data[
+        "selected"]   # sent through the summary, not as a selected event
+    inj = next(e for e in view_events(s, "auditor") if e.type == "context/injection")
+    audit = inj.data["audit"]
+    assert audit["data_classes"] == {"public": [0]}
+    assert audit["read_data_classes"] == {"internal": 1, "public": 1}
+    assert audit["memory_data_classes"] == {"internal": [f"MEM-{fact.id}@v1"]}

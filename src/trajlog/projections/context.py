@@ -374,6 +374,10 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         "messages_sha256": messages_digest(messages), "chars": used,
         "policy_config": policy.config(), "builder_version": BUILDER_VERSION,
         "workspace_revision": revision, "branch": branch, "now": now, **branches.record(),
+        # every event the build read (selected, or admitted to the summary), by data
+        # class: what the auditor view reports as sent (exact, and bounded)
+        "read_data_classes": dict(sorted(Counter(
+            ev.data_class or "unclassified" for ev in admitted).items())),
         **({} if layers is None else layers.record(memory_query is not None))},
         source="trajlog.context") if record else None
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,

@@ -17,8 +17,13 @@ and the history show the gap where it was).
   policies and switches, runs and context builds in full; every other
   payload withheld (``auditor.content``) but its data class and source kept.
   A grant is annotated ``audit: {expires_at, expired}``; a
-  ``context/injection`` ``audit: {target_model, data_classes}`` -- the seqs
-  it sent to its target model, by data class (``unclassified``: none stated).
+  ``context/injection`` ``audit: {target_model, data_classes,
+  read_data_classes, memory_data_classes}`` -- the seqs it selected for its
+  target model, by data class (``unclassified``: none stated); how many
+  events of each class the build read (selected, or admitted to the summary
+  whose claims it sends; None for a build recorded before this count); and
+  the memory items it showed, by sensitivity (``unrecorded``: an older
+  build).
 * ``external-model`` -- only what a model's allowed data classes admit (its
   ``model/policy``, below), secrets masked.
 
@@ -281,8 +286,16 @@ def _one(ev: Event, role: str, policy: ModelPolicy | None, classes: Mapping[int,
         for q in ev.data.get("selected") or ():
             if type(q) is int:
                 sent.setdefault(classes.get(q, "unclassified"), []).append(q)
+        memory: dict[str, list[str]] = {}
+        for m in ev.data.get("memory") or ():
+            if isinstance(m, dict):
+                memory.setdefault(str(m.get("sensitivity", "unrecorded")), []).append(
+                    f"MEM-{m.get('id')}@v{m.get('version')}")
+        read = ev.data.get("read_data_classes")
         return _annotated(ev, {"target_model": ev.data.get("target_model"),
-                               "data_classes": dict(sorted(sent.items()))})
+                               "data_classes": dict(sorted(sent.items())),
+                               "read_data_classes": read if isinstance(read, dict) else None,
+                               "memory_data_classes": dict(sorted(memory.items()))})
     return ev
 
 
