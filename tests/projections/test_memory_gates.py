@@ -95,3 +95,18 @@ def test_the_auditor_view_reports_summary_claims_and_memory_sent(store):
     assert audit["data_classes"] == {"public": [0]}
     assert audit["read_data_classes"] == {"internal": 1, "public": 1}
     assert audit["memory_data_classes"] == {"internal": [f"MEM-{fact.id}@v1"]}
+
+
+def test_a_build_for_a_model_with_a_policy_masks_secrets_as_its_view_does(store):
+    from trajlog.projections.reader_views import ReaderView, view_events
+    s = store.create_session(cwd="/repo")
+    s.append("model/policy", {"model": "vendor", "allowed_data_classes": ["public", "internal"]})
+    s.append("user/message", {"content": "key is AKIAIOSFODNN7EXAMPLE ok?"},
+             data_class="internal")
+    shown = list(view_events(s, ReaderView("external-model", "vendor")))[1].data["content"]
+    build = build_context(s, target_model="vendor")
+    assert "AKIAIOSFODNN7EXAMPLE" not in str(build.messages)
+    assert shown.replace("key is ", "") in str(build.messages)   # the same masked text
+    # no recorded policy for the model: sent as written (as before)
+    assert "AKIAIOSFODNN7EXAMPLE" in str(build_context(s, target_model="other",
+                                                       record=False).messages)

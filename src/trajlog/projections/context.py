@@ -78,7 +78,7 @@ from .context_policy import STRICT_REQUIRE, ContextPolicy
 from .context_summary import BLOCKS, summary_blocks, summary_text
 from .context_summary import text_of as _str
 from .evidence import GRANTS, Evidence, branch_of, expires_at, ref, source_class
-from .reader_views import model_exclusion, recorded_policy
+from .reader_views import mask_text, model_exclusion, recorded_policy
 
 
 class Session(Protocol):
@@ -180,8 +180,14 @@ def _layer(category: str) -> str:
     return "conversation"
 
 
-def _render(ev: Event, policy: ContextPolicy) -> tuple[str, str]:
-    """(role, text) of one selected event, with its source reference."""
+def _render(ev: Event, policy: ContextPolicy, gate: Any = None) -> tuple[str, str]:
+    """(role, text) of one selected event, with its source reference; for a
+    target model with a recorded policy (``gate``), secrets masked."""
+    role, text = _render_raw(ev, policy)
+    return role, text if gate is None else mask_text(text)
+
+
+def _render_raw(ev: Event, policy: ContextPolicy) -> tuple[str, str]:
     d = ev.data if isinstance(ev.data, dict) else {"value": ev.data}
     r = ref(ev)
     if ev.type == "user/message":
@@ -314,13 +320,15 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     used = 0
     for ev, category in candidates:
         if category in CORE:
-            role, text = _render(ev, policy)
+            role, text = _render(ev, policy, gate)
             selected.append(Item(ev.seq, ref(ev), category, "core", role, text, ev))
             used += len(text)
     branches.claim(evidence)   # what a gated merge brought back to the main line
     blocks = summary_blocks(admitted, evidence, orphans)
     branches.annotate(blocks, evidence)
     summary = summary_text(blocks)
+    if gate is not None:   # a model with a recorded policy gets secrets masked
+        summary = mask_text(summary)
     header = (f"Context built by policy {policy.name} v{policy.version}. Facts carry source "
               f"references such as [HUMAN-12] or [TEST-31]; cite them.\n{summary}")
     used += len(header)
@@ -351,7 +359,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         elif len(selected) >= policy.max_events:
             reason = "limit.max_events"
         if reason is None:
-            role, text = _render(ev, policy)
+            role, text = _render(ev, policy, gate)
             if len(text) > budgets.get(layer, 0):
                 reason = f"budget.{layer}"
             else:

@@ -35,7 +35,8 @@ model with no recorded policy may receive every class but ``restricted``
 (what the default context policy sends).  It is in the log, so a replay sees
 it: :func:`~trajlog.projections.context.build_context` with that
 ``target_model`` excludes what the model may not receive
-(``data_class.not_allowed_for_model``), and :meth:`trajlog.Session.switch_model`
+(``data_class.not_allowed_for_model``) and masks secrets in what it sends
+(as the external-model view shows them: :func:`mask_text`), and :meth:`trajlog.Session.switch_model`
 refuses (:class:`~trajlog.errors.ModelDataClassError`, nothing written) to
 switch to a model the context to be re-injected holds a class it may not
 receive.
@@ -225,6 +226,14 @@ def _masked(ev: Event) -> Event:
     return msgspec.structs.replace(ev, data=out.data, data_class=out.data_class)
 
 
+def mask_text(text: str) -> str:
+    """``text`` with the secrets the built-in scanners find masked
+    (``[REDACTED:<kind>]``): what the external-model view shows, and what a
+    build for a model with a recorded policy sends."""
+    out = _MASK.redact("user/message", {"content": text}, None)
+    return str(out.data["content"]) if out.findings else text
+
+
 def _annotated(ev: Event, note: dict[str, Any]) -> Event:
     d = dict(ev.data) if isinstance(ev.data, dict) else {"value": ev.data}
     return msgspec.structs.replace(ev, data={**d, "audit": note})
@@ -314,4 +323,4 @@ def view_fold(session: _Log, name: str, view: ReaderView | str) -> Any:
 
 __all__ = ["DEFAULT_ALLOWED", "MODEL_POLICY", "NOT_ALLOWED", "VIEWS", "ModelPolicy",
            "ReaderView", "as_view", "check_switch", "for_session", "model_exclusion",
-           "model_policy", "recorded_policy", "view_events", "view_fold"]
+           "mask_text", "model_policy", "recorded_policy", "view_events", "view_fold"]
