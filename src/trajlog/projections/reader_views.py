@@ -322,5 +322,5 @@ def view_fold(session: _Log, name: str, view: ReaderView | str) -> Any:
 
 
 __all__ = ["DEFAULT_ALLOWED", "MODEL_POLICY", "NOT_ALLOWED", "VIEWS", "ModelPolicy",
-           "ReaderView", "as_view", "check_switch", "for_session", "model_exclusion",
-           "mask_text", "model_policy", "recorded_policy", "view_events", "view_fold"]
+           "ReaderView", "as_view", "check_switch", "for_session", "mask_text",
+           "model_exclusion", "model_policy", "recorded_policy", "view_events", "view_fold"]
