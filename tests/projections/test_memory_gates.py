@@ -110,3 +110,16 @@ def test_a_build_for_a_model_with_a_policy_masks_secrets_as_its_view_does(store)
     # no recorded policy for the model: sent as written (as before)
     assert "AKIAIOSFODNN7EXAMPLE" in str(build_context(s, target_model="other",
                                                        record=False).messages)
+
+
+def test_a_switch_refuses_a_build_whose_summary_holds_a_class_the_model_may_not_receive(store):
+    s = store.create_session(cwd="/repo")
+    s.append("model/policy", {"model": "ext", "allowed_data_classes": ["public"]})
+    s.append("user/message", {"content": "is the db up?"}, data_class="public")
+    check = s.append("check/result", {"subject": "db", "value": "INTERNAL-VALUE"},
+                     source="pytest", data_class="internal")
+    build = build_context(s, record=False)
+    assert "INTERNAL-VALUE" in str(build.messages)   # through the summary only
+    with pytest.raises(errors.ModelDataClassError) as exc:
+        s.switch_model(old="big", new="ext", reason="cost", context=build)
+    assert exc.value.refused == [(check.seq, "internal")]

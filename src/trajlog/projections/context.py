@@ -75,7 +75,7 @@ from . import schemas
 from .context_branches import scope as branch_scope
 from .context_memory import MemoryLayers, memory_layers
 from .context_policy import STRICT_REQUIRE, ContextPolicy
-from .context_summary import BLOCKS, summary_blocks, summary_text
+from .context_summary import BLOCKS, cited_seqs, summary_blocks, summary_text
 from .context_summary import text_of as _str
 from .evidence import GRANTS, Evidence, branch_of, expires_at, ref, source_class
 from .reader_views import mask_text, model_exclusion, recorded_policy
@@ -138,6 +138,9 @@ class ContextBuild:
     branch: str = "main"
     #: the memory layers read (None: built without ``memory=``)
     memory: MemoryLayers | None = None
+    #: every event whose content the build sends: selected, or cited by its
+    #: summary (a claim can come from an event no layer selects)
+    read: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -374,6 +377,8 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     counts.update(x.reason for x in excluded)
     messages = [{"role": "system", "content": header}, *(layers.messages if layers else ())] + [
         {"role": it.role, "content": it.text, "ref": it.ref, "seq": it.seq} for it in selected]
+    read = {it.seq for it in selected} | cited_seqs(blocks)
+    by_seq = {ev.seq: ev for ev in events}
     digest = hashlib.sha256(summary.encode()).hexdigest()
     injection = session.append("context/injection", {
         "policy": policy.name, "policy_version": policy.version, "target_model": target_model,
@@ -382,14 +387,14 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         "messages_sha256": messages_digest(messages), "chars": used,
         "policy_config": policy.config(), "builder_version": BUILDER_VERSION,
         "workspace_revision": revision, "branch": branch, "now": now, **branches.record(),
-        # every event the build read (selected, or admitted to the summary), by data
-        # class: what the auditor view reports as sent (exact, and bounded)
+        # every event whose content the build sends (selected, or cited by the
+        # summary), by data class: what the auditor view reports as sent (bounded)
         "read_data_classes": dict(sorted(Counter(
-            ev.data_class or "unclassified" for ev in admitted).items())),
+            by_seq[q].data_class or "unclassified" for q in read if q in by_seq).items())),
         **({} if layers is None else layers.record(memory_query is not None))},
         source="trajlog.context") if record else None
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
-                        dict(counts), revision, branch, layers)
+                        dict(counts), revision, branch, layers, tuple(sorted(read)))
 
 
 EXCLUDED_RUNS = 1_000

@@ -20,8 +20,8 @@ and the history show the gap where it was).
   ``context/injection`` ``audit: {target_model, data_classes,
   read_data_classes, memory_data_classes}`` -- the seqs it selected for its
   target model, by data class (``unclassified``: none stated); how many
-  events of each class the build read (selected, or admitted to the summary
-  whose claims it sends; None for a build recorded before this count); and
+  events of each class the build sends (selected, or cited by its summary;
+  None for a build recorded before this count); and
   the memory items it showed, by sensitivity (``unrecorded``: an older
   build).
 * ``external-model`` -- only what a model's allowed data classes admit (its
@@ -140,12 +140,12 @@ def check_switch(events: list[Event], build: Any, new: str) -> None:
     """Refuse (:class:`ModelDataClassError`) to switch to ``new`` when a
     context build (a :class:`~trajlog.projections.context.ContextBuild`) --
     what the switch re-injects -- holds an event ``new`` may not receive:
-    its selected events, those its summary read and the memory items it
-    showed (by their sensitivity)."""
+    its selected events, those its summary read or cites and the memory
+    items it showed (by their sensitivity)."""
     policy = recorded_policy(events, new)
     if policy is None:
         return
-    read = {it.seq for it in build.selected} | {
+    read = set(getattr(build, "read", ())) | {it.seq for it in build.selected} | {
         x.seq for x in build.excluded if x.reason.startswith(_SUMMARY_READ)}
     refused: list[tuple[int | str, str]] = []
     refused += sorted((ev.seq, ev.data_class or "unclassified") for ev in events
