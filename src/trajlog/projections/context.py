@@ -183,14 +183,15 @@ def _layer(category: str) -> str:
     return "conversation"
 
 
-def _render(ev: Event, policy: ContextPolicy, gate: Any = None) -> tuple[str, str]:
-    """(role, text) of one selected event, with its source reference; for a
-    target model with a recorded policy (``gate``), secrets masked."""
-    role, text = _render_raw(ev, policy)
+def _shown(ev: Event, policy: ContextPolicy, gate: Any) -> tuple[str, str]:
+    """:func:`_render`, with secrets masked for a target model with a
+    recorded policy (``gate``)."""
+    role, text = _render(ev, policy)
     return role, text if gate is None else mask_text(text)
 
 
-def _render_raw(ev: Event, policy: ContextPolicy) -> tuple[str, str]:
+def _render(ev: Event, policy: ContextPolicy) -> tuple[str, str]:
+    """(role, text) of one selected event, with its source reference."""
     d = ev.data if isinstance(ev.data, dict) else {"value": ev.data}
     r = ref(ev)
     if ev.type == "user/message":
@@ -323,7 +324,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     used = 0
     for ev, category in candidates:
         if category in CORE:
-            role, text = _render(ev, policy, gate)
+            role, text = _shown(ev, policy, gate)
             selected.append(Item(ev.seq, ref(ev), category, "core", role, text, ev))
             used += len(text)
     branches.claim(evidence)   # what a gated merge brought back to the main line
@@ -362,7 +363,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         elif len(selected) >= policy.max_events:
             reason = "limit.max_events"
         if reason is None:
-            role, text = _render(ev, policy, gate)
+            role, text = _shown(ev, policy, gate)
             if len(text) > budgets.get(layer, 0):
                 reason = f"budget.{layer}"
             else:
