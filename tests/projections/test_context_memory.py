@@ -44,10 +44,14 @@ def test_the_layers_come_in_order_with_references_and_are_recorded(store):
     assert f"[MEM-{fact.id}@v1] the api deploy uses blue green" in layers[3]["content"]
     d = build.injection.data
     assert d["memory"] == [
-        {"id": gid, "version": 1, "layer": "constitution", "scope": "global"},
-        {"id": tenant.id, "version": 1, "layer": "tenant_policy", "scope": "tenant"},
-        {"id": pref.id, "version": 1, "layer": "preferences", "scope": "user"},
-        {"id": fact.id, "version": 1, "layer": "retrieved", "scope": "user"}]
+        {"id": gid, "version": 1, "layer": "constitution", "scope": "global",
+         "sensitivity": "internal"},
+        {"id": tenant.id, "version": 1, "layer": "tenant_policy", "scope": "tenant",
+         "sensitivity": "internal"},
+        {"id": pref.id, "version": 1, "layer": "preferences", "scope": "user",
+         "sensitivity": "internal"},
+        {"id": fact.id, "version": 1, "layer": "retrieved", "scope": "user",
+         "sensitivity": "internal"}]
     # the query came from the user message: recorded by seq, not by its text
     assert d["memory_query"] is None and d["memory_query_seq"] == 0
     assert d["memory_identity"] == {"tenant": "acme", "user": "alice", "session": None}

@@ -112,3 +112,28 @@ def test_a_closed_session_of_another_branch_is_probed_as_it_is(store, tmp_path):
     assert report.ok and {p.name: p.reason for p in report.probes}["other-branch"] == \
         "branch.other"
     assert snapshot(store, s, tmp_path, "closed-after") == before
+
+
+def test_a_probe_crowded_out_by_a_limit_is_inconclusive_not_kept_out(store):
+    s = worked(store)
+    default = ContextPolicy()
+    weak = ContextPolicy(exclude=tuple(x for x in default.exclude
+                                       if x not in ("event.status.rejected", "branch.other")),
+                         recent_messages=1)
+    report = run_probes(store, s.id, weak)
+    probe = {p.name: p for p in report.probes}["rejected-conclusion"]
+    # no rule kept the rejected conclusion out: the later plants pushed it out of the window
+    assert probe.reason == "limit.recent_messages" and not probe.leaked
+    assert probe.inconclusive and report.inconclusive == ["rejected-conclusion"]
+    assert report.leaked == ["other-branch"] and not report.ok
+    assert not any(p.inconclusive for p in run_probes(store, s.id).probes)
+
+
+@pytest.mark.parametrize("kw", [{"now": "x"}, {"now": 1.5}, {"now": -1}, {"now": True},
+                                {"on_fork": 5}])
+def test_bad_arguments_are_refused_before_a_fork_is_made(store, kw):
+    s = worked(store)
+    sessions = sorted(h.id for h in store.sessions())
+    with pytest.raises(errors.ArgumentTypeError):
+        run_probes(store, s.id, **kw)
+    assert sorted(h.id for h in store.sessions()) == sessions

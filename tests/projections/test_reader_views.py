@@ -155,7 +155,8 @@ def test_a_switch_checks_the_target_models_classes_before_sending(store):
     with pytest.raises(errors.ModelDataClassError) as caught:
         s.switch_model(old="in-house", new="ext-llm", reason="cheaper")
     assert caught.value.model == "ext-llm"
-    assert caught.value.refused == [(1, "internal"), (5, "unclassified")]
+    # the denial (#4) is sent through the summary ("forbidden actions"), not selected
+    assert caught.value.refused == [(1, "internal"), (4, "unclassified"), (5, "unclassified")]
     assert caught.value.allowed == ["public"]
     assert s.last_seq == head   # nothing written
     # a context built for the target passes, and so does a model with no policy

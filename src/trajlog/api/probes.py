@@ -34,6 +34,8 @@ from ..projections.context import ContextPolicy, build_context
 from .session import Session
 from .store import Store
 
+#: exclusions that say nothing of the policy's rules (what crowded a probe out)
+_PUSHED_OUT = ("limit.", "budget.")
 PROBES = ("stale-file", "rejected-conclusion", "other-branch", "web-instruction",
           "expired-approval")
 
@@ -43,7 +45,10 @@ class Probe:
     """One planted pollutant: its ``name``, ``marker``, the ``seq`` it was
     planted at in the scratch fork, whether it ``leaked`` into the model
     input and ``where`` (``messages``, ``summary``), else the builder's
-    exclusion ``reason`` (None: not excluded, yet not shown)."""
+    exclusion ``reason`` (None: not excluded, yet not shown).  A probe kept
+    out only by a limit or a budget (``limit.*``, ``budget.*``: the other
+    probes' plants pushed it out) is ``inconclusive``: no rule of the policy
+    kept it out, so it says nothing either way."""
 
     name: str
     marker: str
@@ -51,6 +56,7 @@ class Probe:
     leaked: bool
     where: tuple[str, ...]
     reason: str | None
+    inconclusive: bool = False
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,9 +75,14 @@ class ProbeReport:
         return [p.name for p in self.probes if p.leaked]
 
     @property
+    def inconclusive(self) -> list[str]:
+        """The names of the probes kept out only by a limit or a budget."""
+        return [p.name for p in self.probes if p.inconclusive]
+
+    @property
     def ok(self) -> bool:
-        """No marker reached the model input."""
-        return not self.leaked
+        """No marker reached the model input, and a rule kept each out."""
+        return not self.leaked and not self.inconclusive
 
 
 def _plant(fork: Session, name: str, marker: str, now: int) -> int:
@@ -121,6 +132,12 @@ def run_probes(store: Store, session_id: str, policy: ContextPolicy | None = Non
     if policy is not None and not isinstance(policy, ContextPolicy):
         raise ArgumentTypeError(f"policy must be a ContextPolicy or None, not "
                                    f"{type(policy).__name__}")
+    if now is not None and (type(now) is not int or now < 0):
+        raise ArgumentTypeError(f"now must be epoch milliseconds (an int >= 0) or None, not "
+                                f"{now!r}")
+    if on_fork is not None and not callable(on_fork):
+        raise ArgumentTypeError(f"on_fork must be callable or None, not "
+                                f"{type(on_fork).__name__}")
     policy = policy or ContextPolicy()
     now = now_ms() if now is None else now
     fork = _fork(store.session(session_id))
@@ -150,7 +167,9 @@ def run_probes(store: Store, session_id: str, policy: ContextPolicy | None = Non
     for name, (marker, seq) in planted.items():
         where = tuple(w for w, text in (("messages", shown), ("summary", build.summary_text))
                       if marker in text)
-        probes.append(Probe(name, marker, seq, bool(where), where, reasons.get(seq)))
+        reason = reasons.get(seq)
+        probes.append(Probe(name, marker, seq, bool(where), where, reason, not where and (
+            reason is None or reason.startswith(_PUSHED_OUT))))
     return ProbeReport(session_id, policy.name, policy.version, tuple(probes))
 
 

@@ -57,17 +57,21 @@ def probes(app: App, session: str, policy_spec: str, model: str | None, as_json:
         app.json({"session": report.session, "policy": report.policy,
                   "policy_version": report.policy_version, "ok": report.ok,
                   "probes": [{"name": p.name, "leaked": p.leaked, "where": list(p.where),
-                              "reason": p.reason, "marker": p.marker}
+                              "reason": p.reason, "inconclusive": p.inconclusive,
+                              "marker": p.marker}
                              for p in report.probes]})
     else:
         app.out.print(f"[bold]pollution probes[/] of {s.id} under policy "
                       f"{safe(report.policy)} v{report.policy_version}")
         for p in report.probes:
             verdict = (f"[red]LEAKED[/] into the {' and '.join(p.where)}" if p.leaked
+                       else f"[yellow]inconclusive[/] (only {safe(p.reason or 'not shown')}: "
+                            "no rule kept it out)" if p.inconclusive
                        else f"[green]kept out[/] ({safe(p.reason or 'not shown')})")
             app.out.print(f"  {p.name:<20} {verdict}")
         app.out.print("no pollutant reached the model input" if report.ok else
-                      f"[red]{len(report.leaked)} pollutant(s) reached the model input[/]")
+                      f"[red]{len(report.leaked)} pollutant(s) reached the model input, "
+                      f"{len(report.inconclusive)} inconclusive[/]")
     return EXIT_OK if report.ok else EXIT_DEFECT
 
 

@@ -181,11 +181,14 @@ class ReplayError(InvalidArgumentError):
 
 class ModelDataClassError(InvalidStateError):
     """A model switch refused: the context to send holds data classes the
-    target ``model`` may not receive: ``refused`` [(seq, class)], ``allowed``."""
+    target ``model`` may not receive: ``refused`` [(seq or memory reference,
+    class)], ``allowed``."""
 
-    def __init__(self, model: str, refused: list[tuple[int, str]], allowed: list[str]) -> None:
+    def __init__(self, model: str, refused: list[tuple[int | str, str]],
+                 allowed: list[str]) -> None:
         self.model, self.refused, self.allowed = model, refused, allowed
-        held = ", ".join(f"#{q} ({c})" for q, c in refused[:8]) + (" ..." * (len(refused) > 8))
+        held = ", ".join(f"#{q} ({c})" if isinstance(q, int) else f"{q} ({c})"
+                         for q, c in refused[:8]) + (" ..." * (len(refused) > 8))
         super().__init__(f"model {model} may receive only {', '.join(allowed) or 'nothing'}; "
                          f"the context holds {held}: pass context=build_context(session, "
                          f"target_model={model!r}), which leaves them out")

@@ -75,10 +75,10 @@ from . import schemas
 from .context_branches import scope as branch_scope
 from .context_memory import MemoryLayers, memory_layers
 from .context_policy import STRICT_REQUIRE, ContextPolicy
-from .context_summary import BLOCKS, summary_blocks, summary_text
+from .context_summary import BLOCKS, cited_seqs, summary_blocks, summary_text
 from .context_summary import text_of as _str
 from .evidence import GRANTS, Evidence, branch_of, expires_at, ref, source_class
-from .reader_views import model_exclusion, recorded_policy
+from .reader_views import mask_text, model_exclusion, recorded_policy
 
 
 class Session(Protocol):
@@ -138,6 +138,9 @@ class ContextBuild:
     branch: str = "main"
     #: the memory layers read (None: built without ``memory=``)
     memory: MemoryLayers | None = None
+    #: every event whose content the build sends: selected, or cited by its
+    #: summary (a claim can come from an event no layer selects)
+    read: tuple[int, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -178,6 +181,13 @@ def _layer(category: str) -> str:
     if category == "model.plan.latest":
         return "plan"
     return "conversation"
+
+
+def _shown(ev: Event, policy: ContextPolicy, gate: Any) -> tuple[str, str]:
+    """:func:`_render`, with secrets masked for a target model with a
+    recorded policy (``gate``)."""
+    role, text = _render(ev, policy)
+    return role, text if gate is None else mask_text(text)
 
 
 def _render(ev: Event, policy: ContextPolicy) -> tuple[str, str]:
@@ -317,13 +327,15 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     used = 0
     for ev, category in candidates:
         if category in CORE:
-            role, text = _render(ev, policy)
+            role, text = _shown(ev, policy, gate)
             selected.append(Item(ev.seq, ref(ev), category, "core", role, text, ev))
             used += len(text)
     branches.claim(evidence)   # what a gated merge brought back to the main line
     blocks = summary_blocks(admitted, evidence, orphans)
     branches.annotate(blocks, evidence)
     summary = summary_text(blocks)
+    if gate is not None:   # a model with a recorded policy gets secrets masked
+        summary = mask_text(summary)
     header = (f"Context built by policy {policy.name} v{policy.version}. Facts carry source "
               f"references such as [HUMAN-12] or [TEST-31]; cite them.\n{summary}")
     used += len(header)
@@ -333,7 +345,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
             f"summary: {used} characters) does not fit the budget of {policy.budget_chars}; "
             "raise the budget rather than lose core facts")
     layers = None if memory is None else memory_layers(
-        memory, policy, now, memory_query, admitted, session, used)
+        memory, policy, now, memory_query, admitted, session, used, gate)
     remaining = policy.budget_chars - max(used, policy.reserved_chars) - (
         0 if layers is None else layers.held)   # the policy layers' reserved share
     used += 0 if layers is None else layers.chars
@@ -354,7 +366,7 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         elif len(selected) >= policy.max_events:
             reason = "limit.max_events"
         if reason is None:
-            role, text = _render(ev, policy)
+            role, text = _shown(ev, policy, gate)
             if len(text) > budgets.get(layer, 0):
                 reason = f"budget.{layer}"
             else:
@@ -369,6 +381,8 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
     counts.update(x.reason for x in excluded)
     messages = [{"role": "system", "content": header}, *(layers.messages if layers else ())] + [
         {"role": it.role, "content": it.text, "ref": it.ref, "seq": it.seq} for it in selected]
+    read = {it.seq for it in selected} | cited_seqs(blocks)
+    by_seq = {ev.seq: ev for ev in events}
     digest = hashlib.sha256(summary.encode()).hexdigest()
     injection = session.append("context/injection", {
         "policy": policy.name, "policy_version": policy.version, "target_model": target_model,
@@ -377,10 +391,14 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         "messages_sha256": messages_digest(messages), "chars": used,
         "policy_config": policy.config(), "builder_version": BUILDER_VERSION,
         "workspace_revision": revision, "branch": branch, "now": now, **branches.record(),
+        # every event whose content the build sends (selected, or cited by the
+        # summary), by data class: what the auditor view reports as sent (bounded)
+        "read_data_classes": dict(sorted(Counter(
+            by_seq[q].data_class or "unclassified" for q in read if q in by_seq).items())),
         **({} if layers is None else layers.record(memory_query is not None))},
         source="trajlog.context") if record else None
     return ContextBuild(messages, selected, excluded, blocks, summary, injection, used,
-                        dict(counts), revision, branch, layers)
+                        dict(counts), revision, branch, layers, tuple(sorted(read)))
 
 
 EXCLUDED_RUNS = 1_000

@@ -17,7 +17,10 @@ The view's queries carry the identity's scope predicates before any ranking:
 another tenant's or user's item is never a candidate.  Of the candidates only
 active ones are shown -- a quarantined, provisional or revoked item, one whose
 expiry passed at the build's ``now``, a restricted one (when the policy
-excludes ``data_class.restricted``) or one kept without content is left out
+excludes ``data_class.restricted``), one whose sensitivity the build's
+target model may not receive (its ``model/policy``:
+``memory.data_class.not_allowed_for_model`` -- a policy item too: a rule
+the model may not read is not sent) or one kept without content is left out
 with its reason.  The two policy layers are placed like the core: their share
 is reserved (session noise -- conversation, tool output -- cannot use it), and
 if they do not fit it the build refuses (:class:`ContextBudgetError`) rather
@@ -25,7 +28,8 @@ than drop a rule.  Preferences and retrieved items that do not fit their
 share are left out (``memory.budget.<layer>``).
 
 Each item renders with its reference, ``[MEM-<id>@v<version>]``, and the
-``context/injection`` records ``memory`` (``[{id, version, layer, scope}]``),
+``context/injection`` records ``memory`` (``[{id, version, layer, scope,
+sensitivity}]``),
 ``memory_excluded`` (reason -> count) and the first excluded items, so that
 a replay sees exactly which versions the model read.
 """
@@ -61,6 +65,8 @@ _WORD = re.compile(r"\w+", re.UNICODE)
 MAX_WORDS = 16
 #: excluded items recorded by id in the injection (the counts stay exact)
 EXCLUDED_ITEMS = 100
+#: an item of a sensitivity the build's target model may not receive
+NOT_ALLOWED = "memory.data_class.not_allowed_for_model"
 
 
 class MemorySource(Protocol):
@@ -151,7 +157,8 @@ class MemoryLayers:
         return {"memory_identity": {"tenant": ident.tenant, "user": ident.user,
                                     "session": ident.session},
                 "memory": [{"id": u.id, "version": u.version, "layer": u.layer,
-                            "scope": u.scope} for u in self.used],
+                            "scope": u.scope, "sensitivity": u.item.sensitivity}
+                           for u in self.used],
                 "memory_excluded": dict(sorted(counts.items())),
                 "memory_excluded_items": [{"id": x.id, "version": x.version, "layer": x.layer,
                                            "reason": x.reason}
@@ -232,7 +239,8 @@ def _mine(item: MemoryItem, ident: Identity) -> bool:
     return item.tenant == ident.tenant and (item.scope, item.scope_key) in ident.scopes()
 
 
-def _reason(item: MemoryItem, ident: Identity, policy: ContextPolicy, now: int) -> str | None:
+def _reason(item: MemoryItem, ident: Identity, policy: ContextPolicy, now: int,
+            gate: Any) -> str | None:
     if not _mine(item, ident):
         return "memory.scope.other"
     if item.state != "active":
@@ -241,27 +249,52 @@ def _reason(item: MemoryItem, ident: Identity, policy: ContextPolicy, now: int) 
         return "memory.expired"
     if item.sensitivity == "restricted" and "data_class.restricted" in policy.exclude:
         return "memory.data_class.restricted"
+    if gate is not None and not gate.admits_class(item.sensitivity):
+        return NOT_ALLOWED
     if item.content is None:
         return "memory.no_content"
     return None
 
 
+def _check_identity(ident: Identity, session: Any) -> None:
+    """Refuse (:class:`MemoryAccessError`) a view acting for another tenant,
+    user or session than the build's.  The session's header names its
+    tenant and may name its user.  A view acting for a session serves that
+    session only (not its forks or children: their own views serve them).  A
+    session whose header names no tenant belongs to none: it takes only a
+    view bound to it by session id (the caller names this very session as
+    the identity's), never a view for any tenant at large."""
+    meta = session.header.metadata
+    if "tenant" not in meta and ident.session != session.id:
+        raise MemoryAccessError(
+            f"session {session.id} names no tenant in its metadata: it takes only a memory "
+            f"view bound to it (Identity(..., session={session.id!r})), not one for tenant "
+            f"{ident.tenant!r} at large")
+    for name in ("tenant", "user"):
+        if name in meta and getattr(ident, name) not in (None, meta[name]):
+            raise MemoryAccessError(f"the memory view acts for {name} {getattr(ident, name)!r}"
+                                    f"; session {session.id} belongs to {meta[name]!r}")
+    if ident.session is not None and ident.session != session.id:
+        raise MemoryAccessError(f"the memory view acts for session {ident.session}; its "
+                                f"session-scope memory may not enter session {session.id}")
+
+
 def memory_layers(source: Any, policy: ContextPolicy, now: int, query: str | None,
-                  admitted: list[Event], session: Any, core: int) -> MemoryLayers:
+                  admitted: list[Event], session: Any, core: int,
+                  gate: Any = None) -> MemoryLayers:
     """The memory layers of one build of ``session`` (see the module
     docstring); ``core`` is what the core and the header already take of the
-    budget.  A view acting for another tenant or user than the session's
-    header names is refused (:class:`MemoryAccessError`)."""
+    budget; ``gate`` the target model's recorded
+    :class:`~trajlog.projections.reader_views.ModelPolicy` (or None): an
+    item of a sensitivity it does not admit is left out (:data:`NOT_ALLOWED`).
+    A view acting for another tenant, user or session than the build's is
+    refused (:class:`MemoryAccessError`, see :func:`_check_identity`)."""
     ident = getattr(source, "identity", None)
     if not isinstance(ident, Identity) or not (
             isinstance(source, RecordedMemory) or callable(getattr(source, "search", None))):
         raise ArgumentTypeError(f"memory must be a trajlog MemoryView, not "
                                 f"{type(source).__name__}")
-    meta = session.header.metadata
-    for name in ("tenant", "user"):
-        if name in meta and getattr(ident, name) not in (None, meta[name]):
-            raise MemoryAccessError(f"the memory view acts for {name} {getattr(ident, name)!r}"
-                                    f"; session {session.id} belongs to {meta[name]!r}")
+    _check_identity(ident, session)
     session_id = session.id
     if query is not None and not isinstance(query, str):
         raise ArgumentTypeError(f"memory_query must be a str or None, not "
@@ -281,7 +314,7 @@ def memory_layers(source: Any, policy: ContextPolicy, now: int, query: str | Non
         room = int(policy.budget_chars * shares.get(layer, 0.0))
         lines: list[str] = []
         for item in cands.get(layer, ()):
-            reason = _reason(item, ident, policy, now)
+            reason = _reason(item, ident, policy, now, gate)
             if reason is None and layer == "retrieved" and len(lines) >= policy.memory_retrieve:
                 reason = "memory.limit.retrieved"
             text = render(item) if reason is None else ""
@@ -314,5 +347,5 @@ def memory_layers(source: Any, policy: ContextPolicy, now: int, query: str | Non
                         ident)
 
 
-__all__ = ["EXCLUDED_ITEMS", "LAYERS", "RESERVED", "MemoryExcluded", "MemoryLayers",
+__all__ = ["EXCLUDED_ITEMS", "LAYERS", "NOT_ALLOWED", "RESERVED", "MemoryExcluded", "MemoryLayers",
            "MemorySource", "MemoryUse", "RecordedMemory", "memory_layers", "memory_ref"]

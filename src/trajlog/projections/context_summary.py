@@ -4,6 +4,7 @@ never from free text (:func:`trajlog.projections.context.build_context`)."""
 
 from __future__ import annotations
 
+import re
 from typing import Any
 
 import msgspec
@@ -74,4 +75,15 @@ def summary_text(blocks: dict[str, list[str]]) -> str:
     return "\n".join(lines)
 
 
-__all__ = ["BLOCKS", "summary_blocks", "summary_text", "text_of"]
+_CITED = re.compile(r"\[((?:[A-Z][A-Z0-9_]*-\d+(?:, )?)+)\]")
+
+
+def cited_seqs(blocks: dict[str, list[str]]) -> set[int]:
+    """The seqs the summary's lines cite (``[TEST-31]``, ``[A-1, B-2]``):
+    the events whose content the summary sends.  A value quoting such a
+    reference adds a seq: it over-reports, never under-reports."""
+    return {int(r.rsplit("-", 1)[1]) for lines in blocks.values() for line in lines
+            for group in _CITED.findall(line) for r in group.split(", ")}
+
+
+__all__ = ["BLOCKS", "cited_seqs", "summary_blocks", "summary_text", "text_of"]

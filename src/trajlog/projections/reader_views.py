@@ -17,8 +17,13 @@ and the history show the gap where it was).
   policies and switches, runs and context builds in full; every other
   payload withheld (``auditor.content``) but its data class and source kept.
   A grant is annotated ``audit: {expires_at, expired}``; a
-  ``context/injection`` ``audit: {target_model, data_classes}`` -- the seqs
-  it sent to its target model, by data class (``unclassified``: none stated).
+  ``context/injection`` ``audit: {target_model, data_classes,
+  read_data_classes, memory_data_classes}`` -- the seqs it selected for its
+  target model, by data class (``unclassified``: none stated); how many
+  events of each class the build sends (selected, or cited by its summary;
+  None for a build recorded before this count); and
+  the memory items it showed, by sensitivity (``unrecorded``: an older
+  build).
 * ``external-model`` -- only what a model's allowed data classes admit (its
   ``model/policy``, below), secrets masked.
 
@@ -30,7 +35,8 @@ model with no recorded policy may receive every class but ``restricted``
 (what the default context policy sends).  It is in the log, so a replay sees
 it: :func:`~trajlog.projections.context.build_context` with that
 ``target_model`` excludes what the model may not receive
-(``data_class.not_allowed_for_model``), and :meth:`trajlog.Session.switch_model`
+(``data_class.not_allowed_for_model``) and masks secrets in what it sends
+(as the external-model view shows them: :func:`mask_text`), and :meth:`trajlog.Session.switch_model`
 refuses (:class:`~trajlog.errors.ModelDataClassError`, nothing written) to
 switch to a model the context to be re-injected holds a class it may not
 receive.
@@ -82,7 +88,12 @@ class ModelPolicy:
 
     def admits(self, ev: Event) -> bool:
         """Whether the model may receive ``ev`` (by its data class)."""
-        return (ev.data_class or self.unclassified) in self.allowed
+        return self.admits_class(ev.data_class)
+
+    def admits_class(self, data_class: str | None) -> bool:
+        """Whether the model may receive data of ``data_class`` (None:
+        unclassified) -- an event's class or a memory item's sensitivity."""
+        return (data_class or self.unclassified) in self.allowed
 
 
 def _policy_of(ev: Event) -> ModelPolicy | None:
@@ -129,14 +140,19 @@ def check_switch(events: list[Event], build: Any, new: str) -> None:
     """Refuse (:class:`ModelDataClassError`) to switch to ``new`` when a
     context build (a :class:`~trajlog.projections.context.ContextBuild`) --
     what the switch re-injects -- holds an event ``new`` may not receive:
-    its selected events and those its summary read."""
+    its selected events, those its summary read or cites and the memory
+    items it showed (by their sensitivity)."""
     policy = recorded_policy(events, new)
     if policy is None:
         return
-    read = {it.seq for it in build.selected} | {
+    read = set(getattr(build, "read", ())) | {it.seq for it in build.selected} | {
         x.seq for x in build.excluded if x.reason.startswith(_SUMMARY_READ)}
-    refused = sorted((ev.seq, ev.data_class or "unclassified") for ev in events
-                     if ev.seq in read and not policy.admits(ev))
+    refused: list[tuple[int | str, str]] = []
+    refused += sorted((ev.seq, ev.data_class or "unclassified") for ev in events
+                      if ev.seq in read and not policy.admits(ev))
+    memory = getattr(build, "memory", None)
+    refused += [(u.ref, u.item.sensitivity) for u in (memory.used if memory else ())
+                if not policy.admits_class(u.item.sensitivity)]
     if refused:
         raise ModelDataClassError(new, refused, sorted(policy.allowed))
 
@@ -210,6 +226,14 @@ def _masked(ev: Event) -> Event:
     return msgspec.structs.replace(ev, data=out.data, data_class=out.data_class)
 
 
+def mask_text(text: str) -> str:
+    """``text`` with the secrets the built-in scanners find masked
+    (``[REDACTED:<kind>]``): what the external-model view shows, and what a
+    build for a model with a recorded policy sends."""
+    out = _MASK.redact("user/message", {"content": text}, None)
+    return str(out.data["content"]) if out.findings else text
+
+
 def _annotated(ev: Event, note: dict[str, Any]) -> Event:
     d = dict(ev.data) if isinstance(ev.data, dict) else {"value": ev.data}
     return msgspec.structs.replace(ev, data={**d, "audit": note})
@@ -271,8 +295,16 @@ def _one(ev: Event, role: str, policy: ModelPolicy | None, classes: Mapping[int,
         for q in ev.data.get("selected") or ():
             if type(q) is int:
                 sent.setdefault(classes.get(q, "unclassified"), []).append(q)
+        memory: dict[str, list[str]] = {}
+        for m in ev.data.get("memory") or ():
+            if isinstance(m, dict):
+                memory.setdefault(str(m.get("sensitivity", "unrecorded")), []).append(
+                    f"MEM-{m.get('id')}@v{m.get('version')}")
+        read = ev.data.get("read_data_classes")
         return _annotated(ev, {"target_model": ev.data.get("target_model"),
-                               "data_classes": dict(sorted(sent.items()))})
+                               "data_classes": dict(sorted(sent.items())),
+                               "read_data_classes": read if isinstance(read, dict) else None,
+                               "memory_data_classes": dict(sorted(memory.items()))})
     return ev
 
 
@@ -290,5 +322,5 @@ def view_fold(session: _Log, name: str, view: ReaderView | str) -> Any:
 
 
 __all__ = ["DEFAULT_ALLOWED", "MODEL_POLICY", "NOT_ALLOWED", "VIEWS", "ModelPolicy",
-           "ReaderView", "as_view", "check_switch", "for_session", "model_exclusion",
-           "model_policy", "recorded_policy", "view_events", "view_fold"]
+           "ReaderView", "as_view", "check_switch", "for_session", "mask_text",
+           "model_exclusion", "model_policy", "recorded_policy", "view_events", "view_fold"]
