@@ -403,8 +403,10 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
 
 EXCLUDED_RUNS = 1_000
 #: bumped when the same policy over the same events would select differently
-#: (a replay names "builder" as the cause of such a drift)
-BUILDER_VERSION = 1
+#: (a replay names "builder" as the cause of such a drift).  2: branches of
+#: investigation scope a build, a model's data-class policy gates and masks it,
+#: events are read through their schema versions
+BUILDER_VERSION = 2
 
 
 def messages_digest(messages: list[dict[str, Any]]) -> str:
