@@ -192,3 +192,27 @@ def test_a_policy_naming_no_known_class_admits_nothing(store):
     assert build_context(s, target_model="m", record=False).selected == []
     s.append("model/policy", {"model": "m", "allowed_data_classes": ["public"]})
     assert [it.seq for it in build_context(s, target_model="m", record=False).selected] == [0]
+
+
+def test_a_gated_build_scans_for_secrets_only_what_it_can_still_select(store, monkeypatch):
+    """The masking a model's policy turns on runs on the candidates that fit
+    their budget -- not on every tool result of a long log (a build for a
+    gated model of a 5k-event log scanned each one: 9x a plain build)."""
+    from trajlog.projections import context
+
+    scanned = []
+    monkeypatch.setattr(context, "mask_text", lambda text: scanned.append(text) or text)
+    s = store.create_session(cwd="/repo")
+    s.append("model/policy", {"model": "vendor", "allowed_data_classes": ["public", "internal"]})
+    with s.turn():
+        s.append("user/message", {"content": "run the tests"})
+        s.append("assistant/message", {"content": "", "tool_calls": [
+            {"id": f"c{i}", "name": "pytest"} for i in range(300)]})
+        for i in range(300):
+            s.append("tool/call", {"call_id": f"c{i}", "name": "pytest", "arguments": {}},
+                     source="host")
+            s.append("tool/result", {"call_id": f"c{i}", "output": "x" * 2_000})
+    build = build_context(s, target_model="vendor", record=False)
+    assert 0 < len(build.selected) < 300
+    # each selected item once, plus the summary
+    assert len(scanned) <= len(build.selected) + 1, len(scanned)

@@ -366,7 +366,12 @@ def build_context(session: Session, policy: ContextPolicy | None = None, *,
         elif len(selected) >= policy.max_events:
             reason = "limit.max_events"
         if reason is None:
-            role, text = _shown(ev, policy, gate)
+            # the budget is checked on the plain text first: masking (a scan
+            # for secrets) only what can still be selected keeps a build for
+            # a gated model from scanning every candidate of a long log
+            role, text = _render(ev, policy)
+            if gate is not None and len(text) <= budgets.get(layer, 0):
+                text = mask_text(text)
             if len(text) > budgets.get(layer, 0):
                 reason = f"budget.{layer}"
             else:
