@@ -64,15 +64,8 @@ def check_branches(reading: LogReader, tx: Reader, ref: LogRef, events: Sequence
 def _logged(reading: LogReader, tx: Reader, ref: LogRef, upto: int) -> list[Event]:
     """The ``branch/*`` events of ``ref``'s log up to ``upto`` (its inherited
     prefix included), in log order, each read back from its frame."""
-    levels: list[tuple[LogRef, int]] = []
-    level: LogRef | None = ref
-    while level is not None and upto >= 0:
-        if upto >= level.seed:
-            levels.append((level, upto))
-            upto = level.seed - 1
-        level = level.parent
     found: list[Event] = []
-    for level, hi in reversed(levels):   # the oldest ancestor first
+    for level, hi in reversed(ref.levels(upto)):   # the oldest ancestor first
         for row in tx.index_rows(level.sid, level.seed - 1, hi):
             if row.type.startswith(PREFIX):
                 ev = next(iter(reading.events(ref, row.seq, row.seq, reader=tx)), None)

@@ -1,5 +1,6 @@
 """What the api's parts pass each other: a session's log (:class:`LogRef`) and
-the store's options.  Plain values, no behaviour."""
+the store's options.  Plain values (a log also names the levels of its
+lineage)."""
 
 from __future__ import annotations
 
@@ -28,6 +29,18 @@ class LogRef:
     @property
     def seed(self) -> int:
         return self.header.seed_length
+
+    def levels(self, upto: int) -> list[tuple[LogRef, int]]:
+        """``(log, its last seq that counts)`` for this log up to ``upto`` and
+        each ancestor whose own events it inherits, nearest first."""
+        out: list[tuple[LogRef, int]] = []
+        level: LogRef | None = self
+        while level is not None and upto >= 0:
+            if upto >= level.seed:
+                out.append((level, upto))
+                upto = level.seed - 1
+            level = level.parent
+        return out
 
 
 @dataclass(frozen=True, slots=True)

@@ -111,18 +111,6 @@ class StateIndex:
         tracker = Tracker(None, None, prior=self._prior(child, cut)) if cut >= 0 else Tracker()
         return LogState(cut, child.seed_chain, Lease(), tracker, base=cut)
 
-    def _levels(self, ref: LogRef, upto: int) -> list[tuple[LogRef, int]]:
-        """``(log, its last seq that counts)`` for ``ref``'s log up to ``upto``
-        and each ancestor whose own events it inherits, nearest first."""
-        out: list[tuple[LogRef, int]] = []
-        level: LogRef | None = ref
-        while level is not None and upto >= 0:
-            if upto >= level.seed:
-                out.append((level, upto))
-                upto = level.seed - 1
-            level = level.parent
-        return out
-
     def _indexed(self, tx: Writer, ref: LogRef, seq: int, type_: str) -> None:
         """An index hit that a decision rests on, checked against its frame."""
         found = next(iter(self._reading.events(ref, seq, seq, reader=tx)), None)
@@ -134,7 +122,7 @@ class StateIndex:
         """The last ``type_`` marker at or before ``upto`` in ``ref``'s log or
         the prefix it inherits, as the index has it (the caller checks the
         frame its answer rests on)."""
-        for level, hi in self._levels(ref, upto):
+        for level, hi in ref.levels(upto):
             found = tx.marker_at_or_before(level.sid, type_, hi)
             if found is not None and found >= level.seed:
                 return found
@@ -213,7 +201,7 @@ class StateIndex:
         :attr:`Tracker.prior`), looked up in the transaction the append runs
         in: where each id was requested (the call index), then -- for an id
         the append answers -- its marks from there up to ``upto``."""
-        levels = self._levels(ref, upto)
+        levels = ref.levels(upto)
 
         def prior(asked: Sequence[str], answered: Sequence[str]) -> dict[str, Phase]:
             tx = self._current()
@@ -292,7 +280,7 @@ class StateIndex:
         if not lows or min(lows) >= state.base:
             return state.compactions
         after, found = min(lows), list[tuple[int, int]]()
-        for level, hi in self._levels(ref, state.base):
+        for level, hi in ref.levels(state.base):
             if hi <= after:
                 break
             for row in tx.index_rows(level.sid, max(after, level.seed - 1), hi):
