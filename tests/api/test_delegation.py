@@ -338,3 +338,26 @@ def test_a_forged_result_is_not_remembered(store, parent):
             parent.remember_result(mem, bad)
     assert mem.list(scopes=["session"]) == []
     assert parent.remember_result(mem, real.seq).source == (parent.id, real.seq)
+
+
+def test_naming_a_looser_run_of_the_parent_does_not_loosen_the_spawns_pins(parent):
+    """run_scope.started_data -> delegation.spawn_run: a child spawned under a
+    run that keeps metadata only names a later, looser run of its parent as its
+    parent run -- its data came under the spawn's run, so that run's pins hold
+    too; naming a run that agrees with the spawn's is taken."""
+    with parent.run(model="big", policy_version="p7", privacy_mode="metadata") as strict:
+        child = parent.spawn_subagent("look it up")
+    with parent.run(model="big", policy_version="p7") as loose:   # privacy "full"
+        pass
+    with parent.run(model="big", policy_version="p7", privacy_mode="none") as stricter:
+        pass
+    before = child.last_seq
+    with pytest.raises(errors.DelegationPinError) as exc, child.run(
+            model="s", parent_run=loose.id):
+        pass
+    assert exc.value.field == "privacy_mode" and child.last_seq == before
+    with child.run(model="s", parent_run=stricter.id) as ok:
+        pass
+    assert ok.started.data["privacy_mode"] == "none"
+    assert ok.started.data["pinned_by"] == {"session": parent.id, "seq": stricter.started.seq}
+    assert strict.started.data["privacy_mode"] == "metadata"

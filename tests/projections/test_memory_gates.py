@@ -123,3 +123,20 @@ def test_a_switch_refuses_a_build_whose_summary_holds_a_class_the_model_may_not_
     with pytest.raises(errors.ModelDataClassError) as exc:
         s.switch_model(old="big", new="ext", reason="cost", context=build)
     assert exc.value.refused == [(check.seq, "internal")]
+
+
+def test_a_build_for_a_model_with_a_policy_masks_secrets_in_its_memory_too(store):
+    """The masking a model's recorded policy turns on covers the memory
+    layers as well as the events: a key held in a fact the model may receive
+    is sent masked; without a target model the item is sent as it is."""
+    key = "AKIAIOSFODNN7EXAMPLE"
+    mem = store.memory(Identity("acme", user="alice"))
+    mem.remember("user", "fact", {"text": f"the deploy uses access key {key}"},
+                 sensitivity="public")
+    s = store.create_session(cwd="/repo", metadata={"tenant": "acme", "user": "alice"})
+    s.append("model/policy", {"model": "ext", "allowed_data_classes": ["public"]})
+    s.append("user/message", {"content": "which access key does the deploy use?"},
+             data_class="public")
+    gated = build_context(s, target_model="ext", memory=mem, record=False)
+    assert key not in str(gated.messages) and "deploy uses access key" in str(gated.messages)
+    assert key in str(build_context(s, memory=mem, record=False).messages)

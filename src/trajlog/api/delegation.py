@@ -164,6 +164,19 @@ def _resolve(session: _Log, parent_run: str, ancestors: list[_Log], open_runs: I
     return _MISSING  # type: ignore[no-any-return]
 
 
+def spawn_run(session: _Log, named: Event) -> Event | None:
+    """The ``run/started`` of the run ``session`` was spawned under (its
+    header's ``parent_run``) when a run names another one (``named``): the
+    spawn's pins hold as well, so that naming a looser run of the parent
+    cannot loosen them.  None when they are the same run or there is none."""
+    spawned = session.header.metadata.get("parent_run")
+    if not isinstance(spawned, str) or named.data.get("run_id") == spawned:
+        return None
+    if named.data.get("pinned_by") is not None and named.data.get("parent_run") == spawned:
+        return None   # a run of this session already pinned to the spawn's run
+    return parent_started(session, spawned, iter(()))
+
+
 def pin(data: dict[str, Any], parent: Event, session: str, *, privacy_stated: bool) -> None:
     """Make ``data`` (a child's ``run/started`` payload) keep what the parent
     run's ``run/started`` pinned, or raise :class:`DelegationPinError`."""

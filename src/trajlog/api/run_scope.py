@@ -236,6 +236,10 @@ def started_data(session: _Log, *, model: str, params: Mapping[str, Any] | None,
     parent = delegation.parent_started(session, parent_run, iter(_OPEN.get()))
     if parent is not None:
         delegation.pin(data, parent, session.id, privacy_stated=privacy_mode is not None)
+        spawned = delegation.spawn_run(session, parent)
+        if spawned is not None:   # naming another run does not loosen the spawn's pins
+            delegation.pin({**data, "identity": dict(data["identity"])}, spawned, session.id,
+                           privacy_stated=True)
     return data
 
 

@@ -53,6 +53,7 @@ from ..events import Event, check_text
 from ..memory.model import Identity, MemoryItem
 from .context_policy import MEMORY_LAYERS, ContextPolicy
 from .context_summary import text_of
+from .reader_views import mask_text
 
 LAYERS = MEMORY_LAYERS
 #: the layers whose share is reserved and which refuse rather than shrink
@@ -286,7 +287,8 @@ def memory_layers(source: Any, policy: ContextPolicy, now: int, query: str | Non
     docstring); ``core`` is what the core and the header already take of the
     budget; ``gate`` the target model's recorded
     :class:`~trajlog.projections.reader_views.ModelPolicy` (or None): an
-    item of a sensitivity it does not admit is left out (:data:`NOT_ALLOWED`).
+    item of a sensitivity it does not admit is left out (:data:`NOT_ALLOWED`),
+    and secrets in the items it admits are masked, as in the events it gets.
     A view acting for another tenant, user or session than the build's is
     refused (:class:`MemoryAccessError`, see :func:`_check_identity`)."""
     ident = getattr(source, "identity", None)
@@ -318,6 +320,8 @@ def memory_layers(source: Any, policy: ContextPolicy, now: int, query: str | Non
             if reason is None and layer == "retrieved" and len(lines) >= policy.memory_retrieve:
                 reason = "memory.limit.retrieved"
             text = render(item) if reason is None else ""
+            if text and gate is not None:
+                text = mask_text(text)   # as the model's events are (reader_views)
             if reason is None and len(text) + 1 > room:
                 if layer in RESERVED:
                     raise ContextBudgetError(
